@@ -1,0 +1,81 @@
+"""Typed errors. Adapters translate client exceptions into these at the boundary.
+
+Retryable errors are worth trying again (a service is down or slow); permanent errors are
+about the input and will fail the same way every time.
+"""
+
+from __future__ import annotations
+
+
+class RaglineError(Exception):
+    """Root of every error Ragline raises on purpose."""
+
+
+class RetryableError(RaglineError):
+    """A transient failure: retry with backoff."""
+
+
+class PermanentError(RaglineError):
+    """A failure caused by the input: retrying cannot help."""
+
+
+class ServiceUnavailable(RetryableError):
+    """A backing service (Mongo, Kafka, Qdrant, Redis, embedding API) did not answer."""
+
+    def __init__(self, service: str, detail: str) -> None:
+        super().__init__(f"{service} unavailable: {detail}")
+        self.service = service
+        self.detail = detail
+
+
+class UnsupportedDocumentType(PermanentError):
+    """The file's extension is not one Ragline can extract."""
+
+    def __init__(self, extension: str, supported: tuple[str, ...]) -> None:
+        shown = extension or "(none)"
+        super().__init__(
+            f"unsupported file type {shown!r}; supported types: {', '.join(supported)}"
+        )
+        self.extension = extension
+        self.supported = supported
+
+
+class DocumentTooLarge(PermanentError):
+    """The upload exceeds the configured size limit."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        super().__init__(f"file exceeds the upload limit of {limit_bytes // (1024 * 1024)} MB")
+        self.limit_bytes = limit_bytes
+
+
+class ExtractionFailed(PermanentError):
+    """The document could not be turned into text; the message says why, for the user."""
+
+
+class InvalidEvent(PermanentError):
+    """A pipeline message could not be decoded."""
+
+
+class NotFound(RaglineError):
+    """A resource does not exist for this tenant."""
+
+    def __init__(self, kind: str, identifier: str) -> None:
+        super().__init__(f"{kind} {identifier!r} not found")
+        self.kind = kind
+        self.identifier = identifier
+
+
+class Conflict(RaglineError):
+    """The request conflicts with the resource's current state."""
+
+
+class InvalidRequest(RaglineError):
+    """The request is well-formed but not acceptable."""
+
+
+class Unauthorized(RaglineError):
+    """Missing or invalid credentials."""
+
+
+class Forbidden(RaglineError):
+    """Valid credentials without the needed role."""

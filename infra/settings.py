@@ -1,0 +1,164 @@
+"""All of Ragline's settings, in one place.
+
+Every process builds one `Settings` in its entry point and passes it down. Values come from
+environment variables prefixed `RAGLINE_`, nested with `__`
+(e.g. `RAGLINE_KAFKA__BOOTSTRAP_SERVERS`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "admin", "password"})
+
+
+class KafkaSettings(BaseModel):
+    """Kafka connection and consumer tuning."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    partitions: int = Field(default=6, ge=1)
+    replication_factor: int = Field(default=1, ge=1)
+    create_topics: bool = True
+    # Real Kafka's minimum session timeout is 6000 ms; the local broker accepts lower values,
+    # which make group joins (about session_timeout_ms / 2) fast in tests.
+    session_timeout_ms: int = Field(default=10_000, ge=500)
+    heartbeat_interval_ms: int = Field(default=3_000, ge=100)
+    # Produce-to-consume latency is about half of this on the local broker.
+    fetch_max_wait_ms: int = Field(default=100, ge=0)
+    max_message_bytes: int = Field(default=2 * 1024 * 1024, ge=64 * 1024)
+    group_prefix: str = "ragline"
+
+
+class MongoSettings(BaseModel):
+    """MongoDB connection."""
+
+    url: str = "mongodb://127.0.0.1:27017/?directConnection=true"
+    database: str = "ragline"
+    timeout_ms: int = Field(default=5_000, ge=100)
+
+
+class QdrantSettings(BaseModel):
+    """Vector store: a Qdrant server when `url` is set, else the embedded engine at `path`."""
+
+    url: str | None = None
+    api_key: SecretStr | None = None
+    path: Path | None = None
+    collection: str = "ragline_chunks"
+    timeout_s: float = Field(default=10.0, gt=0)
+    # The embedded engine builds its HNSW index when the store has been idle this long.
+    optimize_idle_s: float = Field(default=5.0, gt=0)
+
+
+class RedisSettings(BaseModel):
+    """Redis connection used by the search caches."""
+
+    url: str = "redis://127.0.0.1:6379/0"
+    timeout_s: float = Field(default=0.5, gt=0)
+
+
+class EmbeddingSettings(BaseModel):
+    """Which embedding model turns text into dense vectors."""
+
+    provider: Literal["local", "gemini"] = "local"
+    # For the local provider, a sentence-transformers model path; empty means the packaged
+    # all-MiniLM-L6-v2.
+    model: str = ""
+    dimensions: int = Field(default=384, ge=8)
+    batch_size: int = Field(default=32, ge=1, le=256)
+    # 0 leaves torch's default (one thread per core).
+    torch_threads: int = Field(default=0, ge=0)
+    gemini_model: str = "gemini-embedding-001"
+    gemini_api_key: SecretStr | None = None
+    # Only for pointing the client at a compatible endpoint (tests, proxies).
+    gemini_base_url: str | None = None
+
+
+class ChunkingSettings(BaseModel):
+    """Sliding-window chunking (seed 000's algorithm)."""
+
+    chunk_size_chars: int = Field(default=1200, ge=100)
+    chunk_overlap_chars: int = Field(default=180, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> ChunkingSettings:
+        if self.chunk_overlap_chars >= self.chunk_size_chars:
+            raise ValueError("chunk_overlap_chars must be smaller than chunk_size_chars")
+        return self
+
+
+class IngestSettings(BaseModel):
+    """Upload limits and the pipeline's failure policy."""
+
+    max_upload_mb: int = Field(default=20, ge=1)
+    max_attempts: int = Field(default=3, ge=1)
+    retry_backoff_s: float = Field(default=0.5, ge=0)
+    retry_backoff_max_s: float = Field(default=10.0, ge=0)
+    parse_error_max_chars: int = Field(default=500, ge=50)
+
+    @property
+    def max_upload_bytes(self) -> int:
+        """The upload limit in bytes."""
+        return self.max_upload_mb * 1024 * 1024
+
+
+class ApiSettings(BaseModel):
+    """The HTTP server."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+
+
+class Settings(BaseSettings):
+    """Every setting of every Ragline process."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RAGLINE_",
+        env_nested_delimiter="__",
+        extra="ignore",
+    )
+
+    # Local mode runs on the stand-in servers and accepts generated secrets.
+    local_mode: bool = True
+    run_dir: Path = Path(".ragline")
+    admin_token: SecretStr = SecretStr("")
+    internal_secret: SecretStr = SecretStr("")
+    bootstrap_tenant: str = "default"
+    log_level: str = "INFO"
+    # Prometheus endpoint of a worker process; port 0 disables it.
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+
+    kafka: KafkaSettings = KafkaSettings()
+    mongo: MongoSettings = MongoSettings()
+    qdrant: QdrantSettings = QdrantSettings()
+    redis: RedisSettings = RedisSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    chunking: ChunkingSettings = ChunkingSettings()
+    ingest: IngestSettings = IngestSettings()
+    api: ApiSettings = ApiSettings()
+
+    @model_validator(mode="after")
+    def _refuse_placeholder_secrets(self) -> Settings:
+        if self.local_mode:
+            return self
+        for name in ("admin_token", "internal_secret"):
+            value: SecretStr = getattr(self, name)
+            if value.get_secret_value().strip().lower() in PLACEHOLDER_SECRETS:
+                raise ValueError(f"RAGLINE_{name.upper()} must be set to a real secret")
+        if self.qdrant.url is None:
+            raise ValueError("RAGLINE_QDRANT__URL must point at a Qdrant server outside local mode")
+        return self
+
+    @property
+    def embedded_vector_store(self) -> bool:
+        """True when the vector store is the in-process engine (no Qdrant URL)."""
+        return self.qdrant.url is None
+
+    @property
+    def vector_store_path(self) -> Path:
+        """Directory of the embedded vector store."""
+        return self.qdrant.path or self.run_dir / "vectors"
