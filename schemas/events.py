@@ -1,0 +1,77 @@
+"""Pipeline events. Each is frozen, versioned, and keyed by `document_id` on Kafka."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from datetime import datetime
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.domain import ChunkRecord, utcnow
+
+
+class Event(BaseModel):
+    """Fields every pipeline event carries."""
+
+    model_config = ConfigDict(frozen=True)
+
+    event_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    occurred_at: datetime = Field(default_factory=utcnow)
+    schema_version: int = 1
+    tenant_id: str
+    kb_id: str
+    document_id: str
+    # Which run of the pipeline this event belongs to; a re-index bumps it, and stages drop
+    # events of an older generation.
+    generation: int = Field(ge=1)
+
+    @property
+    def key(self) -> bytes:
+        """The Kafka message key: one document's events stay in one partition, in order."""
+        return self.document_id.encode()
+
+
+class DocumentUploaded(Event):
+    """The original bytes are stored; extraction can start."""
+
+    storage_key: str
+    filename: str
+    content_type: str
+
+
+class DocumentExtracted(Event):
+    """The text is stored under `extracted_key`; chunking can start."""
+
+    extracted_key: str
+    char_count: int = Field(ge=0)
+
+
+class ChunkBatchReady(Event):
+    """A bounded batch of a document's chunks, ready to embed."""
+
+    batch_index: int = Field(ge=0)
+    batch_count: int = Field(ge=1)
+    source_name: str
+    title: str
+    chunks: list[ChunkRecord]
+
+
+class ChunkBatchEmbedded(ChunkBatchReady):
+    """The same batch with one dense vector per chunk (float32, base64, row-major)."""
+
+    model: str
+    dimensions: int = Field(ge=1)
+    dense_b64: str
+
+    @staticmethod
+    def encode_vectors(vectors: NDArray[np.float32]) -> str:
+        """Packs an (n, d) float32 matrix for the wire."""
+        return base64.b64encode(np.ascontiguousarray(vectors, dtype="<f4").tobytes()).decode()
+
+    def vectors(self) -> NDArray[np.float32]:
+        """The (n, d) matrix of dense vectors, one row per chunk."""
+        raw = np.frombuffer(base64.b64decode(self.dense_b64), dtype="<f4")
+        return raw.reshape(len(self.chunks), self.dimensions).astype(np.float32)

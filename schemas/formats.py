@@ -1,0 +1,25 @@
+"""File types Ragline can ingest, by extension, with the content type recorded for each."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+CONTENT_TYPES: dict[str, str] = {
+    ".txt": "text/plain",
+    ".md": "text/markdown",
+    ".csv": "text/csv",
+    ".pdf": "application/pdf",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+}
+
+SUPPORTED_EXTENSIONS: tuple[str, ...] = tuple(CONTENT_TYPES)
+
+
+def extension_of(filename: str) -> str:
+    """The lower-case extension of a filename, with its dot ('' if none)."""
+    return PurePosixPath(filename).suffix.lower()
+
+
+def is_supported(filename: str) -> bool:
+    """Whether a file of this name can be ingested."""
+    return extension_of(filename) in CONTENT_TYPES
