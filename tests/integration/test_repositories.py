@@ -1,0 +1,173 @@
+"""Knowledge bases, documents and tokens against the real MongoDB-protocol server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from infra.documents import DocumentRepository
+from infra.errors import NotFound
+from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.mongo import Database, ensure_indexes
+from infra.tokens import TokenRepository
+from schemas.domain import (
+    Document,
+    KbStatus,
+    ParseStatus,
+    Role,
+    new_document_id,
+    utcnow,
+)
+
+
+def _document(tenant: str, kb_id: str) -> Document:
+    now = utcnow()
+    return Document(
+        id=new_document_id(),
+        tenant_id=tenant,
+        kb_id=kb_id,
+        filename="a.txt",
+        title="a.txt",
+        content_type="text/plain",
+        size_bytes=3,
+        sha256="0" * 64,
+        storage_key="gridfs:originals/000000000000000000000000",
+        parse_status=ParseStatus.QUEUED,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+async def test_knowledge_bases_are_scoped_to_their_tenant(db: Database) -> None:
+    await ensure_indexes(db)
+    kbs = KnowledgeBaseRepository(db)
+    mine = await kbs.create("acme", "Handbook", "HR policies", "en")
+    await kbs.create("other", "Theirs", "", "en")
+    assert mine.id.startswith("kb_")
+    assert [kb.id for kb in await kbs.list_all("acme")] == [mine.id]
+    assert (await kbs.get("acme", mine.id)).name == "Handbook"
+    with pytest.raises(NotFound):
+        await kbs.get("other", mine.id)
+    with pytest.raises(NotFound):
+        await kbs.update("other", mine.id, {"name": "stolen"})
+
+
+async def test_updates_and_counts_bump_the_revision(db: Database) -> None:
+    kbs = KnowledgeBaseRepository(db)
+    kb = await kbs.create("acme", "Handbook", "", "en")
+    renamed = await kbs.update("acme", kb.id, {"name": "Staff handbook"})
+    assert renamed.name == "Staff handbook"
+    assert renamed.revision == kb.revision + 1
+    await kbs.add_counts(kb.id, documents=2, chunks=30)
+    counted = await kbs.get("acme", kb.id)
+    assert (counted.document_count, counted.chunk_count) == (2, 30)
+    assert counted.revision == renamed.revision + 1
+
+
+async def test_active_ids_drops_disabled_foreign_and_unknown(db: Database) -> None:
+    kbs = KnowledgeBaseRepository(db)
+    a = await kbs.create("acme", "A", "", "en")
+    b = await kbs.create("acme", "B", "", "en")
+    foreign = await kbs.create("other", "C", "", "en")
+    await kbs.update("acme", b.id, {"status": KbStatus.DISABLED})
+    ids = await kbs.active_ids("acme", [b.id, a.id, foreign.id, "kb_missing", a.id])
+    assert ids == [a.id]
+
+
+async def test_claim_moves_forward_once_and_allows_redelivery(db: Database) -> None:
+    documents = DocumentRepository(db)
+    doc = _document("acme", "kb_1")
+    await documents.insert(doc)
+    claimed = await documents.claim(doc.id, 1, ParseStatus.EXTRACTING)
+    assert claimed is not None
+    assert claimed.parse_status is ParseStatus.EXTRACTING
+    # A redelivered message after a crash may claim again; it counts as another attempt.
+    again = await documents.claim(doc.id, 1, ParseStatus.EXTRACTING)
+    assert again is not None
+    assert again.attempts["extracting"] == 2
+    # A stale generation or a stage two steps ahead cannot.
+    assert await documents.claim(doc.id, 2, ParseStatus.EXTRACTING) is None
+    assert await documents.claim(doc.id, 1, ParseStatus.EMBEDDING) is None
+
+
+async def test_batches_are_counted_once_and_the_document_finishes_once(db: Database) -> None:
+    documents = DocumentRepository(db)
+    doc = _document("acme", "kb_1")
+    await documents.insert(doc)
+    for status in (ParseStatus.EXTRACTING, ParseStatus.CHUNKING):
+        assert await documents.claim(doc.id, 1, status) is not None
+    assert await documents.record_chunking(
+        doc.id, 1, chunk_count=70, text_char_count=9000, batch_count=3, batch_size=32
+    )
+    assert await documents.advance(doc.id, 1, ParseStatus.EMBEDDING) is not None
+    for batch in (0, 2, 2, 0):
+        assert await documents.record_batch_embedded(doc.id, 1, batch)
+    progress = await documents.find(doc.id)
+    assert progress is not None
+    assert progress.chunks_embedded == 32 + 6  # batch 0 (32) and the last batch (70 - 64)
+    assert await documents.advance(doc.id, 1, ParseStatus.INDEXING) is not None
+    # Embedding of a later batch may still run while indexing started: no step back.
+    embedding_again = await documents.advance(doc.id, 1, ParseStatus.EMBEDDING)
+    assert embedding_again is not None
+    assert embedding_again.parse_status is ParseStatus.INDEXING
+    assert await documents.record_batch_embedded(doc.id, 1, 1)
+    assert await documents.record_batch_indexed(doc.id, 1, 0) == (1, 3)
+    assert await documents.record_batch_indexed(doc.id, 1, 0) == (1, 3)
+    assert await documents.record_batch_indexed(doc.id, 1, 1) == (2, 3)
+    assert await documents.record_batch_indexed(doc.id, 1, 2) == (3, 3)
+    results = await asyncio.gather(*(documents.mark_indexed(doc.id, 1) for _ in range(5)))
+    winners = [r for r in results if r is not None]
+    assert len(winners) == 1
+    finished, previous = winners[0]
+    assert finished.parse_status is ParseStatus.INDEXED
+    assert previous == 0
+    stored = await documents.find(doc.id)
+    assert stored is not None
+    assert stored.indexed_chunk_count == 70
+    assert stored.chunks_embedded == 70
+
+
+async def test_failure_reason_is_truncated_and_never_overwrites_success(db: Database) -> None:
+    documents = DocumentRepository(db, parse_error_max_chars=60)
+    doc = _document("acme", "kb_1")
+    await documents.insert(doc)
+    assert await documents.mark_failed(doc.id, 1, "the PDF is encrypted; " + "x" * 200)
+    failed = await documents.find(doc.id)
+    assert failed is not None
+    assert failed.parse_status is ParseStatus.FAILED
+    assert failed.parse_error is not None
+    assert len(failed.parse_error) == 60
+    assert failed.parse_error.startswith("the PDF is encrypted")
+
+
+async def test_begin_delete_retires_the_generation(db: Database) -> None:
+    documents = DocumentRepository(db)
+    doc = _document("acme", "kb_1")
+    await documents.insert(doc)
+    before = await documents.begin_delete("acme", "kb_1", doc.id)
+    assert before.generation == 1
+    # Everything the pipeline still has in flight for generation 1 now misses.
+    assert await documents.claim(doc.id, 1, ParseStatus.EXTRACTING) is None
+    assert not await documents.record_batch_embedded(doc.id, 1, 0)
+    assert await documents.record_batch_indexed(doc.id, 1, 0) is None
+    with pytest.raises(NotFound):
+        await documents.begin_delete("other", "kb_1", doc.id)
+    assert await documents.remove(doc.id)
+    assert not await documents.remove(doc.id)
+
+
+async def test_tokens_resolve_to_their_tenant_and_role(db: Database) -> None:
+    tokens = TokenRepository(db, bootstrap_token="boot-secret", bootstrap_tenant="default")
+    boot = await tokens.resolve("boot-secret")
+    assert boot is not None
+    assert (boot.tenant_id, boot.role) == ("default", Role.ADMIN)
+    token_id, token = await tokens.issue("acme", Role.USER, "bot reader")
+    resolved = await tokens.resolve(token)
+    assert resolved is not None
+    assert (resolved.tenant_id, resolved.role, resolved.token_id) == ("acme", Role.USER, token_id)
+    assert await tokens.resolve("not-a-token") is None
+    # Only a hash is stored.
+    stored = await db["api_tokens"].find_one({"token_id": token_id})
+    assert stored is not None
+    assert token not in str(stored)
