@@ -1,0 +1,119 @@
+"""The vector store's interface: one small protocol, two implementations.
+
+`QdrantServerStore` talks to a Qdrant server (production); `EdgeVectorStore` runs Qdrant's
+embedded engine in-process (the local default). Both pass one contract test suite
+(`tests/integration/test_vector_store_contract.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+DENSE_VECTOR = "dense"
+SPARSE_VECTOR = "sparse"
+
+# Payload fields with an index: every search filters on them.
+INDEXED_KEYWORD_FIELDS: tuple[str, ...] = ("tenant_id", "kb_id", "document_id")
+INDEXED_BOOL_FIELDS: tuple[str, ...] = ("active",)
+
+
+@dataclass(frozen=True)
+class SparseVector:
+    """Term weights keyed by term index (sorted, unique indices)."""
+
+    indices: list[int]
+    values: list[float]
+
+
+@dataclass(frozen=True)
+class ChunkPoint:
+    """One chunk to store: its point id, vectors and payload."""
+
+    point_id: str
+    dense: NDArray[np.float32]
+    payload: dict[str, Any]
+    sparse: SparseVector | None = None
+
+
+@dataclass(frozen=True)
+class ScoredChunk:
+    """A search result: the point, its score and payload."""
+
+    point_id: str
+    score: float
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SearchScope:
+    """What a search may see: active chunks of these KBs of this tenant, and nothing else."""
+
+    tenant_id: str
+    kb_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class VectorQuery:
+    """A dense (and optionally sparse) query within a scope."""
+
+    scope: SearchScope
+    dense: NDArray[np.float32]
+    limit: int
+    score_threshold: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class VectorStore(Protocol):
+    """What the pipeline and the search service need from a vector store."""
+
+    async def ensure_collection(self) -> None:
+        """Creates the collection and payload indexes if missing; checks the dimensions."""
+        ...
+
+    async def upsert(self, points: Sequence[ChunkPoint]) -> None:
+        """Writes points; an existing id is overwritten."""
+        ...
+
+    async def set_document_active(self, tenant_id: str, document_id: str, active: bool) -> None:
+        """Makes all of a document's chunks visible to search, or hides them."""
+        ...
+
+    async def delete_document(self, tenant_id: str, document_id: str) -> None:
+        """Deletes all of a document's chunks."""
+        ...
+
+    async def delete_points(self, point_ids: Sequence[str]) -> None:
+        """Deletes points by id."""
+        ...
+
+    async def trim_document(self, tenant_id: str, document_id: str, keep_chunks: int) -> None:
+        """Deletes a document's chunks numbered `keep_chunks` and above."""
+        ...
+
+    async def delete_kb(self, tenant_id: str, kb_id: str) -> None:
+        """Deletes all chunks of a knowledge base."""
+        ...
+
+    async def search(self, query: VectorQuery) -> list[ScoredChunk]:
+        """The best active chunks in scope, best first."""
+        ...
+
+    async def count(
+        self,
+        tenant_id: str,
+        *,
+        kb_id: str | None = None,
+        document_id: str | None = None,
+        active: bool | None = None,
+    ) -> int:
+        """How many points match (exact)."""
+        ...
+
+    async def close(self) -> None:
+        """Releases the store (flushes the embedded engine)."""
+        ...

@@ -1,0 +1,274 @@
+"""Vector store on Qdrant's embedded engine (qdrant-edge-py): the local default.
+
+The engine is single-process (it holds a lock on its write-ahead log), so exactly one process
+opens it; in the local default that is the API process, which serves search and runs the index
+stage. Its Python binding holds the GIL during every call, so calls run in a worker thread one
+at a time, and HNSW optimisation runs only once writes have been idle for a while.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import qdrant_edge as qe
+
+from infra.errors import PermanentError, ServiceUnavailable
+from infra.vectorstore.base import (
+    DENSE_VECTOR,
+    INDEXED_BOOL_FIELDS,
+    INDEXED_KEYWORD_FIELDS,
+    SPARSE_VECTOR,
+    ChunkPoint,
+    ScoredChunk,
+    VectorQuery,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def _match(key: str, value: str | bool) -> qe.FieldCondition:
+    # The binding turns a Python bool into an integer (bool subclasses int), which then matches
+    # nothing; numpy's bool_ reaches the engine as a boolean.
+    matched: Any = np.bool_(value) if isinstance(value, bool) else value
+    return qe.FieldCondition(key=key, match=qe.MatchValue(matched))
+
+
+class EdgeVectorStore:
+    """A `VectorStore` on an embedded Qdrant shard in a local directory."""
+
+    def __init__(self, path: Path, dimensions: int, optimize_idle_s: float = 5.0) -> None:
+        self._path = path
+        self._dimensions = dimensions
+        self._optimize_idle_s = optimize_idle_s
+        self._shard: qe.EdgeShard | None = None
+        # One call at a time: the binding holds the GIL anyway, and a sequence of writes
+        # (e.g. activate one document, delete another) must not interleave with a search.
+        self._lock = asyncio.Lock()
+        self._dirty = False
+        self._last_write = 0.0
+        self._optimizer: asyncio.Task[None] | None = None
+
+    async def ensure_collection(self) -> None:
+        """Opens (or creates) the shard and its payload indexes; starts the idle optimiser."""
+        if self._shard is not None:
+            return
+        self._shard = await asyncio.to_thread(self._open)
+        self._optimizer = asyncio.create_task(self._optimize_when_idle())
+
+    def _open(self) -> qe.EdgeShard:
+        config = qe.EdgeConfig(
+            vectors={
+                DENSE_VECTOR: qe.EdgeVectorParams(
+                    size=self._dimensions, distance=qe.Distance.Cosine
+                )
+            },
+            sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )
+        try:
+            if self._path.exists() and any(self._path.iterdir()):
+                shard = qe.EdgeShard.load(str(self._path))
+                existing = shard.info()
+                size = shard_dense_size(shard)
+                if size is not None and size != self._dimensions:
+                    shard.close()
+                    raise PermanentError(
+                        f"vector store at {self._path} holds {size}-dimensional vectors; "
+                        f"the embedding model makes {self._dimensions}"
+                    )
+                log.info("opened vector store at %s (%d points)", self._path, existing.points_count)
+            else:
+                self._path.mkdir(parents=True, exist_ok=True)
+                shard = qe.EdgeShard.create(str(self._path), config)
+        except PermanentError:
+            raise
+        except Exception as exc:
+            raise ServiceUnavailable("vector store", f"cannot open {self._path}: {exc}") from exc
+        indexed = set(shard.info().payload_schema)
+        for name in INDEXED_KEYWORD_FIELDS:
+            if name not in indexed:
+                shard.update(
+                    qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword)
+                )
+        for name in INDEXED_BOOL_FIELDS:
+            if name not in indexed:
+                shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Bool))
+        return shard
+
+    async def upsert(self, points: Sequence[ChunkPoint]) -> None:
+        """Writes points; an existing id is overwritten."""
+        if not points:
+            return
+        edge_points = []
+        for point in points:
+            vector: dict[str, Any] = {DENSE_VECTOR: point.dense.tolist()}
+            if point.sparse is not None and point.sparse.indices:
+                vector[SPARSE_VECTOR] = qe.SparseVector(
+                    indices=point.sparse.indices, values=point.sparse.values
+                )
+            edge_points.append(qe.Point(id=point.point_id, vector=vector, payload=point.payload))
+        await self._write(lambda shard: shard.update(qe.UpdateOperation.upsert_points(edge_points)))
+
+    async def set_document_active(self, tenant_id: str, document_id: str, active: bool) -> None:
+        """Makes all of a document's chunks visible to search, or hides them."""
+        selector = qe.Filter(
+            must=[_match("tenant_id", tenant_id), _match("document_id", document_id)]
+        )
+        await self._write(
+            lambda shard: shard.update(
+                qe.UpdateOperation.set_payload_by_filter(selector, {"active": active})
+            )
+        )
+
+    async def delete_document(self, tenant_id: str, document_id: str) -> None:
+        """Deletes all of a document's chunks."""
+        await self._delete_by(
+            qe.Filter(must=[_match("tenant_id", tenant_id), _match("document_id", document_id)])
+        )
+
+    async def delete_points(self, point_ids: Sequence[str]) -> None:
+        """Deletes points by id."""
+        if not point_ids:
+            return
+        ids: list[Any] = list(point_ids)
+        await self._write(lambda shard: shard.update(qe.UpdateOperation.delete_points(ids)))
+
+    async def trim_document(self, tenant_id: str, document_id: str, keep_chunks: int) -> None:
+        """Deletes a document's chunks numbered `keep_chunks` and above."""
+        await self._delete_by(
+            qe.Filter(
+                must=[
+                    _match("tenant_id", tenant_id),
+                    _match("document_id", document_id),
+                    qe.FieldCondition(key="chunk_index", range=qe.RangeFloat(gte=keep_chunks)),
+                ]
+            )
+        )
+
+    async def delete_kb(self, tenant_id: str, kb_id: str) -> None:
+        """Deletes all chunks of a knowledge base."""
+        await self._delete_by(
+            qe.Filter(must=[_match("tenant_id", tenant_id), _match("kb_id", kb_id)])
+        )
+
+    async def search(self, query: VectorQuery) -> list[ScoredChunk]:
+        """The best active chunks in scope by cosine similarity."""
+        if not query.scope.kb_ids:
+            return []
+        request = qe.QueryRequest(
+            limit=query.limit,
+            query=qe.Query.Nearest(query.dense.tolist(), using=DENSE_VECTOR),
+            filter=_scope_filter(query),
+            score_threshold=query.score_threshold,
+            with_payload=True,
+        )
+        points = await self._call(lambda shard: shard.query(request))
+        return [
+            ScoredChunk(point_id=str(p.id), score=p.score, payload=dict(p.payload or {}))
+            for p in points
+        ]
+
+    async def count(
+        self,
+        tenant_id: str,
+        *,
+        kb_id: str | None = None,
+        document_id: str | None = None,
+        active: bool | None = None,
+    ) -> int:
+        """How many points match (exact)."""
+        must: list[Any] = [_match("tenant_id", tenant_id)]
+        if kb_id is not None:
+            must.append(_match("kb_id", kb_id))
+        if document_id is not None:
+            must.append(_match("document_id", document_id))
+        if active is not None:
+            must.append(_match("active", active))
+        request = qe.CountRequest(filter=qe.Filter(must=must), exact=True)
+        return await self._call(lambda shard: shard.count(request))
+
+    async def optimize(self) -> None:
+        """Builds the HNSW index now (blocks other calls while it runs)."""
+        await self._call(lambda shard: shard.optimize())
+        self._dirty = False
+
+    async def close(self) -> None:
+        """Stops the optimiser, flushes and closes the shard."""
+        if self._optimizer is not None:
+            self._optimizer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._optimizer
+            self._optimizer = None
+        if self._shard is not None:
+            async with self._lock:
+                shard, self._shard = self._shard, None
+                await asyncio.to_thread(_flush_and_close, shard)
+
+    async def _delete_by(self, selector: qe.Filter) -> None:
+        await self._write(
+            lambda shard: shard.update(qe.UpdateOperation.delete_points_by_filter(selector))
+        )
+
+    async def _write(self, fn: Callable[[qe.EdgeShard], T]) -> T:
+        result = await self._call(fn)
+        self._dirty = True
+        self._last_write = time.monotonic()
+        return result
+
+    async def _call(self, fn: Callable[[qe.EdgeShard], T]) -> T:
+        async with self._lock:
+            shard = self._shard
+            if shard is None:
+                raise ServiceUnavailable("vector store", "the embedded store is not open")
+            try:
+                return await asyncio.to_thread(fn, shard)
+            except (PermanentError, ServiceUnavailable):
+                raise
+            except Exception as exc:
+                raise ServiceUnavailable("vector store", str(exc)) from exc
+
+    async def _optimize_when_idle(self) -> None:
+        while True:
+            await asyncio.sleep(min(1.0, self._optimize_idle_s))
+            idle = time.monotonic() - self._last_write
+            if self._dirty and idle >= self._optimize_idle_s:
+                started = time.monotonic()
+                try:
+                    await self.optimize()
+                except ServiceUnavailable as exc:
+                    log.warning("vector store optimisation failed: %s", exc)
+                    continue
+                took = time.monotonic() - started
+                if took > 1.0:
+                    log.info("vector store optimised in %.1f s", took)
+
+
+def shard_dense_size(shard: qe.EdgeShard) -> int | None:
+    """The dense vector size a shard was created with, if it has any points to tell."""
+    records, _ = shard.scroll(qe.ScrollRequest(limit=1, with_vector=[DENSE_VECTOR]))
+    if not records or not isinstance(records[0].vector, dict):
+        return None
+    dense = records[0].vector.get(DENSE_VECTOR)
+    return len(dense) if isinstance(dense, list) else None
+
+
+def _flush_and_close(shard: qe.EdgeShard) -> None:
+    shard.flush()
+    shard.close()
+
+
+def _scope_filter(query: VectorQuery) -> qe.Filter:
+    return qe.Filter(
+        must=[
+            _match("tenant_id", query.scope.tenant_id),
+            qe.FieldCondition(key="kb_id", match=qe.MatchAny(list(query.scope.kb_ids))),
+            _match("active", True),
+        ]
+    )

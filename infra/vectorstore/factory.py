@@ -1,0 +1,31 @@
+"""Opens the configured vector store."""
+
+from __future__ import annotations
+
+from infra.settings import Settings
+from infra.vectorstore.base import VectorStore
+
+
+async def open_vector_store(settings: Settings) -> VectorStore:
+    """A Qdrant server store when a URL is set, else the embedded engine; collection ensured."""
+    store: VectorStore
+    if settings.qdrant.url is None:
+        from infra.vectorstore.edge import EdgeVectorStore
+
+        store = EdgeVectorStore(
+            settings.vector_store_path,
+            settings.embedding.dimensions,
+            optimize_idle_s=settings.qdrant.optimize_idle_s,
+        )
+    else:
+        from qdrant_client import AsyncQdrantClient
+
+        from infra.vectorstore.qdrant_server import QdrantServerStore
+
+        api_key = settings.qdrant.api_key.get_secret_value() if settings.qdrant.api_key else None
+        client = AsyncQdrantClient(
+            url=settings.qdrant.url, api_key=api_key, timeout=int(settings.qdrant.timeout_s)
+        )
+        store = QdrantServerStore(client, settings.qdrant.collection, settings.embedding.dimensions)
+    await store.ensure_collection()
+    return store

@@ -1,0 +1,201 @@
+"""Vector store on a Qdrant server, through qdrant-client (production)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import httpx
+from qdrant_client import AsyncQdrantClient
+from qdrant_client import models as qm
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from infra.errors import PermanentError, ServiceUnavailable
+from infra.vectorstore.base import (
+    DENSE_VECTOR,
+    INDEXED_BOOL_FIELDS,
+    INDEXED_KEYWORD_FIELDS,
+    SPARSE_VECTOR,
+    ChunkPoint,
+    ScoredChunk,
+    VectorQuery,
+)
+
+
+@asynccontextmanager
+async def _qdrant_errors() -> AsyncIterator[None]:
+    try:
+        yield
+    except UnexpectedResponse as exc:
+        if exc.status_code is not None and exc.status_code >= 500:
+            raise ServiceUnavailable("qdrant", str(exc)) from exc
+        raise PermanentError(f"qdrant rejected the request: {exc}") from exc
+    except (ResponseHandlingException, httpx.TransportError, ConnectionError, TimeoutError) as exc:
+        raise ServiceUnavailable("qdrant", str(exc)) from exc
+
+
+def _match(key: str, value: str | bool) -> qm.FieldCondition:
+    return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
+
+
+class QdrantServerStore:
+    """A `VectorStore` on one collection of a Qdrant server."""
+
+    def __init__(self, client: AsyncQdrantClient, collection: str, dimensions: int) -> None:
+        self._client = client
+        self._collection = collection
+        self._dimensions = dimensions
+
+    async def ensure_collection(self) -> None:
+        """Creates the collection (cosine dense + IDF sparse) and its payload indexes."""
+        async with _qdrant_errors():
+            if await self._client.collection_exists(self._collection):
+                info = await self._client.get_collection(self._collection)
+                vectors = info.config.params.vectors
+                size = vectors[DENSE_VECTOR].size if isinstance(vectors, dict) else None
+                if size != self._dimensions:
+                    raise PermanentError(
+                        f"collection {self._collection!r} holds {size}-dimensional vectors; "
+                        f"the embedding model makes {self._dimensions}"
+                    )
+            else:
+                await self._client.create_collection(
+                    self._collection,
+                    vectors_config={
+                        DENSE_VECTOR: qm.VectorParams(
+                            size=self._dimensions, distance=qm.Distance.COSINE
+                        )
+                    },
+                    sparse_vectors_config={
+                        SPARSE_VECTOR: qm.SparseVectorParams(modifier=qm.Modifier.IDF)
+                    },
+                )
+            for name in INDEXED_KEYWORD_FIELDS:
+                await self._client.create_payload_index(
+                    self._collection, name, qm.PayloadSchemaType.KEYWORD
+                )
+            for name in INDEXED_BOOL_FIELDS:
+                await self._client.create_payload_index(
+                    self._collection, name, qm.PayloadSchemaType.BOOL
+                )
+
+    async def upsert(self, points: Sequence[ChunkPoint]) -> None:
+        """Writes points; an existing id is overwritten."""
+        if not points:
+            return
+        structs = []
+        for point in points:
+            vector: dict[str, list[float] | qm.SparseVector] = {DENSE_VECTOR: point.dense.tolist()}
+            if point.sparse is not None and point.sparse.indices:
+                vector[SPARSE_VECTOR] = qm.SparseVector(
+                    indices=point.sparse.indices, values=point.sparse.values
+                )
+            structs.append(qm.PointStruct(id=point.point_id, vector=vector, payload=point.payload))
+        async with _qdrant_errors():
+            await self._client.upsert(self._collection, structs, wait=True)
+
+    async def set_document_active(self, tenant_id: str, document_id: str, active: bool) -> None:
+        """Makes all of a document's chunks visible to search, or hides them."""
+        async with _qdrant_errors():
+            await self._client.set_payload(
+                self._collection,
+                payload={"active": active},
+                points=qm.Filter(
+                    must=[_match("tenant_id", tenant_id), _match("document_id", document_id)]
+                ),
+                wait=True,
+            )
+
+    async def delete_document(self, tenant_id: str, document_id: str) -> None:
+        """Deletes all of a document's chunks."""
+        await self._delete_by(
+            qm.Filter(must=[_match("tenant_id", tenant_id), _match("document_id", document_id)])
+        )
+
+    async def delete_points(self, point_ids: Sequence[str]) -> None:
+        """Deletes points by id."""
+        if not point_ids:
+            return
+        async with _qdrant_errors():
+            await self._client.delete(
+                self._collection, qm.PointIdsList(points=list(point_ids)), wait=True
+            )
+
+    async def trim_document(self, tenant_id: str, document_id: str, keep_chunks: int) -> None:
+        """Deletes a document's chunks numbered `keep_chunks` and above."""
+        await self._delete_by(
+            qm.Filter(
+                must=[
+                    _match("tenant_id", tenant_id),
+                    _match("document_id", document_id),
+                    qm.FieldCondition(key="chunk_index", range=qm.Range(gte=keep_chunks)),
+                ]
+            )
+        )
+
+    async def delete_kb(self, tenant_id: str, kb_id: str) -> None:
+        """Deletes all chunks of a knowledge base."""
+        await self._delete_by(
+            qm.Filter(must=[_match("tenant_id", tenant_id), _match("kb_id", kb_id)])
+        )
+
+    async def search(self, query: VectorQuery) -> list[ScoredChunk]:
+        """The best active chunks in scope by cosine similarity."""
+        if not query.scope.kb_ids:
+            return []
+        async with _qdrant_errors():
+            response = await self._client.query_points(
+                self._collection,
+                query=query.dense.tolist(),
+                using=DENSE_VECTOR,
+                query_filter=_scope_filter(query),
+                limit=query.limit,
+                score_threshold=query.score_threshold,
+                with_payload=True,
+            )
+        return [
+            ScoredChunk(point_id=str(p.id), score=p.score, payload=dict(p.payload or {}))
+            for p in response.points
+        ]
+
+    async def count(
+        self,
+        tenant_id: str,
+        *,
+        kb_id: str | None = None,
+        document_id: str | None = None,
+        active: bool | None = None,
+    ) -> int:
+        """How many points match (exact)."""
+        must = [_match("tenant_id", tenant_id)]
+        if kb_id is not None:
+            must.append(_match("kb_id", kb_id))
+        if document_id is not None:
+            must.append(_match("document_id", document_id))
+        if active is not None:
+            must.append(_match("active", active))
+        async with _qdrant_errors():
+            result = await self._client.count(
+                self._collection, count_filter=qm.Filter(must=list(must)), exact=True
+            )
+        return result.count
+
+    async def close(self) -> None:
+        """Closes the client."""
+        await self._client.close()
+
+    async def _delete_by(self, selector: qm.Filter) -> None:
+        async with _qdrant_errors():
+            await self._client.delete(
+                self._collection, qm.FilterSelector(filter=selector), wait=True
+            )
+
+
+def _scope_filter(query: VectorQuery) -> qm.Filter:
+    return qm.Filter(
+        must=[
+            _match("tenant_id", query.scope.tenant_id),
+            qm.FieldCondition(key="kb_id", match=qm.MatchAny(any=list(query.scope.kb_ids))),
+            _match("active", True),
+        ]
+    )

@@ -1,0 +1,201 @@
+"""One contract, two vector stores: the embedded engine and qdrant-client (Qdrant's API).
+
+The Qdrant-server store runs against qdrant-client's local mode, which implements the server's
+API in-process; the embedded store runs Qdrant's own engine on disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from qdrant_client import AsyncQdrantClient
+
+from infra.errors import PermanentError
+from infra.vectorstore.base import (
+    ChunkPoint,
+    ScoredChunk,
+    SearchScope,
+    VectorQuery,
+    VectorStore,
+)
+from infra.vectorstore.edge import EdgeVectorStore
+from infra.vectorstore.qdrant_server import QdrantServerStore
+from schemas.domain import chunk_point_id
+
+DIM = 8
+
+
+def _unit(seed: int) -> np.ndarray:
+    vector = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def _point(
+    tenant: str, kb: str, doc: str, index: int, *, active: bool = True, seed: int | None = None
+) -> ChunkPoint:
+    return ChunkPoint(
+        point_id=chunk_point_id(doc, index),
+        dense=_unit(seed if seed is not None else hash((doc, index)) % 10_000),
+        payload={
+            "tenant_id": tenant,
+            "kb_id": kb,
+            "document_id": doc,
+            "chunk_index": index,
+            "chunk_text": f"{doc} chunk {index}",
+            "active": active,
+        },
+    )
+
+
+def _query(tenant: str, kbs: tuple[str, ...], vector: np.ndarray, limit: int = 10) -> VectorQuery:
+    return VectorQuery(scope=SearchScope(tenant, kbs), dense=vector, limit=limit)
+
+
+def _docs(hits: list[ScoredChunk]) -> set[str]:
+    return {str(h.payload["document_id"]) for h in hits}
+
+
+@pytest.fixture(params=["edge", "qdrant"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorStore]:
+    """Each implementation, fresh."""
+    opened: VectorStore
+    if request.param == "edge":
+        opened = EdgeVectorStore(tmp_path / "vectors", DIM)
+    else:
+        opened = QdrantServerStore(AsyncQdrantClient(location=":memory:"), "chunks", DIM)
+    await opened.ensure_collection()
+    yield opened
+    await opened.close()
+
+
+async def test_search_returns_nearest_first_with_cosine_scores(store: VectorStore) -> None:
+    await store.upsert([_point("t1", "kb1", "doc_a", i, seed=i) for i in range(5)])
+    hits = await store.search(_query("t1", ("kb1",), _unit(3)))
+    assert hits[0].payload["chunk_index"] == 3
+    assert hits[0].score == pytest.approx(1.0, abs=1e-4)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert hits[0].point_id == chunk_point_id("doc_a", 3)
+
+
+async def test_search_sees_only_its_tenant_and_kbs(store: VectorStore) -> None:
+    await store.upsert(
+        [
+            _point("t1", "kb1", "doc_a", 0),
+            _point("t1", "kb2", "doc_b", 0),
+            _point("t2", "kb1", "doc_c", 0),
+        ]
+    )
+    assert _docs(await store.search(_query("t1", ("kb1",), _unit(1)))) == {"doc_a"}
+    assert _docs(await store.search(_query("t1", ("kb1", "kb2"), _unit(1)))) == {"doc_a", "doc_b"}
+    assert _docs(await store.search(_query("t2", ("kb1", "kb2"), _unit(1)))) == {"doc_c"}
+    assert await store.search(_query("t3", ("kb1",), _unit(1))) == []
+    assert await store.search(_query("t1", (), _unit(1))) == []
+
+
+async def test_inactive_chunks_are_hidden_until_activated(store: VectorStore) -> None:
+    await store.upsert([_point("t1", "kb1", "doc_a", i, active=False) for i in range(3)])
+    assert await store.search(_query("t1", ("kb1",), _unit(1))) == []
+    assert await store.count("t1", document_id="doc_a", active=False) == 3
+    await store.set_document_active("t1", "doc_a", True)
+    assert len(await store.search(_query("t1", ("kb1",), _unit(1)))) == 3
+    assert await store.count("t1", document_id="doc_a", active=True) == 3
+    await store.set_document_active("t1", "doc_a", False)
+    assert await store.search(_query("t1", ("kb1",), _unit(1))) == []
+
+
+async def test_activation_is_scoped_to_the_tenant(store: VectorStore) -> None:
+    await store.upsert([_point("t2", "kb1", "doc_a", 0, active=False)])
+    await store.set_document_active("t1", "doc_a", True)
+    assert await store.count("t2", document_id="doc_a", active=True) == 0
+
+
+async def test_upserting_the_same_chunk_overwrites_it(store: VectorStore) -> None:
+    await store.upsert([_point("t1", "kb1", "doc_a", 0, seed=1)])
+    await store.upsert([_point("t1", "kb1", "doc_a", 0, seed=2)])
+    assert await store.count("t1", document_id="doc_a") == 1
+    hits = await store.search(_query("t1", ("kb1",), _unit(2)))
+    assert hits[0].score == pytest.approx(1.0, abs=1e-4)
+
+
+async def test_delete_document_and_points_and_kb(store: VectorStore) -> None:
+    await store.upsert(
+        [_point("t1", "kb1", "doc_a", i) for i in range(3)]
+        + [_point("t1", "kb1", "doc_b", i) for i in range(2)]
+        + [_point("t1", "kb2", "doc_c", 0)]
+        + [_point("t2", "kb1", "doc_a", 0)]
+    )
+    await store.delete_document("t1", "doc_a")
+    assert await store.count("t1", document_id="doc_a") == 0
+    assert await store.count("t2", document_id="doc_a") == 1
+    await store.delete_points([chunk_point_id("doc_b", 0)])
+    assert await store.count("t1", document_id="doc_b") == 1
+    await store.delete_kb("t1", "kb1")
+    assert await store.count("t1", kb_id="kb1") == 0
+    assert await store.count("t1", kb_id="kb2") == 1
+
+
+async def test_trim_removes_the_tail_of_a_document(store: VectorStore) -> None:
+    await store.upsert([_point("t1", "kb1", "doc_a", i) for i in range(6)])
+    await store.trim_document("t1", "doc_a", keep_chunks=4)
+    hits = await store.search(_query("t1", ("kb1",), _unit(0)))
+    assert sorted(int(h.payload["chunk_index"]) for h in hits) == [0, 1, 2, 3]
+
+
+async def test_score_threshold_drops_weak_matches(store: VectorStore) -> None:
+    await store.upsert([_point("t1", "kb1", "doc_a", i, seed=i) for i in range(5)])
+    query = VectorQuery(
+        scope=SearchScope("t1", ("kb1",)), dense=_unit(3), limit=10, score_threshold=0.99
+    )
+    hits = await store.search(query)
+    assert [h.payload["chunk_index"] for h in hits] == [3]
+
+
+async def test_payload_round_trips(store: VectorStore) -> None:
+    point = _point("t1", "kb1", "doc_a", 0)
+    point.payload.update({"page": 7, "heading_path": ["A", "B"], "source_name": "ü.pdf"})
+    await store.upsert([point])
+    hit = (await store.search(_query("t1", ("kb1",), _unit(1))))[0]
+    assert hit.payload["page"] == 7
+    assert hit.payload["heading_path"] == ["A", "B"]
+    assert hit.payload["source_name"] == "ü.pdf"
+    assert hit.payload["active"] is True
+
+
+async def test_embedded_store_keeps_points_across_restarts(tmp_path: Path) -> None:
+    first = EdgeVectorStore(tmp_path / "v", DIM)
+    await first.ensure_collection()
+    await first.upsert([_point("t1", "kb1", "doc_a", i) for i in range(3)])
+    await first.close()
+    second = EdgeVectorStore(tmp_path / "v", DIM)
+    await second.ensure_collection()
+    assert await second.count("t1", document_id="doc_a") == 3
+    await second.close()
+
+
+async def test_embedded_store_refuses_other_dimensions(tmp_path: Path) -> None:
+    first = EdgeVectorStore(tmp_path / "v", DIM)
+    await first.ensure_collection()
+    await first.upsert([_point("t1", "kb1", "doc_a", 0)])
+    await first.close()
+    with pytest.raises(PermanentError, match="dimensional"):
+        await EdgeVectorStore(tmp_path / "v", DIM * 2).ensure_collection()
+
+
+async def test_server_store_refuses_other_dimensions() -> None:
+    client = AsyncQdrantClient(location=":memory:")
+    await QdrantServerStore(client, "chunks", DIM).ensure_collection()
+    with pytest.raises(PermanentError, match="dimensional"):
+        await QdrantServerStore(client, "chunks", DIM * 2).ensure_collection()
+    await client.close()
+
+
+async def test_embedded_store_optimises_when_idle(tmp_path: Path) -> None:
+    store = EdgeVectorStore(tmp_path / "v", DIM, optimize_idle_s=0.2)
+    await store.ensure_collection()
+    await store.upsert([_point("t1", "kb1", f"doc_{i}", 0) for i in range(50)])
+    await store.optimize()
+    assert len(await store.search(_query("t1", ("kb1",), _unit(1), limit=50))) == 50
+    await store.close()
