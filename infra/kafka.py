@@ -1,0 +1,79 @@
+"""Kafka: topic creation, broker construction and consumer options (FastStream over aiokafka)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from faststream import AckPolicy
+from faststream.kafka import KafkaBroker
+
+from infra.errors import ServiceUnavailable
+from infra.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+
+async def ensure_topics(settings: KafkaSettings, topics: Iterable[str]) -> None:
+    """Creates missing topics with the configured partition count.
+
+    Auto-created topics may get a single partition, which would stop consumers of one group
+    from sharing the load, so topics are always created explicitly.
+    """
+    wanted = list(dict.fromkeys(topics))
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
+    try:
+        await admin.start()
+        existing = set(await admin.list_topics())
+        missing = [name for name in wanted if name not in existing]
+        if missing:
+            try:
+                await admin.create_topics(
+                    [
+                        NewTopic(
+                            name,
+                            num_partitions=settings.partitions,
+                            replication_factor=settings.replication_factor,
+                            topic_configs={"max.message.bytes": str(settings.max_message_bytes)},
+                        )
+                        for name in missing
+                    ]
+                )
+            except TopicAlreadyExistsError:
+                log.info("topics created concurrently by another process")
+    except KafkaError as exc:
+        raise ServiceUnavailable("kafka", str(exc)) from exc
+    finally:
+        await admin.close()
+
+
+def build_broker(settings: KafkaSettings, client_id: str) -> KafkaBroker:
+    """A FastStream broker; per-message logs go to DEBUG."""
+    return KafkaBroker(
+        settings.bootstrap_servers,
+        client_id=client_id,
+        max_request_size=settings.max_message_bytes,
+        compression_type="gzip",
+        log_level=logging.DEBUG,
+    )
+
+
+def consumer_options(settings: KafkaSettings, stage: str) -> dict[str, Any]:
+    """Subscriber options shared by every stage: a group per stage, commit after success."""
+    return {
+        "group_id": f"{settings.group_prefix}.{stage}",
+        "ack_policy": AckPolicy.ACK,
+        # The local broker reports wrong end offsets; start from the committed or first
+        # offset, never from "latest".
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": settings.session_timeout_ms,
+        "heartbeat_interval_ms": settings.heartbeat_interval_ms,
+        "fetch_max_wait_ms": settings.fetch_max_wait_ms,
+        "max_partition_fetch_bytes": settings.max_message_bytes,
+        # Long documents keep a worker busy; rebalancing it away mid-batch would only
+        # duplicate work.
+        "max_poll_interval_ms": 10 * 60 * 1000,
+    }

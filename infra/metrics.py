@@ -1,0 +1,64 @@
+"""Prometheus metrics, defined once for every process."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+STAGE_DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+SEARCH_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+STAGE_MESSAGES = Counter(
+    "ragline_stage_messages_total",
+    "Pipeline messages handled, by stage and outcome (ok, skipped, retried, failed).",
+    ["stage", "outcome"],
+)
+DOCUMENTS_PROCESSED = Counter(
+    "ragline_documents_processed_total",
+    "Documents a stage finished its work on.",
+    ["stage"],
+)
+DOCUMENTS_FAILED = Counter(
+    "ragline_documents_failed_total",
+    "Documents a stage marked failed.",
+    ["stage"],
+)
+STAGE_DURATION = Histogram(
+    "ragline_stage_duration_seconds",
+    "Time a stage spent on one message.",
+    ["stage"],
+    buckets=STAGE_DURATION_BUCKETS,
+)
+CHUNKS_EMBEDDED = Counter(
+    "ragline_chunks_embedded_total",
+    "Chunks turned into vectors by the embedding model.",
+)
+CHUNKS_INDEXED = Counter(
+    "ragline_chunks_indexed_total",
+    "Chunks written to the vector store.",
+)
+CONSUMER_LAG = Gauge(
+    "ragline_consumer_lag_messages",
+    "Messages behind the partition's high watermark, as last seen by a stage.",
+    ["stage", "partition"],
+)
+SEARCH_LATENCY = Histogram(
+    "ragline_search_latency_seconds",
+    "Time to answer a search request.",
+    buckets=SEARCH_BUCKETS,
+)
+SEARCH_REQUESTS = Counter(
+    "ragline_search_requests_total",
+    "Search requests, by outcome (hits, empty, error).",
+    ["outcome"],
+)
+UPLOADS = Counter(
+    "ragline_uploads_total",
+    "Document uploads, by outcome (accepted, duplicate, rejected).",
+    ["outcome"],
+)
+
+
+def serve_metrics(host: str, port: int) -> None:
+    """Serves /metrics on `host:port` from a background thread (port 0: do nothing)."""
+    if port:
+        start_http_server(port, addr=host)

@@ -1,0 +1,98 @@
+"""What the stage handlers need from storage, as protocols (implemented in `infra`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from schemas.domain import Document, ExtractedDocument, ParseStatus
+from schemas.events import Event
+
+
+class DocumentStatus(Protocol):
+    """A document's pipeline status (`infra.documents.DocumentRepository`)."""
+
+    async def find(self, document_id: str) -> Document | None:
+        """A document by id."""
+        ...
+
+    async def claim(
+        self, document_id: str, generation: int, status: ParseStatus
+    ) -> Document | None:
+        """Enters a single-message stage."""
+        ...
+
+    async def advance(
+        self, document_id: str, generation: int, status: ParseStatus
+    ) -> Document | None:
+        """Enters a batch stage, or checks the document is still current."""
+        ...
+
+    async def record_chunking(
+        self,
+        document_id: str,
+        generation: int,
+        *,
+        chunk_count: int,
+        text_char_count: int,
+        batch_count: int,
+        batch_size: int,
+    ) -> bool:
+        """Stores the chunking outcome."""
+        ...
+
+    async def record_batch_embedded(
+        self, document_id: str, generation: int, batch_index: int
+    ) -> bool:
+        """Marks a batch embedded."""
+        ...
+
+    async def record_batch_indexed(
+        self, document_id: str, generation: int, batch_index: int
+    ) -> tuple[int, int] | None:
+        """Marks a batch indexed; returns (indexed batches, batch count)."""
+        ...
+
+    async def mark_indexed(self, document_id: str, generation: int) -> tuple[Document, int] | None:
+        """Finishes the document."""
+        ...
+
+    async def mark_failed(self, document_id: str, generation: int, reason: str) -> bool:
+        """Marks the document failed."""
+        ...
+
+
+class TextStore(Protocol):
+    """Originals and extracted text (`infra.blob_store.BlobStore`)."""
+
+    async def read(self, key: str) -> bytes:
+        """Bytes stored under a key."""
+        ...
+
+    async def put_extracted(self, document_id: str, extracted: ExtractedDocument) -> str:
+        """Stores extracted text; returns its key."""
+        ...
+
+    async def get_extracted(self, key: str) -> ExtractedDocument:
+        """Extracted text by key."""
+        ...
+
+
+class KbCounters(Protocol):
+    """Knowledge-base counts (`infra.knowledge_bases.KnowledgeBaseRepository`)."""
+
+    async def add_counts(self, kb_id: str, documents: int = 0, chunks: int = 0) -> None:
+        """Adjusts a KB's counts."""
+        ...
+
+
+@dataclass
+class StageResult:
+    """What a handler did with one message."""
+
+    publish: Sequence[Event] = field(default_factory=list)
+    # The document needed no work here: gone, superseded, or already past this stage.
+    skipped: bool = False
+    # The stage finished its part of a whole document with this message.
+    finished_document: bool = False

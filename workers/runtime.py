@@ -1,0 +1,149 @@
+"""Runs a stage handler on one Kafka message: the one place that maps errors to actions.
+
+- a message that cannot be decoded goes to the stage's dead-letter topic;
+- a retryable error is retried with exponential backoff up to `max_attempts`, then the
+  message is dead-lettered and the document marked failed;
+- a permanent error marks the document failed at once (with the error's message, written for
+  the user) and dead-letters the message;
+- anything unexpected is a bug: logged with its traceback, treated as permanent.
+
+Only when even the failure cannot be recorded (Mongo down) does the error propagate, so the
+message is not acknowledged and comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from pydantic import ValidationError
+
+from infra.errors import PermanentError, RetryableError
+from infra.metrics import (
+    DOCUMENTS_FAILED,
+    DOCUMENTS_PROCESSED,
+    STAGE_DURATION,
+    STAGE_MESSAGES,
+)
+from infra.settings import IngestSettings
+from schemas.events import Event
+from workers.ports import DocumentStatus, StageResult
+
+log = logging.getLogger(__name__)
+
+E = TypeVar("E", bound=Event)
+
+Publish = Callable[[Sequence[Event]], Awaitable[None]]
+DeadLetter = Callable[[bytes, dict[str, str]], Awaitable[None]]
+
+
+@dataclass
+class Stage(Generic[E]):
+    """A pipeline stage: its name, its input event type and its handler."""
+
+    name: str
+    event_type: type[E]
+    handler: Callable[[E], Awaitable[StageResult]]
+
+
+class StageRunner(Generic[E]):
+    """Decodes, runs, retries and reports one stage's messages."""
+
+    def __init__(
+        self,
+        stage: Stage[E],
+        documents: DocumentStatus,
+        publish: Publish,
+        dead_letter: DeadLetter,
+        policy: IngestSettings,
+    ) -> None:
+        self._stage = stage
+        self._documents = documents
+        self._publish = publish
+        self._dead_letter = dead_letter
+        self._policy = policy
+
+    async def run(self, raw: bytes) -> None:
+        """Handles one raw message to completion (or raises if nothing could be recorded)."""
+        name = self._stage.name
+        try:
+            event = self._stage.event_type.model_validate_json(raw)
+        except ValidationError as exc:
+            log.error("%s: undecodable message sent to dead letters: %s", name, exc)
+            await self._dead_letter(raw, {"stage": name, "error": f"invalid message: {exc}"})
+            STAGE_MESSAGES.labels(name, "invalid").inc()
+            return
+        started = time.perf_counter()
+        try:
+            await self._run_with_retries(raw, event)
+        finally:
+            STAGE_DURATION.labels(name).observe(time.perf_counter() - started)
+
+    async def _run_with_retries(self, raw: bytes, event: E) -> None:
+        name = self._stage.name
+        attempts = self._policy.max_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                result = await self._stage.handler(event)
+                if result.publish:
+                    await self._publish(result.publish)
+            except RetryableError as exc:
+                if attempt < attempts:
+                    STAGE_MESSAGES.labels(name, "retried").inc()
+                    delay = self._backoff(attempt)
+                    log.warning(
+                        "%s: %s for %s (attempt %d of %d), retrying in %.1f s",
+                        name,
+                        exc,
+                        event.document_id,
+                        attempt,
+                        attempts,
+                        delay,
+                    )
+                    await asyncio.sleep(delay)
+                    continue
+                await self._fail(
+                    raw, event, f"{name} failed after {attempts} attempts: {exc}", attempts
+                )
+                return
+            except PermanentError as exc:
+                await self._fail(raw, event, str(exc), attempt)
+                return
+            except Exception as exc:
+                log.exception("%s: unexpected error on %s", name, event.document_id)
+                await self._fail(
+                    raw,
+                    event,
+                    f"internal error in the {name} stage ({type(exc).__name__})",
+                    attempt,
+                )
+                return
+            outcome = "skipped" if result.skipped else "ok"
+            STAGE_MESSAGES.labels(name, outcome).inc()
+            if result.finished_document:
+                DOCUMENTS_PROCESSED.labels(name).inc()
+            return
+
+    async def _fail(self, raw: bytes, event: E, reason: str, attempts: int) -> None:
+        name = self._stage.name
+        log.warning("%s: document %s failed: %s", name, event.document_id, reason)
+        await self._documents.mark_failed(event.document_id, event.generation, reason)
+        await self._dead_letter(
+            raw,
+            {
+                "stage": name,
+                "error": reason,
+                "attempts": str(attempts),
+                "document_id": event.document_id,
+            },
+        )
+        STAGE_MESSAGES.labels(name, "failed").inc()
+        DOCUMENTS_FAILED.labels(name).inc()
+
+    def _backoff(self, attempt: int) -> float:
+        delay: float = self._policy.retry_backoff_s * (2 ** (attempt - 1))
+        return min(delay, self._policy.retry_backoff_max_s)
