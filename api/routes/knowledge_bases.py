@@ -1,0 +1,67 @@
+"""Admin endpoints for knowledge bases, under /api/v1/knowledge-bases."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from api.deps import AdminPrincipal, ServicesDep
+from schemas.api import (
+    KnowledgeBaseCreate,
+    KnowledgeBaseList,
+    KnowledgeBaseOut,
+    KnowledgeBaseUpdate,
+)
+from schemas.domain import KbStatus
+
+router = APIRouter(prefix="/api/v1/knowledge-bases", tags=["knowledge bases"])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("/", status_code=status.HTTP_201_CREATED, include_in_schema=False)
+async def create_knowledge_base(
+    body: KnowledgeBaseCreate, principal: AdminPrincipal, services: ServicesDep
+) -> KnowledgeBaseOut:
+    """Creates a knowledge base in the caller's tenant."""
+    kb = await services.kbs.create(
+        principal.tenant_id, body.name, body.description, body.default_language
+    )
+    return KnowledgeBaseOut.of(kb)
+
+
+@router.get("")
+@router.get("/", include_in_schema=False)
+async def list_knowledge_bases(
+    principal: AdminPrincipal, services: ServicesDep
+) -> KnowledgeBaseList:
+    """The caller's tenant's knowledge bases, newest first."""
+    kbs = await services.kbs.list_all(principal.tenant_id)
+    return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb) for kb in kbs])
+
+
+@router.get("/{kb_id}")
+async def get_knowledge_base(
+    kb_id: str, principal: AdminPrincipal, services: ServicesDep
+) -> KnowledgeBaseOut:
+    """One knowledge base."""
+    return KnowledgeBaseOut.of(await services.kbs.get(principal.tenant_id, kb_id))
+
+
+@router.patch("/{kb_id}")
+async def update_knowledge_base(
+    kb_id: str, body: KnowledgeBaseUpdate, principal: AdminPrincipal, services: ServicesDep
+) -> KnowledgeBaseOut:
+    """Changes name, description, language or status (only the fields given)."""
+    changes = body.model_dump(exclude_unset=True, exclude_none=True)
+    if not changes:
+        return KnowledgeBaseOut.of(await services.kbs.get(principal.tenant_id, kb_id))
+    kb = await services.kbs.update(principal.tenant_id, kb_id, changes)
+    return KnowledgeBaseOut.of(kb)
+
+
+@router.delete("/{kb_id}")
+async def disable_knowledge_base(
+    kb_id: str, principal: AdminPrincipal, services: ServicesDep
+) -> KnowledgeBaseOut:
+    """Disables the knowledge base: its chunks drop out of search at once; nothing is lost."""
+    kb = await services.kbs.update(principal.tenant_id, kb_id, {"status": KbStatus.DISABLED})
+    return KnowledgeBaseOut.of(kb)

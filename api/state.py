@@ -1,0 +1,27 @@
+"""The API process's long-lived services, built once in the lifespan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from api.services.documents import DocumentService
+from api.services.search import SearchService
+from infra.documents import DocumentRepository
+from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.settings import Settings
+from infra.tokens import TokenRepository
+from infra.vectorstore.base import VectorStore
+
+
+@dataclass
+class Services:
+    """Everything a route may call."""
+
+    settings: Settings
+    tokens: TokenRepository
+    kbs: KnowledgeBaseRepository
+    documents: DocumentRepository
+    document_service: DocumentService
+    search: SearchService
+    store: VectorStore
+    ready: bool = False
