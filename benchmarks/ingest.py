@@ -1,0 +1,234 @@
+"""Ingestion throughput: the whole pipeline against the embedding model alone, in one run.
+
+Starts its own local stack, uploads a set of real multi-page PDFs over HTTP, waits until every
+document is indexed, and reports chunks per second end to end (first upload to last document
+indexed). Then, with the pipeline stopped, it embeds the very same chunks with the same model
+and batch size in this process and reports that rate too. `ratio` is the first over the second:
+the share of the model's speed the pipeline keeps.
+
+    .venv/bin/python -m benchmarks.ingest [--embed-workers 1 2] [--docs DIR]
+
+The documents are pypdf's own test PDFs (its source distribution, fetched once with pip into
+`.ragline/bench-docs`). The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from infra.embedding.local import SentenceTransformerEmbedder  # noqa: E402
+from infra.local_stack import LocalServices, Pipeline, free_port  # noqa: E402
+from infra.settings import ChunkingSettings, EmbeddingSettings  # noqa: E402
+from workers.chunk.chunking import chunk_document  # noqa: E402
+from workers.extract.extractors import extract  # noqa: E402
+
+# Multi-page PDFs with a text layer from pypdf 7.1.0's `resources/`.
+DOCUMENTS = (
+    "GeoBase_NHNC1_Data_Model_UML_EN.pdf",
+    "Seige_of_Vicksburg_Sample_OCR.pdf",
+    "indirect-rotation.pdf",
+    "outline-without-title.pdf",
+    "issue-604.pdf",
+)
+STAGES = ("extracting", "chunking", "embedding", "indexing", "indexed")
+
+
+def fetch_documents(target: Path) -> list[Path]:
+    """The benchmark PDFs, from pypdf's sdist (downloaded once)."""
+    wanted = [target / name for name in DOCUMENTS]
+    if all(path.exists() for path in wanted):
+        return wanted
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary",
+             ":all:", "pypdf==7.1.0", "-d", tmp],
+            check=True,
+        )
+        archive = next(Path(tmp).glob("pypdf-*.tar.gz"))
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                name = Path(member.name).name
+                if name in DOCUMENTS and "/resources/" in member.name:
+                    extracted = tar.extractfile(member)
+                    assert extracted is not None
+                    (target / name).write_bytes(extracted.read())
+    return wanted
+
+
+@dataclass
+class PipelineRun:
+    """What one end-to-end run measured."""
+
+    embed_workers: int
+    chunks: int
+    seconds: float
+    peak_rss_mb: dict[str, float]
+    stage_seconds: dict[str, float]
+
+    @property
+    def chunks_per_s(self) -> float:
+        """End-to-end throughput."""
+        return self.chunks / self.seconds
+
+
+def _peak_rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(r"VmHWM:\s+(\d+) kB", status)
+    return round(int(match.group(1)) / 1024, 1) if match else 0.0
+
+
+def _stage_busy_seconds(exposition: str) -> dict[str, float]:
+    busy = {}
+    for match in re.finditer(r'ragline_stage_duration_seconds_sum\{stage="(\w+)"\} ([0-9.e+-]+)', exposition):
+        busy[match.group(1)] = float(match.group(2))
+    return busy
+
+
+def run_pipeline(paths: list[Path], embed_workers: int, work_dir: Path) -> PipelineRun:
+    """Ingests the documents through a fresh stack; returns the measurements."""
+    services = LocalServices.on_free_ports(work_dir / "services")
+    services.start()
+    token, secret = "bench-admin-token", "bench-internal-secret"
+    env = {
+        **os.environ,
+        **services.env(),
+        "RAGLINE_RUN_DIR": str(work_dir / "run"),
+        "RAGLINE_ADMIN_TOKEN": token,
+        "RAGLINE_INTERNAL_SECRET": secret,
+        "RAGLINE_INGEST__MAX_UPLOAD_MB": "50",
+    }
+    pipeline = Pipeline(work_dir / "run", env, api_port=free_port(), embed_workers=embed_workers)
+    try:
+        pipeline.start()
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=pipeline.api_url, headers=headers, timeout=60) as http:
+            kb = http.post("/api/v1/knowledge-bases", json={"name": "bench"}).json()["id"]
+            started = time.time()
+            ids = []
+            for path in paths:
+                response = http.post(
+                    f"/api/v1/knowledge-bases/{kb}/documents",
+                    files={"file": (path.name, path.read_bytes())},
+                )
+                response.raise_for_status()
+                ids.append(response.json()["id"])
+            documents = _wait_all_indexed(http, kb, ids)
+            finished = max(
+                datetime.fromisoformat(d["stage_started_at"]["indexed"]).timestamp()
+                for d in documents
+            )
+            chunks = sum(int(d["chunk_count"]) for d in documents)
+            busy = _stage_busy_seconds(http.get("/metrics").text)
+            for stage in ("extract", "chunk", "embed"):
+                for worker in pipeline.workers(stage):
+                    port = worker.env["RAGLINE_METRICS_PORT"]
+                    worker_busy = _stage_busy_seconds(
+                        httpx.get(f"http://127.0.0.1:{port}/metrics").text
+                    )
+                    busy[stage] = busy.get(stage, 0.0) + worker_busy.get(stage, 0.0)
+        rss = {proc.name: _peak_rss_mb(proc.pid) for proc in pipeline.processes}
+        return PipelineRun(
+            embed_workers=embed_workers,
+            chunks=chunks,
+            seconds=finished - started,
+            peak_rss_mb=rss,
+            stage_seconds={k: round(v, 2) for k, v in sorted(busy.items())},
+        )
+    finally:
+        pipeline.stop()
+        services.stop()
+
+
+def _wait_all_indexed(http: httpx.Client, kb: str, ids: list[str]) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 1800
+    while time.monotonic() < deadline:
+        documents = [http.get(f"/api/v1/knowledge-bases/{kb}/documents/{i}").json() for i in ids]
+        failed = [d for d in documents if d["parse_status"] == "failed"]
+        if failed:
+            raise RuntimeError(f"documents failed: {[(d['filename'], d['parse_error']) for d in failed]}")
+        if all(d["parse_status"] == "indexed" for d in documents):
+            return documents
+        time.sleep(0.5)
+    raise TimeoutError("documents were not indexed within 30 minutes")
+
+
+def model_alone(paths: list[Path]) -> tuple[int, float]:
+    """Chunks the same documents the same way and times the model on them: (chunks, seconds)."""
+    chunking = ChunkingSettings()
+    texts: list[str] = []
+    for path in paths:
+        document = extract(path.read_bytes(), path.name)
+        chunks, _ = chunk_document(document, chunking.chunk_size_chars, chunking.chunk_overlap_chars)
+        texts.extend(chunk.text for chunk in chunks)
+    settings = EmbeddingSettings()
+    embedder = SentenceTransformerEmbedder(settings)
+    embedder.embed_documents(texts[: settings.batch_size])  # warm-up
+    started = time.perf_counter()
+    for start in range(0, len(texts), settings.batch_size):
+        embedder.embed_documents(texts[start : start + settings.batch_size])
+    return len(texts), time.perf_counter() - started
+
+
+def main() -> None:
+    """Runs the benchmark and prints its figures; the last line is JSON."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.ingest")
+    parser.add_argument("--embed-workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--docs", type=Path, default=Path(".ragline/bench-docs"))
+    args = parser.parse_args()
+    paths = fetch_documents(args.docs)
+    sizes = {p.name: p.stat().st_size for p in paths}
+    print(f"documents: {len(paths)} PDFs, {sum(sizes.values()) / 1e6:.1f} MB")
+
+    runs = []
+    for workers in args.embed_workers:
+        with tempfile.TemporaryDirectory(prefix="ragline-bench-") as tmp:
+            run = run_pipeline(paths, workers, Path(tmp))
+        runs.append(run)
+        print(
+            f"pipeline, {workers} embed worker(s): {run.chunks} chunks in {run.seconds:.1f} s "
+            f"= {run.chunks_per_s:.2f} chunks/s; peak RSS MB {run.peak_rss_mb}; "
+            f"stage busy s {run.stage_seconds}"
+        )
+    model_chunks, model_seconds = model_alone(paths)
+    model_rate = model_chunks / model_seconds
+    print(f"model alone: {model_chunks} chunks in {model_seconds:.1f} s = {model_rate:.2f} chunks/s")
+
+    first = runs[0]
+    result: dict[str, Any] = {
+        "chunks": first.chunks,
+        "e2e_chunks_per_s": round(first.chunks_per_s, 3),
+        "model_chunks_per_s": round(model_rate, 3),
+        "ratio": round(first.chunks_per_s / model_rate, 3),
+        "embed_workers": first.embed_workers,
+        "peak_rss_mb": first.peak_rss_mb,
+        "stage_seconds": first.stage_seconds,
+    }
+    for run in runs[1:]:
+        suffix = f"_{run.embed_workers}_workers"
+        result[f"e2e_chunks_per_s{suffix}"] = round(run.chunks_per_s, 3)
+        result[f"ratio{suffix}"] = round(run.chunks_per_s / model_rate, 3)
+        result[f"peak_rss_mb{suffix}"] = run.peak_rss_mb
+        result[f"stage_seconds{suffix}"] = run.stage_seconds
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
