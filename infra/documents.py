@@ -12,7 +12,7 @@ from pymongo import ReturnDocument
 
 from infra.errors import NotFound
 from infra.mongo import DOCUMENTS, Database, MongoDoc, from_mongo, mongo_errors
-from schemas.domain import PIPELINE_ORDER, Document, ParseStatus, utcnow
+from schemas.domain import PIPELINE_ORDER, ChunkingProgress, Document, ParseStatus, utcnow
 
 
 def _claimable_from(status: ParseStatus) -> list[str]:
@@ -23,15 +23,10 @@ def _claimable_from(status: ParseStatus) -> list[str]:
 
 def _to_document(doc: MongoDoc) -> Document:
     record = from_mongo(doc)
-    embedded = record.pop("embedded_batches", None) or []
-    batch_size = record.pop("batch_size", None) or 0
-    batch_count = record.pop("batch_count", None) or 0
-    record.pop("indexed_batches", None)
-    chunk_count = record.get("chunk_count") or 0
-    if embedded and batch_size and batch_count:
-        full = sum(1 for index in embedded if index < batch_count - 1)
-        last = (chunk_count - batch_size * (batch_count - 1)) if batch_count - 1 in embedded else 0
-        record["chunks_embedded"] = full * batch_size + last
+    embedded = record.pop("embedded_batches", None) or {}
+    for internal in ("indexed_batches", "batch_count", "chunker"):
+        record.pop(internal, None)
+    record["chunks_embedded"] = sum(int(size) for size in embedded.values())
     return Document.model_validate(record)
 
 
@@ -136,11 +131,22 @@ class DocumentRepository:
         Returns None if the document is gone, stale, finished or failed.
         """
         position = PIPELINE_ORDER.index(status)
-        earlier = [s.value for s in PIPELINE_ORDER[:position]]
+        earlier = {s.value for s in PIPELINE_ORDER[:position]}
+        unfinished = {s.value for s in PIPELINE_ORDER[position:-1]}
+        async with mongo_errors():
+            doc = await self._docs.find_one({"_id": document_id, "generation": generation})
+        if doc is None or doc.get("parse_status") not in earlier | unfinished:
+            return None
+        if doc["parse_status"] in unfinished:
+            return _to_document(doc)
         now = utcnow()
         async with mongo_errors():
-            doc = await self._docs.find_one_and_update(
-                {"_id": document_id, "generation": generation, "parse_status": {"$in": earlier}},
+            moved = await self._docs.find_one_and_update(
+                {
+                    "_id": document_id,
+                    "generation": generation,
+                    "parse_status": {"$in": sorted(earlier)},
+                },
                 {
                     "$set": {
                         "parse_status": status.value,
@@ -151,16 +157,52 @@ class DocumentRepository:
                 },
                 return_document=ReturnDocument.AFTER,
             )
-            if doc is None:
-                unfinished = [s.value for s in PIPELINE_ORDER[position:-1]]
-                doc = await self._docs.find_one(
+            if moved is None:
+                # Another message moved it first; it is current if it is now at or past here.
+                moved = await self._docs.find_one(
                     {
                         "_id": document_id,
                         "generation": generation,
-                        "parse_status": {"$in": unfinished},
+                        "parse_status": {"$in": sorted(unfinished)},
                     }
                 )
-        return None if doc is None else _to_document(doc)
+        return None if moved is None else _to_document(moved)
+
+    async def chunking_progress(self, document_id: str, generation: int) -> ChunkingProgress | None:
+        """How far the chunk stage got; None if the document is gone or stale."""
+        async with mongo_errors():
+            doc = await self._docs.find_one(
+                {"_id": document_id, "generation": generation}, projection={"chunker": 1}
+            )
+        if doc is None:
+            return None
+        saved = doc.get("chunker") or {}
+        return ChunkingProgress(
+            next_part=int(saved.get("next_part", 0)),
+            next_batch=int(saved.get("next_batch", 0)),
+            state=dict(saved.get("state") or {}),
+        )
+
+    async def save_chunking_progress(
+        self, document_id: str, generation: int, done_part: int, progress: ChunkingProgress
+    ) -> bool:
+        """Records that part `done_part` is chunked, only if it was the next one."""
+        expected: dict[str, Any] | int = {"$in": [None, 0]} if done_part == 0 else done_part
+        async with mongo_errors():
+            result = await self._docs.update_one(
+                {"_id": document_id, "generation": generation, "chunker.next_part": expected},
+                {
+                    "$set": {
+                        "chunker": {
+                            "next_part": progress.next_part,
+                            "next_batch": progress.next_batch,
+                            "state": progress.state,
+                        },
+                        "updated_at": utcnow(),
+                    }
+                },
+            )
+        return result.matched_count == 1
 
     async def record_chunking(
         self,
@@ -170,7 +212,6 @@ class DocumentRepository:
         chunk_count: int,
         text_char_count: int,
         batch_count: int,
-        batch_size: int,
     ) -> bool:
         """Stores the chunking outcome; False if the document is gone or stale."""
         return await self._update_current(
@@ -181,44 +222,40 @@ class DocumentRepository:
                     "chunk_count": chunk_count,
                     "text_char_count": text_char_count,
                     "batch_count": batch_count,
-                    "batch_size": batch_size,
-                    "embedded_batches": [],
-                    "indexed_batches": [],
                     "updated_at": utcnow(),
                 }
             },
         )
 
     async def record_batch_embedded(
-        self, document_id: str, generation: int, batch_index: int
+        self, document_id: str, generation: int, batch_index: int, size: int
     ) -> bool:
-        """Marks one batch embedded (idempotent); False if the document is gone or stale."""
+        """Marks one batch of `size` chunks embedded (idempotent); False if gone or stale."""
         return await self._update_current(
             document_id,
             generation,
-            {
-                "$addToSet": {"embedded_batches": batch_index},
-                "$set": {"updated_at": utcnow()},
-            },
+            {"$set": {f"embedded_batches.{batch_index}": size, "updated_at": utcnow()}},
         )
 
     async def record_batch_indexed(
-        self, document_id: str, generation: int, batch_index: int
-    ) -> tuple[int, int] | None:
-        """Marks one batch indexed (idempotent): (batches indexed, batch count), or None."""
+        self, document_id: str, generation: int, batch_index: int, size: int
+    ) -> tuple[int, int | None] | None:
+        """Marks one batch indexed (idempotent).
+
+        Returns (batches indexed, batch count once the last part is chunked), or None if the
+        document is gone or stale.
+        """
         async with mongo_errors():
             doc = await self._docs.find_one_and_update(
                 {"_id": document_id, "generation": generation},
-                {
-                    "$addToSet": {"indexed_batches": batch_index},
-                    "$set": {"updated_at": utcnow()},
-                },
+                {"$set": {f"indexed_batches.{batch_index}": size, "updated_at": utcnow()}},
                 return_document=ReturnDocument.AFTER,
                 projection={"indexed_batches": 1, "batch_count": 1},
             )
         if doc is None:
             return None
-        return len(doc.get("indexed_batches") or []), int(doc.get("batch_count") or 0)
+        count = doc.get("batch_count")
+        return len(doc.get("indexed_batches") or {}), None if count is None else int(count)
 
     async def mark_indexed(self, document_id: str, generation: int) -> tuple[Document, int] | None:
         """Finishes the document.

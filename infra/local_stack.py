@@ -257,7 +257,7 @@ class LocalServices:
             # The local broker accepts short sessions; group joins take about half of this.
             "RAGLINE_KAFKA__SESSION_TIMEOUT_MS": "1500",
             "RAGLINE_KAFKA__HEARTBEAT_INTERVAL_MS": "500",
-            "RAGLINE_KAFKA__FETCH_MAX_WAIT_MS": "20",
+            "RAGLINE_KAFKA__FETCH_MAX_WAIT_MS": "100",
         }
 
 
@@ -281,7 +281,13 @@ class Pipeline:
         """Starts the API and the workers and waits until the API is ready."""
         try:
             api = self._spawn(
-                "api", "api", {"RAGLINE_API__PORT": str(self.api_port), "RAGLINE_METRICS_PORT": "0"}
+                "api",
+                "api",
+                {
+                    "RAGLINE_API__PORT": str(self.api_port),
+                    "RAGLINE_METRICS_PORT": "0",
+                    "RAGLINE_EMBEDDING__PARALLELISM": "1",
+                },
             )
             stages = ["extract", "chunk"] + ["embed"] * self.embed_workers
             if self.env.get("RAGLINE_QDRANT__URL"):
@@ -300,6 +306,12 @@ class Pipeline:
         """Starts one more worker of a stage (workers of a stage share its consumer group)."""
         count = sum(1 for p in self.processes if p.name.startswith(f"{stage}-"))
         extra = {"RAGLINE_METRICS_PORT": str(self._metrics_port())}
+        if stage == "embed" and "RAGLINE_EMBEDDING__PARALLELISM" not in self.env:
+            # The embed workers share the machine's CPUs between their model copies.
+            cpus = len(os.sched_getaffinity(0))
+            extra["RAGLINE_EMBEDDING__PARALLELISM"] = str(
+                max(1, cpus // max(1, self.embed_workers))
+            )
         return self._spawn(
             f"{stage}-{count + 1}", STAGE_MODULES[stage], extra, STAGE_NICENESS.get(stage, 0)
         )

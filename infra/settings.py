@@ -69,8 +69,14 @@ class EmbeddingSettings(BaseModel):
     model: str = ""
     dimensions: int = Field(default=384, ge=8)
     batch_size: int = Field(default=32, ge=1, le=256)
-    # 0 leaves torch's default (one thread per core).
+    # Copies of the local model, each single-threaded, that share every batch; 0 means one
+    # per CPU this process may use. The API process needs only one (queries are single texts).
+    parallelism: int = Field(default=0, ge=0, le=32)
+    # torch threads per copy; 0 means 1 with several copies, torch's default with one.
     torch_threads: int = Field(default=0, ge=0)
+    # Batches an embed worker works on at once: while one waits on Kafka or Mongo, the other
+    # keeps the model busy.
+    concurrency: int = Field(default=2, ge=1, le=16)
     gemini_model: str = "gemini-embedding-001"
     gemini_api_key: SecretStr | None = None
     # Only for pointing the client at a compatible endpoint (tests, proxies).
@@ -98,6 +104,9 @@ class IngestSettings(BaseModel):
     retry_backoff_s: float = Field(default=0.5, ge=0)
     retry_backoff_max_s: float = Field(default=10.0, ge=0)
     parse_error_max_chars: int = Field(default=500, ge=50)
+    # Extracted text is handed to the chunk stage in parts of about this many characters
+    # (about one embedding batch), so embedding starts while a long file is still extracted.
+    extract_part_chars: int = Field(default=32_000, ge=1_000)
 
     @property
     def max_upload_bytes(self) -> int:

@@ -6,6 +6,7 @@ import secrets
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -128,6 +129,15 @@ class Document(BaseModel):
     stage_started_at: dict[str, datetime] = Field(default_factory=dict)
     created_at: datetime
     updated_at: datetime
+
+
+class ChunkingProgress(BaseModel):
+    """The chunk stage's place in a document whose text arrives in parts."""
+
+    next_part: int = 0
+    next_batch: int = 0
+    # The chunker's carried-over state (`workers.chunk.chunking.ChunkerState` as a dict).
+    state: dict[str, Any] = Field(default_factory=dict)
 
 
 class TextSegment(BaseModel):

@@ -43,8 +43,15 @@ class DocumentUploaded(Event):
 
 
 class DocumentExtracted(Event):
-    """The text is stored under `extracted_key`; chunking can start."""
+    """One part of the document's text is stored under `extracted_key`; chunking can go on.
 
+    Long documents are extracted in parts (a few pages each) so that chunking and embedding
+    start before extraction ends; `last` marks the final part.
+    """
+
+    part_index: int = Field(ge=0)
+    last: bool
+    title: str
     extracted_key: str
     char_count: int = Field(ge=0)
 
@@ -53,10 +60,18 @@ class ChunkBatchReady(Event):
     """A bounded batch of a document's chunks, ready to embed."""
 
     batch_index: int = Field(ge=0)
-    batch_count: int = Field(ge=1)
+    # The document's final batch (the total is then on the document as `batch_count`).
+    last: bool
     source_name: str
     title: str
     chunks: list[ChunkRecord]
+
+    @property
+    def key(self) -> bytes:
+        """Batches are independent to embed: spread them over partitions, so that several
+        embed workers share even a single large document. (The index stage counts a
+        document's batches, so their order does not matter to it.)"""
+        return f"{self.document_id}/{self.batch_index}".encode()
 
 
 class ChunkBatchEmbedded(ChunkBatchReady):
@@ -65,6 +80,11 @@ class ChunkBatchEmbedded(ChunkBatchReady):
     model: str
     dimensions: int = Field(ge=1)
     dense_b64: str
+
+    @property
+    def key(self) -> bytes:
+        """Back to one partition per document for the index stage."""
+        return self.document_id.encode()
 
     @staticmethod
     def encode_vectors(vectors: NDArray[np.float32]) -> str:

@@ -108,6 +108,9 @@ def start_pipeline(
         "RAGLINE_KAFKA__GROUP_PREFIX": unique("g"),
         "RAGLINE_QDRANT__OPTIMIZE_IDLE_S": "2",
         "RAGLINE_INGEST__MAX_UPLOAD_MB": "2",
+        # Small parts, so that multi-page documents go through the pipeline in several.
+        "RAGLINE_INGEST__EXTRACT_PART_CHARS": "4000",
+        "RAGLINE_EMBEDDING__BATCH_SIZE": "8",
         **(extra_env or {}),
     }
     pipeline = Pipeline(run_dir, env, api_port=free_port())

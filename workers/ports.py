@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from schemas.domain import Document, ExtractedDocument, ParseStatus
+from schemas.domain import ChunkingProgress, Document, ExtractedDocument, ParseStatus
 from schemas.events import Event
 
 
@@ -29,6 +29,16 @@ class DocumentStatus(Protocol):
         """Enters a batch stage, or checks the document is still current."""
         ...
 
+    async def chunking_progress(self, document_id: str, generation: int) -> ChunkingProgress | None:
+        """How far the chunk stage got with the document's parts."""
+        ...
+
+    async def save_chunking_progress(
+        self, document_id: str, generation: int, done_part: int, progress: ChunkingProgress
+    ) -> bool:
+        """Records that part `done_part` is chunked (only if it was the next one)."""
+        ...
+
     async def record_chunking(
         self,
         document_id: str,
@@ -37,21 +47,20 @@ class DocumentStatus(Protocol):
         chunk_count: int,
         text_char_count: int,
         batch_count: int,
-        batch_size: int,
     ) -> bool:
-        """Stores the chunking outcome."""
+        """Stores the chunking outcome (after the last part)."""
         ...
 
     async def record_batch_embedded(
-        self, document_id: str, generation: int, batch_index: int
+        self, document_id: str, generation: int, batch_index: int, size: int
     ) -> bool:
-        """Marks a batch embedded."""
+        """Marks a batch of `size` chunks embedded."""
         ...
 
     async def record_batch_indexed(
-        self, document_id: str, generation: int, batch_index: int
-    ) -> tuple[int, int] | None:
-        """Marks a batch indexed; returns (indexed batches, batch count)."""
+        self, document_id: str, generation: int, batch_index: int, size: int
+    ) -> tuple[int, int | None] | None:
+        """Marks a batch indexed; returns (indexed batches, batch count once known)."""
         ...
 
     async def mark_indexed(self, document_id: str, generation: int) -> tuple[Document, int] | None:
@@ -78,6 +87,10 @@ class TextStore(Protocol):
         """Extracted text by key."""
         ...
 
+    async def delete(self, key: str) -> None:
+        """Deletes what is stored under a key."""
+        ...
+
 
 class KbCounters(Protocol):
     """Knowledge-base counts (`infra.knowledge_bases.KnowledgeBaseRepository`)."""
@@ -87,11 +100,16 @@ class KbCounters(Protocol):
         ...
 
 
+Publish = Callable[[Sequence[Event]], Awaitable[None]]
+
+
 @dataclass
 class StageResult:
     """What a handler did with one message."""
 
     publish: Sequence[Event] = field(default_factory=list)
+    # Runs once `publish` is out: record progress only after its events are safe in Kafka.
+    after_publish: Callable[[], Awaitable[None]] | None = None
     # The document needed no work here: gone, superseded, or already past this stage.
     skipped: bool = False
     # The stage finished its part of a whole document with this message.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -31,13 +31,12 @@ from infra.metrics import (
 )
 from infra.settings import IngestSettings
 from schemas.events import Event
-from workers.ports import DocumentStatus, StageResult
+from workers.ports import DocumentStatus, Publish, StageResult
 
 log = logging.getLogger(__name__)
 
 E = TypeVar("E", bound=Event)
 
-Publish = Callable[[Sequence[Event]], Awaitable[None]]
 DeadLetter = Callable[[bytes, dict[str, str]], Awaitable[None]]
 
 
@@ -91,6 +90,8 @@ class StageRunner(Generic[E]):
                 result = await self._stage.handler(event)
                 if result.publish:
                     await self._publish(result.publish)
+                if result.after_publish is not None:
+                    await result.after_publish()
             except RetryableError as exc:
                 if attempt < attempts:
                     STAGE_MESSAGES.labels(name, "retried").inc()

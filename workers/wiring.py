@@ -23,8 +23,8 @@ from infra.mongo import connect
 from infra.settings import Settings
 from schemas.events import Event
 from schemas.topics import ALL_TOPICS, STAGE_INPUTS, dead_letter_topic, topic_of
-from workers.ports import DocumentStatus, StageResult
-from workers.runtime import DeadLetter, Publish, Stage, StageRunner
+from workers.ports import DocumentStatus, Publish, StageResult
+from workers.runtime import DeadLetter, Stage, StageRunner
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +32,9 @@ log = logging.getLogger(__name__)
 class PipelineResources:
     """Clients and repositories a stage process opens once and shares."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, broker: KafkaBroker) -> None:
         self.settings = settings
+        self.broker = broker
         self.client = connect(settings.mongo)
         db = self.client[settings.mongo.database]
         self.documents = DocumentRepository(db, settings.ingest.parse_error_max_chars)
@@ -104,11 +105,19 @@ class RunnerSlot:
         return self.runner
 
 
-def subscribe_stage(broker: KafkaBroker, settings: Settings, stage: str, slot: RunnerSlot) -> None:
-    """Subscribes the stage's input topic in the stage's consumer group."""
+def subscribe_stage(
+    broker: KafkaBroker, settings: Settings, stage: str, slot: RunnerSlot, concurrency: int = 1
+) -> None:
+    """Subscribes the stage's input topic in the stage's consumer group.
+
+    With `concurrency` above 1 the process joins the group with that many consumers, each
+    working through its own partitions, so messages of different partitions overlap.
+    """
     options = consumer_options(settings.kafka, stage)
     # On an error the runner could not even record, rewind so the message comes back.
     options["ack_policy"] = AckPolicy.NACK_ON_ERROR
+    if concurrency > 1:
+        options["max_workers"] = concurrency
 
     @broker.subscriber(STAGE_INPUTS[stage], **options)  # type: ignore[untyped-decorator]
     async def consume(message: KafkaMessage) -> None:
@@ -140,20 +149,24 @@ def build_runner(
 
 
 def stage_app(
-    settings: Settings, stage: str, event_type: type[Event], make_handler: HandlerFactory
+    settings: Settings,
+    stage: str,
+    event_type: type[Event],
+    make_handler: HandlerFactory,
+    concurrency: int = 1,
 ) -> FastStream:
     """A worker process for one stage: broker, subscriber, lifespan, metrics."""
     configure_logging(settings.log_level)
     broker = build_broker(settings.kafka, f"ragline-{stage}")
     slot = RunnerSlot()
-    subscribe_stage(broker, settings, stage, slot)
+    subscribe_stage(broker, settings, stage, slot, concurrency)
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             if settings.kafka.create_topics:
                 await ensure_topics(settings.kafka, ALL_TOPICS)
-            resources = PipelineResources(settings)
+            resources = PipelineResources(settings, broker)
             stack.push_async_callback(resources.close)
             handler = await make_handler(resources, stack)
             slot.runner = build_runner(

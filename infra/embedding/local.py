@@ -1,9 +1,18 @@
-"""The local embedding model: all-MiniLM-L6-v2 shipped inside a package, run on the CPU."""
+"""The local embedding model: all-MiniLM-L6-v2 shipped inside a package, run on the CPU.
+
+On a small CPU, torch's own intra-op threading scales poorly for a model this size: two
+single-threaded copies of the model, each embedding half of a batch, are faster than one copy
+using two threads (measured here: about 31 against 28 chunks/s on 2 cores). So the embedder
+keeps `parallelism` single-threaded replicas and splits every batch across them.
+"""
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,13 +31,28 @@ class SentenceTransformerEmbedder:
         import torch
         from sentence_transformers import SentenceTransformer
 
-        if settings.torch_threads:
-            torch.set_num_threads(settings.torch_threads)
         path = settings.model or _packaged_model_path()
-        self._model = SentenceTransformer(path, device="cpu")
-        self._model.eval()
+        self._parallelism = settings.parallelism or len(os.sched_getaffinity(0))
+        threads = settings.torch_threads or (1 if self._parallelism > 1 else 0)
+        if threads:
+            torch.set_num_threads(threads)
+        self._models: list[Any] = [
+            SentenceTransformer(path, device="cpu") for _ in range(self._parallelism)
+        ]
+        for model in self._models:
+            model.eval()
+        self._pool: ThreadPoolExecutor | None = None
+        if self._parallelism > 1:
+            # torch's thread count is per calling thread: set it in each pool thread.
+            self._pool = ThreadPoolExecutor(
+                self._parallelism,
+                thread_name_prefix="embed",
+                initializer=lambda: torch.set_num_threads(threads or 1),
+            )
+        self._locks = [threading.Lock() for _ in self._models]
         self._batch_size = settings.batch_size
-        self._dimensions = int(self._model.get_embedding_dimension() or settings.dimensions)
+        dimensions = self._models[0].get_embedding_dimension()
+        self._dimensions = int(dimensions or settings.dimensions)
         self._model_id = f"{os.path.basename(path.rstrip('/'))}@{self._dimensions}"
 
     @property
@@ -45,19 +69,36 @@ class SentenceTransformerEmbedder:
         """One normalised vector per text."""
         if not texts:
             return np.zeros((0, self._dimensions), dtype=np.float32)
-        vectors = self._model.encode(
-            list(texts),
-            batch_size=self._batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=False,
-            show_progress_bar=False,
-        )
-        return normalise(np.asarray(vectors, dtype=np.float32))
+        if self._pool is None or len(texts) < 2:
+            return self._encode(0, list(texts))
+        share = -(-len(texts) // self._parallelism)
+        shards = [list(texts[i : i + share]) for i in range(0, len(texts), share)]
+        futures = [
+            self._pool.submit(self._encode, replica, shard) for replica, shard in enumerate(shards)
+        ]
+        return np.concatenate([future.result() for future in futures], axis=0)
 
     def embed_query(self, text: str) -> NDArray[np.float32]:
         """The normalised vector of a query."""
         vector: NDArray[np.float32] = self.embed_documents([text])[0]
         return vector
+
+    def close(self) -> None:
+        """Stops the replica threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+
+    def _encode(self, replica: int, texts: list[str]) -> NDArray[np.float32]:
+        # A replica (its tokenizer especially) must not be used by two threads at once.
+        with self._locks[replica]:
+            vectors = self._models[replica].encode(
+                texts,
+                batch_size=self._batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=False,
+                show_progress_bar=False,
+            )
+        return normalise(np.asarray(vectors, dtype=np.float32))
 
 
 def _packaged_model_path() -> str:

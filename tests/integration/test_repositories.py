@@ -12,6 +12,7 @@ from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.mongo import Database, ensure_indexes
 from infra.tokens import TokenRepository
 from schemas.domain import (
+    ChunkingProgress,
     Document,
     KbStatus,
     ParseStatus,
@@ -97,25 +98,26 @@ async def test_batches_are_counted_once_and_the_document_finishes_once(db: Datab
     await documents.insert(doc)
     for status in (ParseStatus.EXTRACTING, ParseStatus.CHUNKING):
         assert await documents.claim(doc.id, 1, status) is not None
-    assert await documents.record_chunking(
-        doc.id, 1, chunk_count=70, text_char_count=9000, batch_count=3, batch_size=32
-    )
     assert await documents.advance(doc.id, 1, ParseStatus.EMBEDDING) is not None
-    for batch in (0, 2, 2, 0):
-        assert await documents.record_batch_embedded(doc.id, 1, batch)
+    for batch, size in ((0, 32), (2, 6), (2, 6), (0, 32)):
+        assert await documents.record_batch_embedded(doc.id, 1, batch, size)
     progress = await documents.find(doc.id)
     assert progress is not None
-    assert progress.chunks_embedded == 32 + 6  # batch 0 (32) and the last batch (70 - 64)
+    assert progress.chunks_embedded == 32 + 6
     assert await documents.advance(doc.id, 1, ParseStatus.INDEXING) is not None
     # Embedding of a later batch may still run while indexing started: no step back.
     embedding_again = await documents.advance(doc.id, 1, ParseStatus.EMBEDDING)
     assert embedding_again is not None
     assert embedding_again.parse_status is ParseStatus.INDEXING
-    assert await documents.record_batch_embedded(doc.id, 1, 1)
-    assert await documents.record_batch_indexed(doc.id, 1, 0) == (1, 3)
-    assert await documents.record_batch_indexed(doc.id, 1, 0) == (1, 3)
-    assert await documents.record_batch_indexed(doc.id, 1, 1) == (2, 3)
-    assert await documents.record_batch_indexed(doc.id, 1, 2) == (3, 3)
+    assert await documents.record_batch_embedded(doc.id, 1, 1, 32)
+    # The total is unknown until the last part is chunked.
+    assert await documents.record_batch_indexed(doc.id, 1, 0, 32) == (1, None)
+    assert await documents.record_chunking(
+        doc.id, 1, chunk_count=70, text_char_count=9000, batch_count=3
+    )
+    assert await documents.record_batch_indexed(doc.id, 1, 0, 32) == (1, 3)
+    assert await documents.record_batch_indexed(doc.id, 1, 1, 32) == (2, 3)
+    assert await documents.record_batch_indexed(doc.id, 1, 2, 6) == (3, 3)
     results = await asyncio.gather(*(documents.mark_indexed(doc.id, 1) for _ in range(5)))
     winners = [r for r in results if r is not None]
     assert len(winners) == 1
@@ -126,6 +128,20 @@ async def test_batches_are_counted_once_and_the_document_finishes_once(db: Datab
     assert stored is not None
     assert stored.indexed_chunk_count == 70
     assert stored.chunks_embedded == 70
+
+
+async def test_chunking_progress_advances_one_part_at_a_time(db: Database) -> None:
+    documents = DocumentRepository(db)
+    doc = _document("acme", "kb_1")
+    await documents.insert(doc)
+    start = await documents.chunking_progress(doc.id, 1)
+    assert start == ChunkingProgress()
+    first = ChunkingProgress(next_part=1, next_batch=2, state={"pending": "tail", "offset": 9})
+    assert await documents.save_chunking_progress(doc.id, 1, 0, first)
+    # Saving part 0 again (a replay) does not move anything back.
+    assert not await documents.save_chunking_progress(doc.id, 1, 0, ChunkingProgress())
+    assert await documents.chunking_progress(doc.id, 1) == first
+    assert await documents.chunking_progress(doc.id, 2) is None
 
 
 async def test_failure_reason_is_truncated_and_never_overwrites_success(db: Database) -> None:
@@ -149,8 +165,8 @@ async def test_begin_delete_retires_the_generation(db: Database) -> None:
     assert before.generation == 1
     # Everything the pipeline still has in flight for generation 1 now misses.
     assert await documents.claim(doc.id, 1, ParseStatus.EXTRACTING) is None
-    assert not await documents.record_batch_embedded(doc.id, 1, 0)
-    assert await documents.record_batch_indexed(doc.id, 1, 0) is None
+    assert not await documents.record_batch_embedded(doc.id, 1, 0, 32)
+    assert await documents.record_batch_indexed(doc.id, 1, 0, 32) is None
     with pytest.raises(NotFound):
         await documents.begin_delete("other", "kb_1", doc.id)
     assert await documents.remove(doc.id)

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemas.domain import ExtractedDocument, TextSegment
-from workers.chunk.chunking import chunk_document, chunk_text, normalize_whitespace
+from schemas.domain import ChunkRecord, ExtractedDocument, TextSegment
+from workers.chunk.chunking import (
+    ChunkerState,
+    chunk_document,
+    chunk_text,
+    feed,
+    normalize_whitespace,
+)
 
 
 def test_whitespace_is_normalised() -> None:
@@ -101,3 +109,51 @@ def test_empty_segments_are_skipped() -> None:
     chunks, length = chunk_document(document)
     assert [(c.text, c.page, c.start) for c in chunks] == [("Only text", 4, 0)]
     assert length == len("Only text")
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.text(alphabet=st.sampled_from("abc .\n\t"), max_size=900),
+            st.one_of(st.none(), st.integers(min_value=1, max_value=400)),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.lists(st.integers(min_value=0, max_value=12), max_size=6),
+    st.integers(min_value=40, max_value=400),
+    st.integers(min_value=1, max_value=5),
+)
+def test_chunking_in_parts_equals_chunking_at_once(
+    raw_segments: list[tuple[str, int | None]], cuts: list[int], size: int, batch: int
+) -> None:
+    segments = [TextSegment(text=text, page=page) for text, page in raw_segments]
+    overlap = size // 5
+    whole, length = chunk_document(ExtractedDocument(title="t", segments=segments), size, overlap)
+    bounds = sorted({min(c, len(segments)) for c in cuts} | {0, len(segments)})
+    state = ChunkerState()
+    pieces: list[ChunkRecord] = []
+    parts = list(itertools.pairwise(bounds)) or [(0, 0)]
+    for number, (lo, hi) in enumerate(parts):
+        final = number == len(parts) - 1
+        state, out = feed(state, segments[lo:hi], size, overlap, final=final, batch_size=batch)
+        if not final:
+            assert len(out) % batch == 0
+        pieces.extend(out)
+    assert pieces == whole
+    assert state.length == length
+
+
+def test_a_non_final_part_holds_back_its_last_chunk() -> None:
+    state, first = feed(ChunkerState(), [TextSegment(text="word " * 600, page=1)], final=False)
+    assert first  # most of the text is decided ...
+    assert state.held  # ... but the last decided chunk waits for the final part
+    state, last = feed(state, [], final=True)
+    assert last[0] == state_held(first, last)
+    assert [c.chunk_index for c in first + last] == list(range(len(first) + len(last)))
+
+
+def state_held(first: list[ChunkRecord], last: list[ChunkRecord]) -> ChunkRecord:
+    """The held-back chunk comes out first in the final part, right after the others."""
+    assert last[0].chunk_index == first[-1].chunk_index + 1
+    return last[0]

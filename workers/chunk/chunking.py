@@ -4,15 +4,21 @@ Whitespace is normalised, then a window of `chunk_size` characters slides over t
 `overlap` characters shared between neighbours. A window that does not reach the end of the
 text is cut at the last newline, else the last sentence end (". "), else the last space, as
 long as that boundary lies past half the window; otherwise it is cut hard.
+
+Text can arrive in parts (pages of a long PDF while it is still being extracted): `feed` chunks
+what it can and keeps the rest in a small `ChunkerState`, and the chunks come out exactly as if
+the whole text had been chunked at once, because a window is only cut once the text beyond it
+has arrived.
 """
 
 from __future__ import annotations
 
-import bisect
 import re
 from dataclasses import dataclass
 
-from schemas.domain import ChunkRecord, ExtractedDocument
+from pydantic import BaseModel, Field
+
+from schemas.domain import ChunkRecord, ExtractedDocument, TextSegment
 
 BOUNDARIES: tuple[str, ...] = ("\n", ". ", " ")
 SEGMENT_SEPARATOR = "\n\n"
@@ -42,24 +48,37 @@ class Span:
 
 def chunk_text(text: str, chunk_size: int = 1200, overlap: int = 180) -> list[Span]:
     """Splits already-normalised text into overlapping spans."""
-    if overlap >= chunk_size:
+    spans, _ = _windows(text, chunk_size, overlap, final=True)
+    return spans
+
+
+def _windows(text: str, size: int, overlap: int, *, final: bool) -> tuple[list[Span], int]:
+    """Cuts the windows that can be decided; returns them and where the next one starts.
+
+    Unless `final`, a window that would reach the end of `text` is left for later: more text
+    may follow, which would change where it is cut.
+    """
+    if overlap >= size:
         raise ValueError("overlap must be smaller than chunk_size")
     spans: list[Span] = []
     length = len(text)
     start = 0
     while start < length:
-        end = min(start + chunk_size, length)
+        if not final and start + size >= length:
+            break
+        end = min(start + size, length)
         if end < length:
-            end = start + _cut(text[start:end], chunk_size)
+            end = start + _cut(text[start:end], size)
         piece = text[start:end]
         stripped = piece.strip()
         if stripped:
             lead = len(piece) - len(piece.lstrip())
             spans.append(Span(stripped, start + lead, start + lead + len(stripped)))
         if end >= length:
+            start = length
             break
         start = max(end - overlap, start + 1)
-    return spans
+    return spans, start
 
 
 def _cut(window: str, chunk_size: int) -> int:
@@ -72,6 +91,115 @@ def _cut(window: str, chunk_size: int) -> int:
     return len(window)
 
 
+class SegmentMark(BaseModel):
+    """Where a segment (page, section) starts in the normalised text."""
+
+    offset: int
+    page: int | None = None
+    heading_path: list[str] = Field(default_factory=list)
+
+
+class ChunkerState(BaseModel):
+    """What the chunker keeps between parts of one document."""
+
+    # Normalised text not yet fully chunked, and its offset in the whole normalised text.
+    pending: str = ""
+    offset: int = 0
+    # Starts of the segments that pending text belongs to.
+    marks: list[SegmentMark] = Field(default_factory=list)
+    # Whether any text was seen (the next segment then needs a separator).
+    started: bool = False
+    next_index: int = 0
+    # Chunks decided but held back: a non-final part hands on only whole batches, and keeps
+    # at least one chunk, so that the final part always has a batch to hand on.
+    held: list[ChunkRecord] = Field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        """Characters of normalised text seen so far."""
+        return self.offset + len(self.pending)
+
+
+def feed(
+    state: ChunkerState,
+    segments: list[TextSegment],
+    chunk_size: int = 1200,
+    overlap: int = 180,
+    *,
+    final: bool,
+    batch_size: int = 1,
+) -> tuple[ChunkerState, list[ChunkRecord]]:
+    """Adds a part's segments; returns the new state and the chunks to hand on now.
+
+    Unless `final`, the chunks handed on are a whole number of `batch_size` batches.
+    """
+    pending = state.pending
+    marks = list(state.marks)
+    started = state.started
+    for segment in segments:
+        text = normalize_whitespace(segment.text)
+        if not text:
+            continue
+        if started:
+            pending += SEGMENT_SEPARATOR
+        marks.append(
+            SegmentMark(
+                offset=state.offset + len(pending),
+                page=segment.page,
+                heading_path=list(segment.heading_path),
+            )
+        )
+        pending += text
+        started = True
+    spans, consumed = _windows(pending, chunk_size, overlap, final=final)
+    records = []
+    index = state.next_index
+    for span in spans:
+        mark = _mark_at(marks, state.offset + span.start)
+        records.append(
+            ChunkRecord(
+                chunk_index=index,
+                text=span.text,
+                start=state.offset + span.start,
+                end=state.offset + span.end,
+                page=mark.page if mark else None,
+                heading_path=list(mark.heading_path) if mark else [],
+            )
+        )
+        index += 1
+    out = [*state.held, *records]
+    held: list[ChunkRecord] = []
+    if not final and out:
+        keep = len(out) % batch_size or batch_size
+        held, out = out[-keep:], out[:-keep]
+    new_offset = state.offset + consumed
+    kept = [m for m in marks if m.offset > new_offset]
+    before = [m for m in marks if m.offset <= new_offset]
+    if before:
+        kept.insert(0, before[-1])
+    return (
+        ChunkerState(
+            pending=pending[consumed:],
+            offset=new_offset,
+            marks=kept,
+            started=started,
+            next_index=index,
+            held=held,
+        ),
+        out,
+    )
+
+
+def _mark_at(marks: list[SegmentMark], offset: int) -> SegmentMark | None:
+    found = None
+    for mark in marks:
+        if mark.offset <= offset:
+            found = mark
+        else:
+            break
+    return found
+
+
 def chunk_document(
     document: ExtractedDocument, chunk_size: int = 1200, overlap: int = 180
 ) -> tuple[list[ChunkRecord], int]:
@@ -80,32 +208,5 @@ def chunk_document(
     Segments (pages, sections) are normalised and joined with a blank line, and each chunk is
     attributed to the segment its first character lies in.
     """
-    parts: list[str] = []
-    starts: list[int] = []
-    owners: list[int] = []
-    offset = 0
-    for index, segment in enumerate(document.segments):
-        text = normalize_whitespace(segment.text)
-        if not text:
-            continue
-        if parts:
-            offset += len(SEGMENT_SEPARATOR)
-        starts.append(offset)
-        owners.append(index)
-        parts.append(text)
-        offset += len(text)
-    full = SEGMENT_SEPARATOR.join(parts)
-    records = []
-    for number, span in enumerate(chunk_text(full, chunk_size, overlap)):
-        owner = document.segments[owners[bisect.bisect_right(starts, span.start) - 1]]
-        records.append(
-            ChunkRecord(
-                chunk_index=number,
-                text=span.text,
-                start=span.start,
-                end=span.end,
-                page=owner.page,
-                heading_path=list(owner.heading_path),
-            )
-        )
-    return records, len(full)
+    state, records = feed(ChunkerState(), document.segments, chunk_size, overlap, final=True)
+    return records, state.length

@@ -1,19 +1,25 @@
-"""Chunk stage: extracted text in, batches of chunks out."""
+"""Chunk stage: parts of extracted text in, batches of chunks out.
+
+The chunker's small carried-over state lives on the document, so the parts of one document can
+be chunked one message at a time. Progress is saved only after the part's batches are
+published: a crash in between re-publishes the same batches (same indices, same chunk ids),
+which the later stages take idempotently.
+"""
 
 from __future__ import annotations
 
 import asyncio
 
-from infra.errors import ExtractionFailed
+from infra.errors import ExtractionFailed, PermanentError
 from infra.settings import ChunkingSettings
-from schemas.domain import ParseStatus
+from schemas.domain import ChunkingProgress, ChunkRecord, ParseStatus
 from schemas.events import ChunkBatchReady, DocumentExtracted
-from workers.chunk.chunking import chunk_document
+from workers.chunk.chunking import ChunkerState, feed
 from workers.ports import DocumentStatus, StageResult, TextStore
 
 
 class ChunkHandler:
-    """Splits a document's text into chunks and publishes them in bounded batches."""
+    """Chunks each part of a document and publishes the chunks in bounded batches."""
 
     def __init__(
         self,
@@ -28,47 +34,91 @@ class ChunkHandler:
         self._batch_size = batch_size
 
     async def __call__(self, event: DocumentExtracted) -> StageResult:
-        """Handles one `DocumentExtracted`."""
-        document = await self._documents.claim(
+        """Handles one `DocumentExtracted` part."""
+        document = await self._documents.advance(
             event.document_id, event.generation, ParseStatus.CHUNKING
         )
-        if document is None:
+        progress = await self._documents.chunking_progress(event.document_id, event.generation)
+        if document is None or progress is None or event.part_index < progress.next_part:
             return StageResult(skipped=True)
-        extracted = await self._texts.get_extracted(event.extracted_key)
-        chunks, char_count = await asyncio.to_thread(
-            chunk_document,
-            extracted,
+        if event.part_index > progress.next_part:
+            raise PermanentError(
+                f"extracted part {event.part_index} arrived before part {progress.next_part}; "
+                "re-index the document"
+            )
+        part = await self._texts.get_extracted(event.extracted_key)
+        state, chunks = await asyncio.to_thread(
+            feed,
+            ChunkerState.model_validate(progress.state),
+            part.segments,
             self._chunking.chunk_size_chars,
             self._chunking.chunk_overlap_chars,
+            final=event.last,
+            batch_size=self._batch_size,
         )
-        if not chunks:
-            raise ExtractionFailed("the document contains no text to index")
-        size = self._batch_size
-        batches = [chunks[start : start + size] for start in range(0, len(chunks), size)]
-        current = await self._documents.record_chunking(
-            event.document_id,
-            event.generation,
-            chunk_count=len(chunks),
-            text_char_count=char_count,
-            batch_count=len(batches),
-            batch_size=size,
-        )
-        if not current:
-            return StageResult(skipped=True)
+        batches = [
+            chunks[start : start + self._batch_size]
+            for start in range(0, len(chunks), self._batch_size)
+        ]
+        next_batch = progress.next_batch + len(batches)
+        if event.last:
+            if state.next_index == 0:
+                raise ExtractionFailed("the document contains no text to index")
+            # Recorded before the last batches go out, so the index stage knows the total
+            # when the last of them arrives.
+            current = await self._documents.record_chunking(
+                event.document_id,
+                event.generation,
+                chunk_count=state.next_index,
+                text_char_count=state.length,
+                batch_count=next_batch,
+            )
+            if not current:
+                return StageResult(skipped=True)
+
+        async def save_progress() -> None:
+            saved = ChunkingProgress(
+                next_part=event.part_index + 1,
+                next_batch=next_batch,
+                state=state.model_dump(mode="json"),
+            )
+            await self._documents.save_chunking_progress(
+                event.document_id, event.generation, event.part_index, saved
+            )
+            await self._texts.delete(event.extracted_key)
+
         return StageResult(
             publish=[
-                ChunkBatchReady(
-                    tenant_id=event.tenant_id,
-                    kb_id=event.kb_id,
-                    document_id=event.document_id,
-                    generation=event.generation,
-                    batch_index=index,
-                    batch_count=len(batches),
-                    source_name=document.filename,
-                    title=extracted.title or document.title,
-                    chunks=batch,
+                self._batch(
+                    event,
+                    document.filename,
+                    progress.next_batch + offset,
+                    batch,
+                    last=event.last and offset == len(batches) - 1,
                 )
-                for index, batch in enumerate(batches)
+                for offset, batch in enumerate(batches)
             ],
-            finished_document=True,
+            after_publish=save_progress,
+            finished_document=event.last,
+        )
+
+    @staticmethod
+    def _batch(
+        event: DocumentExtracted,
+        source_name: str,
+        index: int,
+        chunks: list[ChunkRecord],
+        *,
+        last: bool,
+    ) -> ChunkBatchReady:
+        return ChunkBatchReady(
+            tenant_id=event.tenant_id,
+            kb_id=event.kb_id,
+            document_id=event.document_id,
+            generation=event.generation,
+            batch_index=index,
+            last=last,
+            source_name=source_name,
+            title=event.title,
+            chunks=chunks,
         )

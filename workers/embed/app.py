@@ -21,4 +21,6 @@ def create_app(settings: Settings) -> FastStream:
         embedder = await asyncio.to_thread(build_embedder, settings.embedding)
         return EmbedHandler(resources.documents, embedder)
 
-    return stage_app(settings, "embed", ChunkBatchReady, make_handler)
+    return stage_app(
+        settings, "embed", ChunkBatchReady, make_handler, settings.embedding.concurrency
+    )

@@ -29,7 +29,7 @@ class EmbedHandler:
         vectors = await asyncio.to_thread(self._embedder.embed_documents, texts)
         CHUNKS_EMBEDDED.inc(len(texts))
         await self._documents.record_batch_embedded(
-            event.document_id, event.generation, event.batch_index
+            event.document_id, event.generation, event.batch_index, len(texts)
         )
         embedded = ChunkBatchEmbedded(
             **event.model_dump(exclude={"event_id", "occurred_at"}),
@@ -37,6 +37,4 @@ class EmbedHandler:
             dimensions=self._embedder.dimensions,
             dense_b64=ChunkBatchEmbedded.encode_vectors(vectors),
         )
-        return StageResult(
-            publish=[embedded], finished_document=event.batch_index == event.batch_count - 1
-        )
+        return StageResult(publish=[embedded], finished_document=event.last)

@@ -6,8 +6,10 @@ import csv
 import io
 import logging
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import Any
 
 from infra.errors import ExtractionFailed, UnsupportedDocumentType
 from schemas.domain import ExtractedDocument, TextSegment
@@ -15,21 +17,43 @@ from schemas.formats import SUPPORTED_EXTENSIONS, extension_of
 
 log = logging.getLogger(__name__)
 
-Extractor = Callable[[bytes, str], ExtractedDocument]
+Extractor = Callable[[bytes, str], "ExtractionStream"]
+CSV_ROWS_PER_SEGMENT = 500
 
 
-def extract(data: bytes, filename: str) -> ExtractedDocument:
-    """Extracts the text of a file; raises `ExtractionFailed` with a reason a user can act on."""
+@dataclass
+class ExtractionStream:
+    """A document's title and its text segments, produced lazily (page by page for a PDF)."""
+
+    title: str
+    segments: Iterator[TextSegment]
+
+
+def open_extraction(data: bytes, filename: str) -> ExtractionStream:
+    """Starts extracting a file; the segments raise `ExtractionFailed` if no text comes out."""
     extension = extension_of(filename)
     extractor = EXTRACTORS.get(extension)
     if extractor is None:
         raise UnsupportedDocumentType(extension, SUPPORTED_EXTENSIONS)
     if not data:
         raise ExtractionFailed("the file is empty")
-    document = extractor(data, filename)
-    if not any(segment.text.strip() for segment in document.segments):
+    stream = extractor(data, filename)
+    return ExtractionStream(stream.title, _require_text(stream.segments))
+
+
+def _require_text(segments: Iterator[TextSegment]) -> Iterator[TextSegment]:
+    found = False
+    for segment in segments:
+        found = found or bool(segment.text.strip())
+        yield segment
+    if not found:
         raise ExtractionFailed("no text could be extracted from the file")
-    return document
+
+
+def extract(data: bytes, filename: str) -> ExtractedDocument:
+    """Extracts the whole text of a file at once (tests, benchmarks)."""
+    stream = open_extraction(data, filename)
+    return ExtractedDocument(title=stream.title, segments=list(stream.segments))
 
 
 def _stem(filename: str) -> str:
@@ -46,12 +70,12 @@ def decode_text(data: bytes) -> str:
         ) from exc
 
 
-def extract_plain_text(data: bytes, filename: str) -> ExtractedDocument:
+def extract_plain_text(data: bytes, filename: str) -> ExtractionStream:
     """.txt and .md: the text as it is."""
-    return ExtractedDocument(title=_stem(filename), segments=[TextSegment(text=decode_text(data))])
+    return ExtractionStream(_stem(filename), iter([TextSegment(text=decode_text(data))]))
 
 
-def extract_csv(data: bytes, filename: str) -> ExtractedDocument:
+def extract_csv(data: bytes, filename: str) -> ExtractionStream:
     """.csv: one line per row, each value labelled with its column header."""
     text = decode_text(data)
     try:
@@ -65,7 +89,11 @@ def extract_csv(data: bytes, filename: str) -> ExtractedDocument:
         raise ExtractionFailed("the CSV file has no rows") from None
     except csv.Error as exc:
         raise ExtractionFailed(f"the CSV file cannot be parsed: {exc}") from exc
-    lines = []
+    return ExtractionStream(_stem(filename), _csv_rows(reader, header))
+
+
+def _csv_rows(reader: Iterator[list[str]], header: list[str]) -> Iterator[TextSegment]:
+    lines: list[str] = []
     try:
         for row in reader:
             cells = [
@@ -75,9 +103,13 @@ def extract_csv(data: bytes, filename: str) -> ExtractedDocument:
             ]
             if cells:
                 lines.append("; ".join(cells))
+            if len(lines) >= CSV_ROWS_PER_SEGMENT:
+                yield TextSegment(text="\n".join(lines))
+                lines = []
     except csv.Error as exc:
         raise ExtractionFailed(f"the CSV file cannot be parsed: {exc}") from exc
-    return ExtractedDocument(title=_stem(filename), segments=[TextSegment(text="\n".join(lines))])
+    if lines:
+        yield TextSegment(text="\n".join(lines))
 
 
 def _column_name(header: list[str], index: int) -> str:
@@ -86,28 +118,18 @@ def _column_name(header: list[str], index: int) -> str:
     return f"column {index + 1}"
 
 
-def extract_pdf(data: bytes, filename: str) -> ExtractedDocument:
-    """.pdf: text of each page with its page number (pypdf)."""
+def extract_pdf(data: bytes, filename: str) -> ExtractionStream:
+    """.pdf: text of each page with its page number (pypdf), page by page."""
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
     try:
         reader = PdfReader(io.BytesIO(data))
-    except (PdfReadError, ValueError, OSError) as exc:
+        encrypted = reader.is_encrypted
+    except (PdfReadError, ValueError, OSError, KeyError, TypeError) as exc:
         raise ExtractionFailed(f"the PDF file is damaged or not a PDF: {exc}") from exc
-    if reader.is_encrypted:
+    if encrypted:
         raise ExtractionFailed("the PDF is encrypted; upload a copy without a password")
-    segments = []
-    try:
-        for number, page in enumerate(reader.pages, start=1):
-            # NFKC folds the ligatures PDFs are full of ("ﬁ" -> "fi"), so words match queries.
-            text = unicodedata.normalize("NFKC", page.extract_text() or "")
-            if text.strip():
-                segments.append(TextSegment(text=text, page=number))
-    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
-        raise ExtractionFailed(f"the PDF file is damaged: {exc}") from exc
-    if not segments:
-        raise ExtractionFailed("the PDF has no text layer (scanned pages without OCR text)")
     title = _stem(filename)
     try:
         metadata_title = reader.metadata.title if reader.metadata else None
@@ -115,10 +137,27 @@ def extract_pdf(data: bytes, filename: str) -> ExtractedDocument:
         metadata_title = None
     if isinstance(metadata_title, str) and metadata_title.strip():
         title = metadata_title.strip()
-    return ExtractedDocument(title=title, segments=segments)
+    return ExtractionStream(title, _pdf_pages(reader))
 
 
-def extract_docx(data: bytes, filename: str) -> ExtractedDocument:
+def _pdf_pages(reader: Any) -> Iterator[TextSegment]:
+    from pypdf.errors import PdfReadError
+
+    found = False
+    try:
+        for number, page in enumerate(reader.pages, start=1):
+            # NFKC folds the ligatures PDFs are full of ("ﬁ" -> "fi"), so words match queries.
+            text = unicodedata.normalize("NFKC", page.extract_text() or "")
+            if text.strip():
+                found = True
+                yield TextSegment(text=text, page=number)
+    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
+        raise ExtractionFailed(f"the PDF file is damaged: {exc}") from exc
+    if not found:
+        raise ExtractionFailed("the PDF has no text layer (scanned pages without OCR text)")
+
+
+def extract_docx(data: bytes, filename: str) -> ExtractionStream:
     """.docx: paragraphs and tables in reading order; table rows as ' | '-joined cells."""
     import zipfile
 
@@ -138,12 +177,12 @@ def extract_docx(data: bytes, filename: str) -> ExtractedDocument:
         elif isinstance(block, Table):
             blocks.extend(_table_rows(block))
     title = (document.core_properties.title or "").strip() or _stem(filename)
-    return ExtractedDocument(title=title, segments=[TextSegment(text="\n".join(blocks))])
+    return ExtractionStream(title, iter([TextSegment(text="\n".join(blocks))]))
 
 
-def _table_rows(table: object) -> list[str]:
+def _table_rows(table: Any) -> list[str]:
     rows = []
-    for row in table.rows:  # type: ignore[attr-defined]
+    for row in table.rows:
         cells: list[str] = []
         for cell in row.cells:
             text = " ".join(cell.text.split())

@@ -1,43 +1,84 @@
-"""Extract stage: original bytes in, stored text out."""
+"""Extract stage: original bytes in, stored text out, in parts of a few pages.
+
+Each part is stored and announced as soon as it is extracted, so a long PDF is being chunked
+and embedded while its later pages are still read. A retry starts from the first part again;
+the chunk stage skips parts it already has.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
-from schemas.domain import ParseStatus
+from schemas.domain import ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import DocumentExtracted, DocumentUploaded
-from workers.extract.extractors import extract
-from workers.ports import DocumentStatus, StageResult, TextStore
+from workers.extract.extractors import open_extraction
+from workers.ports import DocumentStatus, Publish, StageResult, TextStore
 
 
 class ExtractHandler:
-    """Reads the original, extracts its text, stores the text and announces it."""
+    """Reads the original, extracts its text part by part, stores and announces each part."""
 
-    def __init__(self, documents: DocumentStatus, texts: TextStore) -> None:
+    def __init__(
+        self, documents: DocumentStatus, texts: TextStore, publish: Publish, part_chars: int
+    ) -> None:
         self._documents = documents
         self._texts = texts
+        self._publish = publish
+        self._part_chars = part_chars
 
     async def __call__(self, event: DocumentUploaded) -> StageResult:
         """Handles one `DocumentUploaded`."""
-        document = await self._documents.claim(
+        document = await self._documents.advance(
             event.document_id, event.generation, ParseStatus.EXTRACTING
         )
         if document is None:
             return StageResult(skipped=True)
         data = await self._texts.read(event.storage_key)
-        # Parsing is CPU-bound and synchronous; keep the consumer's heartbeat going meanwhile.
-        extracted = await asyncio.to_thread(extract, data, event.filename)
-        key = await self._texts.put_extracted(event.document_id, extracted)
-        return StageResult(
-            publish=[
+        # Parsing is CPU-bound and synchronous: run it off the event loop, one part at a time.
+        stream = await asyncio.to_thread(open_extraction, data, event.filename)
+        del data
+        title = stream.title
+        part: list[TextSegment] = []
+        size = 0
+        index = 0
+        while (segment := await asyncio.to_thread(_next, stream.segments)) is not None:
+            part.append(segment)
+            size += len(segment.text)
+            if size >= self._part_chars:
+                await self._emit(event, index, title, part, last=False)
+                index += 1
+                part, size = [], 0
+        await self._emit(event, index, title, part, last=True)
+        return StageResult(finished_document=True)
+
+    async def _emit(
+        self,
+        event: DocumentUploaded,
+        index: int,
+        title: str,
+        segments: list[TextSegment],
+        *,
+        last: bool,
+    ) -> None:
+        part = ExtractedDocument(title=title, segments=segments)
+        key = await self._texts.put_extracted(event.document_id, part)
+        await self._publish(
+            [
                 DocumentExtracted(
                     tenant_id=event.tenant_id,
                     kb_id=event.kb_id,
                     document_id=event.document_id,
                     generation=event.generation,
+                    part_index=index,
+                    last=last,
+                    title=title,
                     extracted_key=key,
-                    char_count=extracted.char_count,
+                    char_count=part.char_count,
                 )
-            ],
-            finished_document=True,
+            ]
         )
+
+
+def _next(segments: Iterator[TextSegment]) -> TextSegment | None:
+    return next(segments, None)

@@ -63,7 +63,7 @@ class IndexHandler:
         await self._store.upsert(points)
         CHUNKS_INDEXED.inc(len(points))
         progress = await self._documents.record_batch_indexed(
-            event.document_id, event.generation, event.batch_index
+            event.document_id, event.generation, event.batch_index, len(points)
         )
         if progress is None:
             current = await self._documents.find(event.document_id)
@@ -73,7 +73,7 @@ class IndexHandler:
                 await self._store.delete_points([p.point_id for p in points])
             return StageResult(skipped=True)
         indexed, batch_count = progress
-        if indexed < batch_count:
+        if batch_count is None or indexed < batch_count:
             return StageResult()
         chunk_count = document.chunk_count or 0
         await self._store.set_document_active(event.tenant_id, event.document_id, True)

@@ -1,0 +1,178 @@
+"""The Kafka adapter and GridFS storage against the real servers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.admin import AIOKafkaAdminClient
+
+from infra.blob_store import BlobStore
+from infra.documents import DocumentRepository
+from infra.errors import NotFound, ServiceUnavailable
+from infra.kafka import build_broker, ensure_topics
+from infra.local_stack import LocalServices
+from infra.mongo import Database
+from schemas.domain import Document, ExtractedDocument, ParseStatus, TextSegment, utcnow
+from schemas.events import DocumentUploaded
+from schemas.topics import dead_letter_topic
+from tests.conftest import settings_for, unique
+from workers.ports import StageResult
+from workers.wiring import RunnerSlot, build_runner, subscribe_stage
+
+
+async def test_topics_are_created_with_their_partitions(local_services: LocalServices) -> None:
+    settings = settings_for(local_services)
+    names = [unique("topic"), unique("topic")]
+    await ensure_topics(settings.kafka, names)
+    await ensure_topics(settings.kafka, names)  # idempotent
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
+    await admin.start()
+    try:
+        described = await admin.describe_topics(names)
+    finally:
+        await admin.close()
+    assert [len(topic["partitions"]) for topic in described] == [6, 6]
+
+
+async def test_unreachable_broker_is_a_retryable_error(local_services: LocalServices) -> None:
+    settings = settings_for(local_services)
+    settings.kafka.bootstrap_servers = "127.0.0.1:9"
+    with pytest.raises(ServiceUnavailable):
+        await ensure_topics(settings.kafka, ["anything"])
+
+
+async def _read(topic: str, bootstrap: str, count: int) -> list[Any]:
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=unique("read")
+    )
+    await consumer.start()
+    records: list[Any] = []
+    try:
+        async with asyncio.timeout(30):
+            while len(records) < count:
+                batch = await consumer.getmany(timeout_ms=500)
+                for messages in batch.values():
+                    records.extend(messages)
+    finally:
+        await consumer.stop()
+    return records
+
+
+@pytest.fixture(scope="module")
+def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServices]:
+    """Servers of this module's own, so that no other test's workers read its topics."""
+    services = LocalServices.on_free_ports(tmp_path_factory.mktemp("own"))
+    services.start()
+    yield services
+    services.stop()
+
+
+async def test_a_stage_dead_letters_bad_messages_and_keeps_going(
+    own_broker: LocalServices, db: Database
+) -> None:
+    settings = settings_for(own_broker)
+    settings.kafka.group_prefix = unique("g")
+    # A stage of its own: the "extract" topics, read by a handler that records what it saw.
+    await ensure_topics(settings.kafka, ["documents.uploaded.v1", dead_letter_topic("extract")])
+    documents = DocumentRepository(db)
+    now = utcnow()
+    good = Document(
+        id=unique("doc"),
+        tenant_id="t",
+        kb_id="kb",
+        filename="a.txt",
+        title="a",
+        content_type="text/plain",
+        size_bytes=1,
+        sha256="0" * 64,
+        storage_key="k",
+        parse_status=ParseStatus.QUEUED,
+        created_at=now,
+        updated_at=now,
+    )
+    failing = good.model_copy(update={"id": unique("doc")})
+    for document in (good, failing):
+        await documents.insert(document)
+    good_handled = asyncio.Event()
+
+    async def handler(event: DocumentUploaded) -> StageResult:
+        if event.document_id == failing.id:
+            raise ValueError("a bug in the handler")
+        good_handled.set()
+        return StageResult()
+
+    broker = build_broker(settings.kafka, "test")
+    slot = RunnerSlot()
+    subscribe_stage(broker, settings, "extract", slot)
+    slot.runner = build_runner(broker, settings, "extract", DocumentUploaded, handler, documents)
+
+    def uploaded(document: Document) -> bytes:
+        return (
+            DocumentUploaded(
+                tenant_id="t",
+                kb_id="kb",
+                document_id=document.id,
+                generation=1,
+                storage_key="k",
+                filename="a.txt",
+                content_type="text/plain",
+            )
+            .model_dump_json()
+            .encode()
+        )
+
+    async with broker:
+        await broker.start()
+        await broker.publish(b"{not json", "documents.uploaded.v1", key=b"x")
+        failing_message = uploaded(failing)
+        await broker.publish(failing_message, "documents.uploaded.v1", key=failing.id.encode())
+        await broker.publish(uploaded(good), "documents.uploaded.v1", key=good.id.encode())
+        await asyncio.wait_for(good_handled.wait(), timeout=30)
+        dead = await _read(dead_letter_topic("extract"), settings.kafka.bootstrap_servers, 2)
+    headers = [{k: v.decode() for k, v in record.headers} for record in dead]
+    assert {h["stage"] for h in headers} == {"extract"}
+    errors = sorted(h["error"] for h in headers)
+    assert errors[0].startswith("internal error in the extract stage (ValueError)")
+    assert errors[1].startswith("invalid message")
+    assert {record.value for record in dead} == {b"{not json", failing_message}
+    marked = await documents.find(failing.id)
+    assert marked is not None
+    assert marked.parse_status is ParseStatus.FAILED
+    assert "internal error" in (marked.parse_error or "")
+
+
+async def test_originals_and_extracted_text_round_trip(db: Database) -> None:
+    blobs = BlobStore(db)
+    upload = blobs.start_original("report.pdf", "doc_1")
+    for piece in (b"%PDF-1.7 ", b"x" * 300_000, b" end"):
+        await upload.write(piece)
+    stored = await upload.finish()
+    assert stored.size_bytes == 9 + 300_000 + 4
+    assert len(stored.sha256) == 64
+    assert (await blobs.read(stored.storage_key)).startswith(b"%PDF-1.7 xxx")
+    extracted = ExtractedDocument(
+        title="Report",
+        segments=[TextSegment(text="page one", page=1), TextSegment(text="two", page=2)],
+    )
+    key = await blobs.put_extracted("doc_1", extracted)
+    assert await blobs.get_extracted(key) == extracted
+    await blobs.delete(stored.storage_key)
+    await blobs.delete_extracted("doc_1")
+    with pytest.raises(NotFound):
+        await blobs.read(stored.storage_key)
+    with pytest.raises(NotFound):
+        await blobs.get_extracted(key)
+    await blobs.delete(stored.storage_key)  # deleting twice is fine
+
+
+async def test_an_aborted_upload_leaves_nothing(db: Database) -> None:
+    blobs = BlobStore(db)
+    upload = blobs.start_original("big.txt", "doc_2")
+    await upload.write(b"y" * 600_000)
+    await upload.abort()
+    assert await db["originals.files"].count_documents({}) == 0
+    assert await db["originals.chunks"].count_documents({}) == 0
