@@ -131,6 +131,8 @@ def run_pipeline(paths: list[Path], embed_workers: int, work_dir: Path) -> Pipel
     pipeline = Pipeline(work_dir / "run", env, api_port=free_port(), embed_workers=embed_workers)
     try:
         pipeline.start()
+        # Measure the steady state, not the consumer groups' first rebalances.
+        pipeline.wait_settled(partitions=6)
         headers = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=pipeline.api_url, headers=headers, timeout=60) as http:
             kb = http.post("/api/v1/knowledge-bases", json={"name": "bench"}).json()["id"]
@@ -238,7 +240,7 @@ def main() -> None:
         )
     model_seconds.append(model_alone(texts, settings))
     model_rate = len(texts) / (sum(model_seconds) / len(model_seconds))
-    plain = SentenceTransformerEmbedder(EmbeddingSettings(parallelism=1))
+    plain = SentenceTransformerEmbedder(EmbeddingSettings(parallelism=1, torch_threads=cpus))
     started = time.perf_counter()
     for start in range(0, len(texts), settings.batch_size):
         plain.embed_documents(texts[start : start + settings.batch_size])

@@ -312,9 +312,27 @@ class Pipeline:
             extra["RAGLINE_EMBEDDING__PARALLELISM"] = str(
                 max(1, cpus // max(1, self.embed_workers))
             )
+            extra["RAGLINE_EMBEDDING__TORCH_THREADS"] = "1"
         return self._spawn(
             f"{stage}-{count + 1}", STAGE_MODULES[stage], extra, STAGE_NICENESS.get(stage, 0)
         )
+
+    def wait_settled(self, partitions: int, timeout: float = 60.0) -> None:
+        """Waits until every stage's consumer group has all input partitions assigned."""
+        deadline = time.monotonic() + timeout
+        stages = {p.name.rsplit("-", 1)[0] for p in self.processes if p.name != "api"}
+        if not self.env.get("RAGLINE_QDRANT__URL"):
+            stages.add("index")
+        while time.monotonic() < deadline:
+            assigned: dict[str, float] = dict.fromkeys(stages, 0.0)
+            for proc in self.processes:
+                port = self.api_port if proc.name == "api" else proc.env["RAGLINE_METRICS_PORT"]
+                for stage, count in _assigned_partitions(f"http://127.0.0.1:{port}/metrics"):
+                    assigned[stage] = assigned.get(stage, 0.0) + count
+            if all(assigned[stage] == partitions for stage in stages):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"consumer groups did not settle in {timeout:.0f} s: {assigned}")
 
     def workers(self, stage: str) -> list[ManagedProcess]:
         """The running workers of a stage."""
@@ -356,6 +374,21 @@ class Pipeline:
         proc.start()
         self.processes.append(proc)
         return proc
+
+
+def _assigned_partitions(url: str) -> list[tuple[str, float]]:
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as response:  # noqa: S310
+            text = response.read().decode()
+    except (urllib.error.URLError, OSError):
+        return []
+    found = []
+    for line in text.splitlines():
+        if line.startswith("ragline_assigned_partitions{"):
+            labels, _, value = line.partition("} ")
+            stage = labels.split('stage="', 1)[1].split('"', 1)[0]
+            found.append((stage, float(value)))
+    return found
 
 
 def _secret(run_dir: Path, name: str, env_name: str) -> str:

@@ -41,6 +41,11 @@ CONSUMER_LAG = Gauge(
     "Messages behind the partition's high watermark, as last seen by a stage.",
     ["stage", "partition"],
 )
+ASSIGNED_PARTITIONS = Gauge(
+    "ragline_assigned_partitions",
+    "Partitions of its input topic this process consumes, by stage.",
+    ["stage"],
+)
 SEARCH_LATENCY = Histogram(
     "ragline_search_latency_seconds",
     "Time to answer a search request.",

@@ -115,6 +115,7 @@ def start_pipeline(
     }
     pipeline = Pipeline(run_dir, env, api_port=free_port())
     pipeline.start()
+    pipeline.wait_settled(partitions=6)
     return RunningPipeline(pipeline, admin_token, internal_secret)
 
 

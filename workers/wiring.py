@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-from aiokafka import TopicPartition
+from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 from faststream import AckPolicy, FastStream
 from faststream.kafka import KafkaBroker, KafkaMessage
@@ -18,7 +18,7 @@ from infra.errors import ServiceUnavailable
 from infra.kafka import build_broker, consumer_options, ensure_topics
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.logs import configure_logging
-from infra.metrics import CONSUMER_LAG, serve_metrics
+from infra.metrics import ASSIGNED_PARTITIONS, CONSUMER_LAG, serve_metrics
 from infra.mongo import connect
 from infra.settings import Settings
 from schemas.events import Event
@@ -92,6 +92,25 @@ def _report_lag(stage: str, message: KafkaMessage) -> None:
         CONSUMER_LAG.labels(stage, str(record.partition)).set(max(highwater - record.offset - 1, 0))
 
 
+class AssignmentTracker(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Keeps `ragline_assigned_partitions` current through group rebalances."""
+
+    def __init__(self, stage: str) -> None:
+        self._stage = stage
+        self._owned: set[tuple[str, int]] = set()
+        ASSIGNED_PARTITIONS.labels(stage).set(0)
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        """Forgets partitions taken away (all of this process's consumers share this)."""
+        self._owned -= {(tp.topic, tp.partition) for tp in revoked}
+        ASSIGNED_PARTITIONS.labels(self._stage).set(len(self._owned))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        """Counts partitions handed over."""
+        self._owned |= {(tp.topic, tp.partition) for tp in assigned}
+        ASSIGNED_PARTITIONS.labels(self._stage).set(len(self._owned))
+
+
 class RunnerSlot:
     """Holds a stage's runner, which can only be built once the process has started."""
 
@@ -116,6 +135,7 @@ def subscribe_stage(
     options = consumer_options(settings.kafka, stage)
     # On an error the runner could not even record, rewind so the message comes back.
     options["ack_policy"] = AckPolicy.NACK_ON_ERROR
+    options["listener"] = AssignmentTracker(stage)
     if concurrency > 1:
         options["max_workers"] = concurrency
 
