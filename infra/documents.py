@@ -15,12 +15,6 @@ from infra.mongo import DOCUMENTS, Database, MongoDoc, from_mongo, mongo_errors
 from schemas.domain import PIPELINE_ORDER, ChunkingProgress, Document, ParseStatus, utcnow
 
 
-def _claimable_from(status: ParseStatus) -> list[str]:
-    """A stage may take a document in the previous status or (redelivery) its own."""
-    position = PIPELINE_ORDER.index(status)
-    return [s.value for s in PIPELINE_ORDER[max(position - 1, 0) : position + 1]]
-
-
 def _to_document(doc: MongoDoc) -> Document:
     record = from_mongo(doc)
     embedded = record.pop("embedded_batches", None) or {}
@@ -93,34 +87,6 @@ class DocumentRepository:
             result = await self._docs.delete_one({"_id": document_id})
         return result.deleted_count == 1
 
-    async def claim(
-        self, document_id: str, generation: int, status: ParseStatus
-    ) -> Document | None:
-        """Moves the document into a single-message stage's status, counting an attempt.
-
-        Returns None if the document is gone, belongs to another generation, or is past the
-        stage (a redelivered message whose work is done).
-        """
-        now = utcnow()
-        async with mongo_errors():
-            doc = await self._docs.find_one_and_update(
-                {
-                    "_id": document_id,
-                    "generation": generation,
-                    "parse_status": {"$in": _claimable_from(status)},
-                },
-                {
-                    "$set": {
-                        "parse_status": status.value,
-                        "updated_at": now,
-                        f"stage_started_at.{status.value}": now,
-                    },
-                    "$inc": {f"attempts.{status.value}": 1},
-                },
-                return_document=ReturnDocument.AFTER,
-            )
-        return None if doc is None else _to_document(doc)
-
     async def advance(
         self, document_id: str, generation: int, status: ParseStatus
     ) -> Document | None:
@@ -153,6 +119,7 @@ class DocumentRepository:
                         "updated_at": now,
                         f"stage_started_at.{status.value}": now,
                     },
+                    # Counted once per stage entry; the runner adds one per retry.
                     "$inc": {f"attempts.{status.value}": 1},
                 },
                 return_document=ReturnDocument.AFTER,

@@ -244,6 +244,13 @@ class LocalServices:
             proc.stop()
         self.processes.clear()
 
+    def __enter__(self) -> LocalServices:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
     def process(self, name: str) -> ManagedProcess:
         """One of the servers by name (kafka, mongodb, redis)."""
         return next(p for p in self.processes if p.name == name)

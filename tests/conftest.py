@@ -35,10 +35,8 @@ def unique(prefix: str) -> str:
 @pytest.fixture(scope="session")
 def local_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServices]:
     """Kafka, MongoDB and Redis stand-ins for the whole session, on free ports."""
-    services = LocalServices.on_free_ports(tmp_path_factory.mktemp("services"))
-    services.start()
-    yield services
-    services.stop()
+    with LocalServices.on_free_ports(tmp_path_factory.mktemp("services")) as services:
+        yield services
 
 
 def settings_for(services: LocalServices, **overrides: object) -> Settings:

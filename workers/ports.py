@@ -17,12 +17,6 @@ class DocumentStatus(Protocol):
         """A document by id."""
         ...
 
-    async def claim(
-        self, document_id: str, generation: int, status: ParseStatus
-    ) -> Document | None:
-        """Enters a single-message stage."""
-        ...
-
     async def advance(
         self, document_id: str, generation: int, status: ParseStatus
     ) -> Document | None:

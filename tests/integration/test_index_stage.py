@@ -15,7 +15,14 @@ from infra.mongo import Database
 from infra.vectorstore.base import SearchScope, VectorQuery, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
 from infra.vectorstore.qdrant_server import QdrantServerStore
-from schemas.domain import ChunkRecord, Document, ParseStatus, new_document_id, utcnow
+from schemas.domain import (
+    ChunkRecord,
+    Document,
+    KnowledgeBase,
+    ParseStatus,
+    new_document_id,
+    utcnow,
+)
 from schemas.events import ChunkBatchEmbedded
 from workers.index.handler import IndexHandler
 
@@ -33,6 +40,22 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     await opened.ensure_collection()
     yield opened
     await opened.close()
+
+
+async def _stored_document(
+    db: Database, status: ParseStatus
+) -> tuple[DocumentRepository, KnowledgeBaseRepository, KnowledgeBase, Document]:
+    documents = DocumentRepository(db)
+    kbs = KnowledgeBaseRepository(db)
+    kb = await kbs.create("acme", "KB", "", "en")
+    now = utcnow()
+    document = Document(
+        id=new_document_id(), tenant_id="acme", kb_id=kb.id, filename="a.pdf", title="A",
+        content_type="application/pdf", size_bytes=1, sha256="0" * 64, storage_key="k",
+        parse_status=status, created_at=now, updated_at=now,
+    )  # fmt: skip
+    await documents.insert(document)
+    return documents, kbs, kb, document
 
 
 def _batch(document: Document, index: int, chunks: range, last: bool) -> ChunkBatchEmbedded:
@@ -72,16 +95,7 @@ async def _visible(store: VectorStore, document: Document) -> int:
 async def test_a_document_becomes_searchable_only_when_complete(
     db: Database, store: VectorStore
 ) -> None:
-    documents = DocumentRepository(db)
-    kbs = KnowledgeBaseRepository(db)
-    kb = await kbs.create("acme", "KB", "", "en")
-    now = utcnow()
-    document = Document(
-        id=new_document_id(), tenant_id="acme", kb_id=kb.id, filename="a.pdf", title="A",
-        content_type="application/pdf", size_bytes=1, sha256="0" * 64, storage_key="k",
-        parse_status=ParseStatus.EMBEDDING, created_at=now, updated_at=now,
-    )  # fmt: skip
-    await documents.insert(document)
+    documents, kbs, kb, document = await _stored_document(db, ParseStatus.EMBEDDING)
     handler = IndexHandler(documents, kbs, store)
     batches = [_batch(document, 0, range(0, 4), False), _batch(document, 1, range(4, 7), True)]
 
@@ -112,16 +126,7 @@ async def test_a_document_becomes_searchable_only_when_complete(
 async def test_a_batch_for_a_deleted_document_leaves_no_points(
     db: Database, store: VectorStore
 ) -> None:
-    documents = DocumentRepository(db)
-    kbs = KnowledgeBaseRepository(db)
-    kb = await kbs.create("acme", "KB", "", "en")
-    now = utcnow()
-    document = Document(
-        id=new_document_id(), tenant_id="acme", kb_id=kb.id, filename="a.pdf", title="A",
-        content_type="application/pdf", size_bytes=1, sha256="0" * 64, storage_key="k",
-        parse_status=ParseStatus.INDEXING, created_at=now, updated_at=now,
-    )  # fmt: skip
-    await documents.insert(document)
+    documents, kbs, kb, document = await _stored_document(db, ParseStatus.INDEXING)
     await documents.begin_delete("acme", kb.id, document.id)
     result = await IndexHandler(documents, kbs, store)(_batch(document, 0, range(3), True))
     assert result.skipped

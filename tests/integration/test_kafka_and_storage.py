@@ -65,10 +65,8 @@ async def _read(topic: str, bootstrap: str, count: int) -> list[Any]:
 @pytest.fixture(scope="module")
 def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServices]:
     """Servers of this module's own, so that no other test's workers read its topics."""
-    services = LocalServices.on_free_ports(tmp_path_factory.mktemp("own"))
-    services.start()
-    yield services
-    services.stop()
+    with LocalServices.on_free_ports(tmp_path_factory.mktemp("own")) as services:
+        yield services
 
 
 async def test_a_stage_dead_letters_bad_messages_and_keeps_going(

@@ -76,20 +76,25 @@ async def test_active_ids_drops_disabled_foreign_and_unknown(db: Database) -> No
     assert ids == [a.id]
 
 
-async def test_claim_moves_forward_once_and_allows_redelivery(db: Database) -> None:
+async def test_advance_moves_forward_once_and_allows_redelivery(db: Database) -> None:
     documents = DocumentRepository(db)
     doc = _document("acme", "kb_1")
     await documents.insert(doc)
-    claimed = await documents.claim(doc.id, 1, ParseStatus.EXTRACTING)
-    assert claimed is not None
-    assert claimed.parse_status is ParseStatus.EXTRACTING
-    # A redelivered message after a crash may claim again; it counts as another attempt.
-    again = await documents.claim(doc.id, 1, ParseStatus.EXTRACTING)
+    entered = await documents.advance(doc.id, 1, ParseStatus.EXTRACTING)
+    assert entered is not None
+    assert entered.parse_status is ParseStatus.EXTRACTING
+    assert entered.attempts == {"extracting": 1}
+    # A redelivered message after a crash finds the document current and leaves it be.
+    again = await documents.advance(doc.id, 1, ParseStatus.EXTRACTING)
     assert again is not None
-    assert again.attempts["extracting"] == 2
-    # A stale generation or a stage two steps ahead cannot.
-    assert await documents.claim(doc.id, 2, ParseStatus.EXTRACTING) is None
-    assert await documents.claim(doc.id, 1, ParseStatus.EMBEDDING) is None
+    assert again.attempts == {"extracting": 1}
+    # A later stage may already have taken it further: no step back.
+    assert await documents.advance(doc.id, 1, ParseStatus.EMBEDDING) is not None
+    behind = await documents.advance(doc.id, 1, ParseStatus.CHUNKING)
+    assert behind is not None
+    assert behind.parse_status is ParseStatus.EMBEDDING
+    # A stale generation cannot.
+    assert await documents.advance(doc.id, 2, ParseStatus.EXTRACTING) is None
 
 
 async def test_batches_are_counted_once_and_the_document_finishes_once(db: Database) -> None:
@@ -97,7 +102,7 @@ async def test_batches_are_counted_once_and_the_document_finishes_once(db: Datab
     doc = _document("acme", "kb_1")
     await documents.insert(doc)
     for status in (ParseStatus.EXTRACTING, ParseStatus.CHUNKING):
-        assert await documents.claim(doc.id, 1, status) is not None
+        assert await documents.advance(doc.id, 1, status) is not None
     assert await documents.advance(doc.id, 1, ParseStatus.EMBEDDING) is not None
     for batch, size in ((0, 32), (2, 6), (2, 6), (0, 32)):
         assert await documents.record_batch_embedded(doc.id, 1, batch, size)
@@ -164,7 +169,7 @@ async def test_begin_delete_retires_the_generation(db: Database) -> None:
     before = await documents.begin_delete("acme", "kb_1", doc.id)
     assert before.generation == 1
     # Everything the pipeline still has in flight for generation 1 now misses.
-    assert await documents.claim(doc.id, 1, ParseStatus.EXTRACTING) is None
+    assert await documents.advance(doc.id, 1, ParseStatus.EXTRACTING) is None
     assert not await documents.record_batch_embedded(doc.id, 1, 0, 32)
     assert await documents.record_batch_indexed(doc.id, 1, 0, 32) is None
     with pytest.raises(NotFound):
