@@ -104,6 +104,9 @@ class IngestSettings(BaseModel):
     retry_backoff_s: float = Field(default=0.5, ge=0)
     retry_backoff_max_s: float = Field(default=10.0, ge=0)
     parse_error_max_chars: int = Field(default=500, ge=50)
+    # PDF pages without a text layer are read with OCR, up to this many pages a document.
+    ocr_enabled: bool = True
+    ocr_max_pages: int = Field(default=100, ge=0)
     # Extracted text is handed to the chunk stage in parts of about this many characters
     # (about one embedding batch), so embedding starts while a long file is still extracted.
     extract_part_chars: int = Field(default=32_000, ge=1_000)

@@ -146,6 +146,8 @@ class TextSegment(BaseModel):
     text: str
     page: int | None = None
     heading_path: list[str] = Field(default_factory=list)
+    # An atomic segment (a question/answer pair) becomes exactly one chunk of its own.
+    atomic: bool = False
 
 
 class ExtractedDocument(BaseModel):

@@ -7,7 +7,12 @@ from pathlib import PurePosixPath
 CONTENT_TYPES: dict[str, str] = {
     ".txt": "text/plain",
     ".md": "text/markdown",
+    ".markdown": "text/markdown",
     ".csv": "text/csv",
+    ".json": "application/json",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".eml": "message/rfc822",
     ".pdf": "application/pdf",
     ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import httpx
 import httpx2
@@ -59,7 +60,7 @@ class GeminiEmbedder:
     def _embed(self, texts: Sequence[str], task_type: str) -> NDArray[np.float32]:
         rows: list[list[float]] = []
         for start in range(0, len(texts), MAX_BATCH):
-            batch = list(texts[start : start + MAX_BATCH])
+            batch: Any = list(texts[start : start + MAX_BATCH])
             try:
                 response = self._client.models.embed_content(
                     model=self._model,

@@ -95,9 +95,24 @@ def test_text_and_markdown_are_read_as_utf8() -> None:
     assert extract(bom, "readme.md").segments[0].text == "# Title\nbody"
 
 
-def test_invalid_text_encoding_fails_with_a_reason() -> None:
-    with pytest.raises(ExtractionFailed, match="UTF-8"):
-        extract(b"caf\xe9 \xff\xfe", "note.txt")
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
+        ("Grüße aus Köln, Straße und Bäckerei.", "cp1252"),
+        ("Привет мир, как дела? Это проверка кодировки текста.", "cp1251"),
+        ("日本語のテキストです。東京都に住んでいます。", "shift_jis"),
+        ("Hello from a UTF-16 file with a byte order mark.", "utf-16"),
+    ],
+)
+def test_text_of_unknown_encoding_is_decoded(text: str, encoding: str) -> None:
+    assert extract(text.encode(encoding), "note.txt").segments[0].text == text
+
+
+def test_binary_data_named_as_text_fails_with_a_reason() -> None:
+    with pytest.raises(ExtractionFailed, match="binary"):
+        extract(bytes(range(256)) * 8, "photo.txt")
+    with pytest.raises(ExtractionFailed, match="not look like text"):
+        extract(bytes(range(1, 32)) * 50, "control.md")
 
 
 def test_empty_file_fails() -> None:

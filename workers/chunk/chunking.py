@@ -131,59 +131,82 @@ def feed(
 ) -> tuple[ChunkerState, list[ChunkRecord]]:
     """Adds a part's segments; returns the new state and the chunks to hand on now.
 
-    Unless `final`, the chunks handed on are a whole number of `batch_size` batches.
+    An atomic segment (a question/answer pair) closes the text before it and becomes one chunk
+    of its own. Unless `final`, the chunks handed on are a whole number of `batch_size` batches.
     """
     pending = state.pending
+    offset = state.offset
     marks = list(state.marks)
     started = state.started
+    records: list[ChunkRecord] = []
+
+    def cut(last: bool) -> None:
+        nonlocal pending, offset
+        spans, consumed = _windows(pending, chunk_size, overlap, final=last)
+        for span in spans:
+            mark = _mark_at(marks, offset + span.start)
+            records.append(
+                ChunkRecord(
+                    chunk_index=state.next_index + len(records),
+                    text=span.text,
+                    start=offset + span.start,
+                    end=offset + span.end,
+                    page=mark.page if mark else None,
+                    heading_path=list(mark.heading_path) if mark else [],
+                )
+            )
+        pending = pending[consumed:]
+        offset += consumed
+
     for segment in segments:
         text = normalize_whitespace(segment.text)
         if not text:
             continue
-        if started:
-            pending += SEGMENT_SEPARATOR
+        separator = SEGMENT_SEPARATOR if started else ""
+        started = True
+        if segment.atomic:
+            cut(last=True)
+            start = offset + len(pending) + len(separator)
+            records.append(
+                ChunkRecord(
+                    chunk_index=state.next_index + len(records),
+                    text=text,
+                    start=start,
+                    end=start + len(text),
+                    page=segment.page,
+                    heading_path=list(segment.heading_path),
+                )
+            )
+            offset = start + len(text)
+            pending = ""
+            marks = []
+            continue
+        pending += separator
         marks.append(
             SegmentMark(
-                offset=state.offset + len(pending),
+                offset=offset + len(pending),
                 page=segment.page,
                 heading_path=list(segment.heading_path),
             )
         )
         pending += text
-        started = True
-    spans, consumed = _windows(pending, chunk_size, overlap, final=final)
-    records = []
-    index = state.next_index
-    for span in spans:
-        mark = _mark_at(marks, state.offset + span.start)
-        records.append(
-            ChunkRecord(
-                chunk_index=index,
-                text=span.text,
-                start=state.offset + span.start,
-                end=state.offset + span.end,
-                page=mark.page if mark else None,
-                heading_path=list(mark.heading_path) if mark else [],
-            )
-        )
-        index += 1
+    cut(last=final)
     out = [*state.held, *records]
     held: list[ChunkRecord] = []
     if not final and out:
         keep = len(out) % batch_size or batch_size
         held, out = out[-keep:], out[:-keep]
-    new_offset = state.offset + consumed
-    kept = [m for m in marks if m.offset > new_offset]
-    before = [m for m in marks if m.offset <= new_offset]
+    kept = [m for m in marks if m.offset > offset]
+    before = [m for m in marks if m.offset <= offset]
     if before:
         kept.insert(0, before[-1])
     return (
         ChunkerState(
-            pending=pending[consumed:],
-            offset=new_offset,
+            pending=pending,
+            offset=offset,
             marks=kept,
             started=started,
-            next_index=index,
+            next_index=state.next_index + len(records),
             held=held,
         ),
         out,

@@ -8,6 +8,7 @@ from faststream import FastStream
 
 from infra.settings import Settings
 from schemas.events import DocumentUploaded
+from workers.extract.extractors import OcrPolicy
 from workers.extract.handler import ExtractHandler
 from workers.wiring import PipelineResources, kafka_publisher, stage_app
 
@@ -21,6 +22,7 @@ def create_app(settings: Settings) -> FastStream:
             resources.blobs,
             kafka_publisher(resources.broker),
             settings.ingest.extract_part_chars,
+            OcrPolicy(settings.ingest.ocr_enabled, settings.ingest.ocr_max_pages),
         )
 
     return stage_app(settings, "extract", DocumentUploaded, make_handler)

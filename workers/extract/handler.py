@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from schemas.domain import ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import DocumentExtracted, DocumentUploaded
-from workers.extract.extractors import open_extraction
+from workers.extract.extractors import OcrPolicy, open_extraction
 from workers.ports import DocumentStatus, Publish, StageResult, TextStore
 
 
@@ -20,12 +20,18 @@ class ExtractHandler:
     """Reads the original, extracts its text part by part, stores and announces each part."""
 
     def __init__(
-        self, documents: DocumentStatus, texts: TextStore, publish: Publish, part_chars: int
+        self,
+        documents: DocumentStatus,
+        texts: TextStore,
+        publish: Publish,
+        part_chars: int,
+        ocr: OcrPolicy,
     ) -> None:
         self._documents = documents
         self._texts = texts
         self._publish = publish
         self._part_chars = part_chars
+        self._ocr = ocr
 
     async def __call__(self, event: DocumentUploaded) -> StageResult:
         """Handles one `DocumentUploaded`."""
@@ -36,7 +42,7 @@ class ExtractHandler:
             return StageResult(skipped=True)
         data = await self._texts.read(event.storage_key)
         # Parsing is CPU-bound and synchronous: run it off the event loop, one part at a time.
-        stream = await asyncio.to_thread(open_extraction, data, event.filename)
+        stream = await asyncio.to_thread(open_extraction, data, event.filename, self._ocr)
         del data
         title = stream.title
         part: list[TextSegment] = []
