@@ -10,13 +10,13 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import timedelta
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from api.routes import documents, health, knowledge_bases, search, tokens
-from api.services.documents import DocumentService
 from api.services.search import SearchService
 from api.state import Services
 from infra.blob_store import BlobStore
@@ -34,13 +34,17 @@ from infra.errors import (
     Unauthorized,
     UnsupportedDocumentType,
 )
+from infra.ingestion import Intake, Removal
 from infra.kafka import build_broker, ensure_topics
 from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.lifecycle import DocumentLifecycle
 from infra.logs import configure_logging
+from infra.metrics import DOCUMENTS_STALLED
 from infra.mongo import connect, ensure_indexes
 from infra.settings import Settings
 from infra.tokens import TokenRepository
 from infra.vectorstore.factory import open_vector_store
+from schemas.domain import utcnow
 from schemas.events import ChunkBatchEmbedded
 from schemas.topics import ALL_TOPICS
 from workers.index.handler import IndexHandler
@@ -126,11 +130,12 @@ async def _start(settings: Settings, app: FastAPI, stack: AsyncExitStack) -> Ser
     store = await open_vector_store(settings)
     stack.push_async_callback(store.close)
 
+    lifecycle = DocumentLifecycle(client, db)
     broker = build_broker(settings.kafka, "ragline-api")
     if settings.embedded_vector_store:
         slot = RunnerSlot()
         subscribe_stage(broker, settings, "index", slot)
-        handler = IndexHandler(documents_repo, kbs, store)
+        handler = IndexHandler(documents_repo, lifecycle, store, blobs)
         slot.runner = build_runner(
             broker, settings, "index", ChunkBatchEmbedded, handler, documents_repo
         )
@@ -144,12 +149,14 @@ async def _start(settings: Settings, app: FastAPI, stack: AsyncExitStack) -> Ser
         ),
         kbs=kbs,
         documents=documents_repo,
-        document_service=DocumentService(
-            documents_repo, kbs, blobs, store, kafka_publisher(broker), settings.ingest
-        ),
+        blobs=blobs,
+        intake=Intake(documents_repo, kbs, lifecycle, blobs, kafka_publisher(broker)),
+        removal=Removal(documents_repo, kbs, lifecycle, blobs, store),
         search=SearchService(kbs, embedder, store),
         store=store,
     )
+    stalled = asyncio.create_task(_report_stalled(documents_repo, settings.ingest.stall_after_s))
+    stack.callback(stalled.cancel)
 
     async def readiness() -> dict[str, str]:
         checks: dict[str, str] = {}
@@ -162,6 +169,18 @@ async def _start(settings: Settings, app: FastAPI, stack: AsyncExitStack) -> Ser
 
     app.state.readiness = readiness
     return services
+
+
+async def _report_stalled(documents: DocumentRepository, stall_after_s: float) -> None:
+    """Keeps `ragline_documents_stalled` current: documents in progress that stopped moving."""
+    period = min(30.0, max(1.0, stall_after_s / 4))
+    while True:
+        try:
+            before = utcnow() - timedelta(seconds=stall_after_s)
+            DOCUMENTS_STALLED.set(await documents.count_stalled(before))
+        except RetryableError as exc:
+            log.warning("cannot count stalled documents: %s", exc)
+        await asyncio.sleep(period)
 
 
 async def _probe(check: Callable[[], Awaitable[object]]) -> str:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from api.services.documents import DocumentService
 from api.services.search import SearchService
+from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
+from infra.ingestion import Intake, Removal
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.settings import Settings
 from infra.tokens import TokenRepository
@@ -21,7 +22,9 @@ class Services:
     tokens: TokenRepository
     kbs: KnowledgeBaseRepository
     documents: DocumentRepository
-    document_service: DocumentService
+    blobs: BlobStore
+    intake: Intake
+    removal: Removal
     search: SearchService
     store: VectorStore
     ready: bool = False

@@ -89,6 +89,12 @@ class BlobStore:
         stream = self._originals.open_upload_stream(filename, metadata={"document_id": document_id})
         return OriginalUpload(ORIGINALS_BUCKET, stream)
 
+    async def store_original(self, data: bytes, filename: str, document_id: str) -> StoredUpload:
+        """Stores a document's original bytes in one go (records, which arrive whole)."""
+        upload = self.start_original(filename, document_id)
+        await upload.write(data)
+        return await upload.finish()
+
     async def read(self, key: str) -> bytes:
         """The whole content stored under `key`."""
         bucket, file_id = _parse_key(key)

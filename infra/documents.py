@@ -2,26 +2,58 @@
 
 Every status write is conditional on the document's `generation` (which run of the pipeline
 it belongs to) and on the status it expects, so a redelivered or stale event changes nothing.
+Changes that also touch the KB's counts or the version line are in `infra.lifecycle`.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from pymongo import ReturnDocument
+from pymongo import DESCENDING, ReturnDocument
 
-from infra.errors import NotFound
+from infra.errors import InvalidRequest, NotFound
 from infra.mongo import DOCUMENTS, Database, MongoDoc, from_mongo, mongo_errors
 from schemas.domain import PIPELINE_ORDER, ChunkingProgress, Document, ParseStatus, utcnow
 
+# Statuses a document is in while the pipeline works on it.
+IN_PROGRESS = tuple(s.value for s in PIPELINE_ORDER[:-1])
+# Progress fields of one run of the pipeline, cleared when a new run starts.
+RUN_FIELDS = ("chunker", "embedded_batches", "indexed_batches", "batch_count")
 
-def _to_document(doc: MongoDoc) -> Document:
+
+def to_document(doc: MongoDoc) -> Document:
+    """A stored record as a `Document` (its bookkeeping fields folded into progress)."""
     record = from_mongo(doc)
     embedded = record.pop("embedded_batches", None) or {}
     for internal in ("indexed_batches", "batch_count", "chunker"):
         record.pop(internal, None)
     record["chunks_embedded"] = sum(int(size) for size in embedded.values())
     return Document.model_validate(record)
+
+
+@dataclass
+class DocumentPage:
+    """One page of a document listing."""
+
+    items: list[Document]
+    next_cursor: str | None
+
+
+def _encode_cursor(document: Document) -> str:
+    raw = json.dumps([document.created_at.isoformat(), document.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        created, document_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return datetime.fromisoformat(created), str(document_id)
+    except (ValueError, TypeError) as exc:
+        raise InvalidRequest("invalid cursor") from exc
 
 
 class DocumentRepository:
@@ -31,13 +63,6 @@ class DocumentRepository:
         self._docs = db[DOCUMENTS]
         self._parse_error_max_chars = parse_error_max_chars
 
-    async def insert(self, document: Document) -> None:
-        """Stores a new document record."""
-        record = document.model_dump(exclude={"id", "chunks_embedded"})
-        record["_id"] = document.id
-        async with mongo_errors():
-            await self._docs.insert_one(record)
-
     async def get(self, tenant_id: str, kb_id: str, document_id: str) -> Document:
         """One document of the tenant's KB; `NotFound` otherwise."""
         async with mongo_errors():
@@ -46,27 +71,122 @@ class DocumentRepository:
             )
         if doc is None:
             raise NotFound("document", document_id)
-        return _to_document(doc)
+        return to_document(doc)
 
     async def find(self, document_id: str) -> Document | None:
         """A document by id, for the pipeline (which trusts its own events' tenant)."""
         async with mongo_errors():
             doc = await self._docs.find_one({"_id": document_id})
-        return None if doc is None else _to_document(doc)
+        return None if doc is None else to_document(doc)
 
-    async def list_in_kb(self, tenant_id: str, kb_id: str) -> list[Document]:
-        """The KB's documents, newest first."""
+    async def list_page(
+        self,
+        tenant_id: str,
+        kb_id: str,
+        *,
+        status: ParseStatus | None = None,
+        stalled_before: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        """The KB's documents, newest first, a page at a time.
+
+        `stalled_before` keeps only documents in progress that have not moved since then.
+        """
+        query: dict[str, Any] = {"tenant_id": tenant_id, "kb_id": kb_id}
+        if status is not None:
+            query["parse_status"] = status.value
+        if stalled_before is not None:
+            query["parse_status"] = {"$in": list(IN_PROGRESS)}
+            query["updated_at"] = {"$lt": stalled_before}
+        if cursor:
+            created, document_id = _decode_cursor(cursor)
+            query["$or"] = [
+                {"created_at": {"$lt": created}},
+                {"created_at": created, "_id": {"$lt": document_id}},
+            ]
         async with mongo_errors():
-            cursor = self._docs.find({"tenant_id": tenant_id, "kb_id": kb_id}).sort(
-                "created_at", -1
+            found = self._docs.find(query).sort([("created_at", DESCENDING), ("_id", DESCENDING)])
+            items = [to_document(doc) async for doc in found.limit(limit + 1)]
+        more = len(items) > limit
+        items = items[:limit]
+        return DocumentPage(items, _encode_cursor(items[-1]) if more and items else None)
+
+    async def count_stalled(self, stalled_before: datetime) -> int:
+        """Documents in progress, in any KB, that have not moved since `stalled_before`."""
+        async with mongo_errors():
+            return await self._docs.count_documents(
+                {"parse_status": {"$in": list(IN_PROGRESS)}, "updated_at": {"$lt": stalled_before}}
             )
-            return [_to_document(doc) async for doc in cursor]
+
+    async def find_identical(self, kb_id: str, sha256: str) -> Document | None:
+        """The newest document of the KB with exactly these bytes (not one being deleted)."""
+        async with mongo_errors():
+            doc = await self._docs.find_one(
+                {"kb_id": kb_id, "sha256": sha256, "parse_status": {"$ne": "deleting"}},
+                sort=[("created_at", DESCENDING)],
+            )
+        return None if doc is None else to_document(doc)
+
+    async def latest_of_source(self, kb_id: str, source_key: str) -> Document | None:
+        """The newest version of a source in the KB (not one being deleted)."""
+        async with mongo_errors():
+            doc = await self._docs.find_one(
+                {"kb_id": kb_id, "source_key": source_key, "parse_status": {"$ne": "deleting"}},
+                sort=[("version", DESCENDING)],
+            )
+        return None if doc is None else to_document(doc)
+
+    async def restart(self, tenant_id: str, kb_id: str, document_id: str) -> Document:
+        """Starts a new run of the pipeline on the document (a new generation, queued).
+
+        What is indexed stays searchable until the new run replaces it.
+        """
+        now = utcnow()
+        async with mongo_errors():
+            doc = await self._docs.find_one_and_update(
+                {
+                    "_id": document_id,
+                    "tenant_id": tenant_id,
+                    "kb_id": kb_id,
+                    "parse_status": {"$ne": ParseStatus.DELETING.value},
+                },
+                {
+                    "$set": {
+                        "parse_status": ParseStatus.QUEUED.value,
+                        "parse_error": None,
+                        "chunk_count": None,
+                        "attempts": {},
+                        "stage_started_at": {ParseStatus.QUEUED.value: now},
+                        "updated_at": now,
+                    },
+                    "$inc": {"generation": 1},
+                    "$unset": dict.fromkeys(RUN_FIELDS, ""),
+                },
+                return_document=ReturnDocument.AFTER,
+            )
+        if doc is None:
+            raise NotFound("document", document_id)
+        return to_document(doc)
+
+    async def set_title(self, document_id: str, generation: int, title: str) -> None:
+        """Replaces a title that was only the file name with one found in the file."""
+        await self._update_current(
+            document_id, generation, {"$set": {"title": title[:500], "updated_at": utcnow()}}
+        )
+
+    async def count_retry(self, document_id: str, generation: int, status: ParseStatus) -> None:
+        """Counts one more attempt at a stage (a retry after a transient failure)."""
+        await self._update_current(
+            document_id, generation, {"$inc": {f"attempts.{status.value}": 1}}
+        )
 
     async def begin_delete(self, tenant_id: str, kb_id: str, document_id: str) -> Document:
         """Marks the document as being deleted and retires its generation.
 
         From here on every pipeline write on it misses, so nothing in flight can bring its
-        chunks back. The record stays until `remove`, so an interrupted delete can be retried.
+        chunks back. The record stays until it is removed, so an interrupted delete can be
+        retried.
         """
         async with mongo_errors():
             doc = await self._docs.find_one_and_update(
@@ -79,13 +199,20 @@ class DocumentRepository:
             )
         if doc is None:
             raise NotFound("document", document_id)
-        return _to_document(doc)
+        return to_document(doc)
 
-    async def remove(self, document_id: str) -> bool:
-        """Deletes the record; True if it existed."""
+    async def begin_delete_kb(self, tenant_id: str, kb_id: str) -> list[Document]:
+        """Retires every document of a KB (as `begin_delete`); returns them."""
         async with mongo_errors():
-            result = await self._docs.delete_one({"_id": document_id})
-        return result.deleted_count == 1
+            await self._docs.update_many(
+                {"tenant_id": tenant_id, "kb_id": kb_id},
+                {
+                    "$set": {"parse_status": ParseStatus.DELETING.value, "updated_at": utcnow()},
+                    "$inc": {"generation": 1},
+                },
+            )
+            cursor = self._docs.find({"tenant_id": tenant_id, "kb_id": kb_id})
+            return [to_document(doc) async for doc in cursor]
 
     async def advance(
         self, document_id: str, generation: int, status: ParseStatus
@@ -104,7 +231,7 @@ class DocumentRepository:
         if doc is None or doc.get("parse_status") not in earlier | unfinished:
             return None
         if doc["parse_status"] in unfinished:
-            return _to_document(doc)
+            return to_document(doc)
         now = utcnow()
         async with mongo_errors():
             moved = await self._docs.find_one_and_update(
@@ -133,7 +260,7 @@ class DocumentRepository:
                         "parse_status": {"$in": sorted(unfinished)},
                     }
                 )
-        return None if moved is None else _to_document(moved)
+        return None if moved is None else to_document(moved)
 
     async def chunking_progress(self, document_id: str, generation: int) -> ChunkingProgress | None:
         """How far the chunk stage got; None if the document is gone or stale."""
@@ -223,42 +350,6 @@ class DocumentRepository:
             return None
         count = doc.get("batch_count")
         return len(doc.get("indexed_batches") or {}), None if count is None else int(count)
-
-    async def mark_indexed(self, document_id: str, generation: int) -> tuple[Document, int] | None:
-        """Finishes the document.
-
-        Returns the finished document and the chunk count it had contributed to its KB before
-        (0 on a first indexing) to the one caller that made the change; None to everyone else.
-        """
-        current = await self.find(document_id)
-        if current is None or current.generation != generation or current.chunk_count is None:
-            return None
-        now = utcnow()
-        async with mongo_errors():
-            before = await self._docs.find_one_and_update(
-                {
-                    "_id": document_id,
-                    "generation": generation,
-                    "parse_status": {"$nin": [ParseStatus.INDEXED.value, ParseStatus.FAILED.value]},
-                },
-                {
-                    "$set": {
-                        "parse_status": ParseStatus.INDEXED.value,
-                        "parse_error": None,
-                        "updated_at": now,
-                        f"stage_started_at.{ParseStatus.INDEXED.value}": now,
-                        "indexed_chunk_count": current.chunk_count,
-                    }
-                },
-                return_document=ReturnDocument.BEFORE,
-            )
-        if before is None:
-            return None
-        previous = int(before.get("indexed_chunk_count") or 0)
-        finished = current.model_copy(
-            update={"parse_status": ParseStatus.INDEXED, "parse_error": None, "updated_at": now}
-        )
-        return finished, previous
 
     async def mark_failed(self, document_id: str, generation: int, reason: str) -> bool:
         """Marks the document failed with a reason the user can act on."""

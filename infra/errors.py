@@ -56,7 +56,7 @@ class InvalidEvent(PermanentError):
     """A pipeline message could not be decoded."""
 
 
-class NotFound(RaglineError):
+class NotFound(PermanentError):
     """A resource does not exist for this tenant."""
 
     def __init__(self, kind: str, identifier: str) -> None:
@@ -65,11 +65,11 @@ class NotFound(RaglineError):
         self.identifier = identifier
 
 
-class Conflict(RaglineError):
+class Conflict(PermanentError):
     """The request conflicts with the resource's current state."""
 
 
-class InvalidRequest(RaglineError):
+class InvalidRequest(PermanentError):
     """The request is well-formed but not acceptable."""
 
 

@@ -74,14 +74,3 @@ class KnowledgeBaseRepository:
             )
             found = {doc["_id"] async for doc in cursor}
         return [kb_id for kb_id in dict.fromkeys(kb_ids) if kb_id in found]
-
-    async def add_counts(self, kb_id: str, documents: int = 0, chunks: int = 0) -> None:
-        """Adjusts the KB's document and chunk counts (a content change: bumps the revision)."""
-        async with mongo_errors():
-            await self._kbs.update_one(
-                {"_id": kb_id},
-                {
-                    "$inc": {"document_count": documents, "chunk_count": chunks, "revision": 1},
-                    "$set": {"updated_at": utcnow()},
-                },
-            )

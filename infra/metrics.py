@@ -41,6 +41,15 @@ CONSUMER_LAG = Gauge(
     "Messages behind the partition's high watermark, as last seen by a stage.",
     ["stage", "partition"],
 )
+DOCUMENTS_STALLED = Gauge(
+    "ragline_documents_stalled",
+    "Documents in progress that have not moved for longer than the stall deadline.",
+)
+EMBEDDING_CACHE = Counter(
+    "ragline_embedding_cache_total",
+    "Chunk embeddings looked up in the cache, by result (hit, miss).",
+    ["result"],
+)
 ASSIGNED_PARTITIONS = Gauge(
     "ragline_assigned_partitions",
     "Partitions of its input topic this process consumes, by stage.",

@@ -16,6 +16,8 @@ from infra.settings import MongoSettings
 KNOWLEDGE_BASES = "knowledge_bases"
 DOCUMENTS = "knowledge_documents"
 TOKENS = "api_tokens"
+SOURCES = "document_sources"
+EMBEDDINGS = "embedding_cache"
 ORIGINALS_BUCKET = "originals"
 EXTRACTED_BUCKET = "extracted"
 
@@ -59,7 +61,11 @@ async def ensure_indexes(db: Database) -> None:
             [("tenant_id", ASCENDING), ("kb_id", ASCENDING), ("created_at", DESCENDING)]
         )
         await docs.create_index([("kb_id", ASCENDING), ("sha256", ASCENDING)])
-        await docs.create_index([("tenant_id", ASCENDING), ("parse_status", ASCENDING)])
+        await docs.create_index(
+            [("kb_id", ASCENDING), ("source_key", ASCENDING), ("version", DESCENDING)]
+        )
+        await docs.create_index([("parse_status", ASCENDING), ("updated_at", ASCENDING)])
+        await db[SOURCES].create_index([("kb_id", ASCENDING)])
         await db[TOKENS].create_index([("tenant_id", ASCENDING)])
 
 

@@ -104,6 +104,8 @@ class IngestSettings(BaseModel):
     retry_backoff_s: float = Field(default=0.5, ge=0)
     retry_backoff_max_s: float = Field(default=10.0, ge=0)
     parse_error_max_chars: int = Field(default=500, ge=50)
+    # A document in progress that has not moved for this long is reported as stalled.
+    stall_after_s: float = Field(default=600.0, gt=0)
     # PDF pages without a text layer are read with OCR, up to this many pages a document.
     ocr_enabled: bool = True
     ocr_max_pages: int = Field(default=100, ge=0)

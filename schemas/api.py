@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from schemas.domain import Document, KbStatus, KnowledgeBase, ParseStatus, Role
+from schemas.domain import (
+    PIPELINE_ORDER,
+    Document,
+    KbStatus,
+    KnowledgeBase,
+    ParseStatus,
+    Record,
+    Role,
+)
+
+IN_PROGRESS_STATUSES = frozenset(PIPELINE_ORDER[:-1])
 
 
 class KnowledgeBaseCreate(BaseModel):
@@ -34,7 +45,7 @@ class KnowledgeBaseUpdate(BaseModel):
     name: str | None = Field(default=None, min_length=1, max_length=200)
     description: str | None = Field(default=None, max_length=5000)
     default_language: str | None = Field(default=None, min_length=2, max_length=16)
-    status: KbStatus | None = None
+    status: Literal[KbStatus.ACTIVE, KbStatus.DISABLED] | None = None
 
 
 class KnowledgeBaseOut(BaseModel):
@@ -74,8 +85,14 @@ class DocumentOut(BaseModel):
     size_bytes: int
     sha256: str
     storage_key: str
+    source_key: str
+    version: int
+    external_id: str | None
+    url: str | None
     parse_status: ParseStatus
     parse_error: str | None
+    # True while it has not moved for longer than the configured stall deadline.
+    stalled: bool = False
     chunk_count: int | None
     chunks_embedded: int
     text_char_count: int | None
@@ -85,15 +102,63 @@ class DocumentOut(BaseModel):
     updated_at: datetime
 
     @classmethod
-    def of(cls, document: Document) -> DocumentOut:
-        """Shapes a domain record for the API."""
-        return cls.model_validate(document.model_dump())
+    def of(cls, document: Document, stalled_before: datetime | None = None) -> DocumentOut:
+        """Shapes a domain record for the API; in progress and untouched since
+        `stalled_before` means stalled."""
+        stalled = (
+            stalled_before is not None
+            and document.parse_status in IN_PROGRESS_STATUSES
+            and document.updated_at < stalled_before
+        )
+        return cls.model_validate({**document.model_dump(), "stalled": stalled})
 
 
 class DocumentList(BaseModel):
-    """Body of `GET /api/v1/knowledge-bases/{kb_id}/documents`."""
+    """Body of `GET /api/v1/knowledge-bases/{kb_id}/documents`: a page, newest first."""
 
     items: list[DocumentOut]
+    # Pass as `cursor` to get the next page; null on the last page.
+    next_cursor: str | None = None
+
+
+class TextDocumentIn(Record):
+    """Body of `POST .../documents/text`: a title and its content (optionally upserted by
+    `external_id`)."""
+
+
+class BatchIn(BaseModel):
+    """Body of `POST .../documents/batch`: records upserted by `external_id`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    records: list[Record] = Field(min_length=1, max_length=1000)
+
+    @field_validator("records")
+    @classmethod
+    def _external_ids_given_and_unique(cls, records: list[Record]) -> list[Record]:
+        seen: set[str] = set()
+        for index, record in enumerate(records):
+            if not record.external_id:
+                raise ValueError(f"record {index} has no external_id")
+            if record.external_id in seen:
+                raise ValueError(f"external_id {record.external_id!r} appears twice")
+            seen.add(record.external_id)
+        return records
+
+
+class IngestResult(BaseModel):
+    """What happened to one record of a batch."""
+
+    external_id: str | None
+    document_id: str
+    outcome: str
+    parse_status: ParseStatus
+
+
+class BatchOut(BaseModel):
+    """Body of the answer to `POST .../documents/batch`."""
+
+    results: list[IngestResult]
 
 
 class TokenCreate(BaseModel):

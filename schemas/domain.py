@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import secrets
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 CHUNK_POINT_NAMESPACE = uuid.NAMESPACE_URL
 
@@ -32,6 +34,16 @@ def new_document_id() -> str:
 def chunk_id(document_id: str, chunk_index: int) -> str:
     """The id of a document's chunk, `{document_id}_chunk_{i}`."""
     return f"{document_id}_chunk_{chunk_index}"
+
+
+def file_source_key(filename: str) -> str:
+    """The version line of an uploaded file: its name."""
+    return f"file:{filename}"
+
+
+def record_source_key(external_id: str) -> str:
+    """The version line of a connector's record: its external id."""
+    return f"ext:{external_id}"
 
 
 def chunk_point_id(document_id: str, chunk_index: int) -> str:
@@ -61,6 +73,8 @@ class KbStatus(StrEnum):
 
     ACTIVE = "active"
     DISABLED = "disabled"
+    # Being removed with all its documents (a hard delete that has not finished yet).
+    DELETING = "deleting"
 
 
 class ParseStatus(StrEnum):
@@ -77,8 +91,7 @@ class ParseStatus(StrEnum):
     DELETING = "deleting"
 
 
-# The order a document moves through; a stage may claim a document that is in its own status
-# (a redelivered message after a crash) or in the status just before it.
+# The order a document moves through.
 PIPELINE_ORDER: tuple[ParseStatus, ...] = (
     ParseStatus.QUEUED,
     ParseStatus.EXTRACTING,
@@ -87,6 +100,14 @@ PIPELINE_ORDER: tuple[ParseStatus, ...] = (
     ParseStatus.INDEXING,
     ParseStatus.INDEXED,
 )
+
+# The status a document is in while each stage works on it.
+STAGE_STATUS: dict[str, ParseStatus] = {
+    "extract": ParseStatus.EXTRACTING,
+    "chunk": ParseStatus.CHUNKING,
+    "embed": ParseStatus.EMBEDDING,
+    "index": ParseStatus.INDEXING,
+}
 
 
 class KnowledgeBase(BaseModel):
@@ -117,6 +138,13 @@ class Document(BaseModel):
     size_bytes: int
     sha256: str
     storage_key: str
+    # Versions of one source (the same file name, or the same external id) replace each other:
+    # `version` counts up per (kb, source_key), and only the newest indexed one is searchable.
+    source_key: str
+    version: int = 1
+    external_id: str | None = None
+    url: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
     parse_status: ParseStatus
     parse_error: str | None = None
     chunk_count: int | None = None
@@ -129,6 +157,36 @@ class Document(BaseModel):
     stage_started_at: dict[str, datetime] = Field(default_factory=dict)
     created_at: datetime
     updated_at: datetime
+
+
+class Record(BaseModel):
+    """A text record from a connector or the text endpoints, upserted by `external_id`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    external_id: str | None = Field(default=None, min_length=1, max_length=512)
+    title: str = Field(default="", max_length=500)
+    content: str = Field(min_length=1, max_length=5_000_000)
+    url: str | None = Field(default=None, max_length=2048)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("content")
+    @classmethod
+    def _content_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("content must not be blank")
+        return value
+
+    def as_markdown(self) -> str:
+        """The text that is indexed: the title as a heading over the content."""
+        return f"# {self.title.strip()}\n\n{self.content}" if self.title.strip() else self.content
+
+    def fingerprint(self) -> str:
+        """A hash of everything that is indexed: equal means unchanged."""
+        canonical = json.dumps(
+            [self.title, self.content, self.url, self.metadata], sort_keys=True, default=str
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class ChunkingProgress(BaseModel):

@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.domain import ChunkRecord, utcnow
+from schemas.domain import ChunkRecord, Record, utcnow
 
 
 class Event(BaseModel):
@@ -51,7 +51,6 @@ class DocumentExtracted(Event):
 
     part_index: int = Field(ge=0)
     last: bool
-    title: str
     extracted_key: str
     char_count: int = Field(ge=0)
 
@@ -62,8 +61,6 @@ class ChunkBatchReady(Event):
     batch_index: int = Field(ge=0)
     # The document's final batch (the total is then on the document as `batch_count`).
     last: bool
-    source_name: str
-    title: str
     chunks: list[ChunkRecord]
 
     @property
@@ -95,3 +92,21 @@ class ChunkBatchEmbedded(ChunkBatchReady):
         """The (n, d) matrix of dense vectors, one row per chunk."""
         raw = np.frombuffer(base64.b64decode(self.dense_b64), dtype="<f4")
         return raw.reshape(len(self.chunks), self.dimensions).astype(np.float32)
+
+
+class RecordPublished(BaseModel):
+    """A connector's record for a knowledge base (topic `records.ingest.v1`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    event_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    occurred_at: datetime = Field(default_factory=utcnow)
+    schema_version: int = 1
+    tenant_id: str = Field(min_length=1)
+    kb_id: str = Field(min_length=1)
+    record: Record
+
+    @property
+    def key(self) -> bytes:
+        """One record's updates stay in order."""
+        return (self.record.external_id or self.event_id).encode()

@@ -20,6 +20,18 @@ CONTENT_TYPES: dict[str, str] = {
 SUPPORTED_EXTENSIONS: tuple[str, ...] = tuple(CONTENT_TYPES)
 
 
+def extension_for(content_type: str) -> str:
+    """The extension Ragline reads a stored file of this content type as."""
+    return next(ext for ext, known in CONTENT_TYPES.items() if known == content_type)
+
+
+def extraction_name(filename: str, content_type: str) -> str:
+    """A file name whose extension picks the right extractor for a stored document."""
+    if extension_of(filename) in CONTENT_TYPES:
+        return filename
+    return f"document{extension_for(content_type)}"
+
+
 def extension_of(filename: str) -> str:
     """The lower-case extension of a filename, with its dot ('' if none)."""
     return PurePosixPath(filename).suffix.lower()

@@ -6,9 +6,12 @@ DOCUMENT_UPLOADED = "documents.uploaded.v1"
 DOCUMENT_EXTRACTED = "documents.extracted.v1"
 CHUNKS_READY = "chunks.ready.v1"
 CHUNKS_EMBEDDED = "chunks.embedded.v1"
+# Connectors publish text records here; the records worker upserts them by external id.
+RECORDS_INGEST = "records.ingest.v1"
 
 # The stages, in pipeline order, with the topic each consumes.
 STAGE_INPUTS: dict[str, str] = {
+    "records": RECORDS_INGEST,
     "extract": DOCUMENT_UPLOADED,
     "chunk": DOCUMENT_EXTRACTED,
     "embed": CHUNKS_READY,
@@ -34,6 +37,7 @@ def topic_of(event: object) -> str:
         ChunkBatchReady,
         DocumentExtracted,
         DocumentUploaded,
+        RecordPublished,
     )
 
     # Most specific first: ChunkBatchEmbedded extends ChunkBatchReady.
@@ -42,6 +46,7 @@ def topic_of(event: object) -> str:
         (ChunkBatchReady, CHUNKS_READY),
         (DocumentExtracted, DOCUMENT_EXTRACTED),
         (DocumentUploaded, DOCUMENT_UPLOADED),
+        (RecordPublished, RECORDS_INGEST),
     ):
         if isinstance(event, event_type):
             return topic

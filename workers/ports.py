@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from infra.lifecycle import Finished, Superseded
 from schemas.domain import ChunkingProgress, Document, ExtractedDocument, ParseStatus
 from schemas.events import Event
 
@@ -57,8 +58,12 @@ class DocumentStatus(Protocol):
         """Marks a batch indexed; returns (indexed batches, batch count once known)."""
         ...
 
-    async def mark_indexed(self, document_id: str, generation: int) -> tuple[Document, int] | None:
-        """Finishes the document."""
+    async def set_title(self, document_id: str, generation: int, title: str) -> None:
+        """Replaces a title that was only the file name."""
+        ...
+
+    async def count_retry(self, document_id: str, generation: int, status: ParseStatus) -> None:
+        """Counts a retry of a stage."""
         ...
 
     async def mark_failed(self, document_id: str, generation: int, reason: str) -> bool:
@@ -85,12 +90,24 @@ class TextStore(Protocol):
         """Deletes what is stored under a key."""
         ...
 
+    async def delete_extracted(self, document_id: str) -> None:
+        """Deletes every stored extraction of a document."""
+        ...
 
-class KbCounters(Protocol):
-    """Knowledge-base counts (`infra.knowledge_bases.KnowledgeBaseRepository`)."""
 
-    async def add_counts(self, kb_id: str, documents: int = 0, chunks: int = 0) -> None:
-        """Adjusts a KB's counts."""
+class Lifecycle(Protocol):
+    """Cross-document changes (`infra.lifecycle.DocumentLifecycle`)."""
+
+    async def live_version(self, kb_id: str, source_key: str) -> int:
+        """The version of a source that search shows now."""
+        ...
+
+    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+        """Marks an indexed version live and retires older ones."""
+        ...
+
+    async def remove(self, document_id: str) -> Document | None:
+        """Deletes a document's record and takes it out of its KB's counts."""
         ...
 
 

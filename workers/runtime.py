@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from infra.errors import PermanentError, RetryableError
 from infra.metrics import (
@@ -30,12 +30,13 @@ from infra.metrics import (
     STAGE_MESSAGES,
 )
 from infra.settings import IngestSettings
+from schemas.domain import STAGE_STATUS
 from schemas.events import Event
 from workers.ports import DocumentStatus, Publish, StageResult
 
 log = logging.getLogger(__name__)
 
-E = TypeVar("E", bound=Event)
+E = TypeVar("E", bound=BaseModel)
 
 DeadLetter = Callable[[bytes, dict[str, str]], Awaitable[None]]
 
@@ -85,6 +86,7 @@ class StageRunner(Generic[E]):
     async def _run_with_retries(self, raw: bytes, event: E) -> None:
         name = self._stage.name
         attempts = self._policy.max_attempts
+        subject = _subject(event)
         for attempt in range(1, attempts + 1):
             try:
                 result = await self._stage.handler(event)
@@ -98,14 +100,10 @@ class StageRunner(Generic[E]):
                     delay = self._backoff(attempt)
                     log.warning(
                         "%s: %s for %s (attempt %d of %d), retrying in %.1f s",
-                        name,
-                        exc,
-                        event.document_id,
-                        attempt,
-                        attempts,
-                        delay,
-                    )
+                        name, exc, subject, attempt, attempts, delay,
+                    )  # fmt: skip
                     await asyncio.sleep(delay)
+                    await self._count_retry(event)
                     continue
                 await self._fail(
                     raw, event, f"{name} failed after {attempts} attempts: {exc}", attempts
@@ -115,7 +113,7 @@ class StageRunner(Generic[E]):
                 await self._fail(raw, event, str(exc), attempt)
                 return
             except Exception as exc:
-                log.exception("%s: unexpected error on %s", name, event.document_id)
+                log.exception("%s: unexpected error on %s", name, subject)
                 await self._fail(
                     raw,
                     event,
@@ -129,22 +127,31 @@ class StageRunner(Generic[E]):
                 DOCUMENTS_PROCESSED.labels(name).inc()
             return
 
+    async def _count_retry(self, event: E) -> None:
+        status = STAGE_STATUS.get(self._stage.name)
+        if isinstance(event, Event) and status is not None:
+            await self._documents.count_retry(event.document_id, event.generation, status)
+
     async def _fail(self, raw: bytes, event: E, reason: str, attempts: int) -> None:
+        """Dead-letters the message and, for a document's event, marks the document failed."""
         name = self._stage.name
-        log.warning("%s: document %s failed: %s", name, event.document_id, reason)
-        await self._documents.mark_failed(event.document_id, event.generation, reason)
-        await self._dead_letter(
-            raw,
-            {
-                "stage": name,
-                "error": reason,
-                "attempts": str(attempts),
-                "document_id": event.document_id,
-            },
-        )
+        subject = _subject(event)
+        log.warning("%s: %s failed: %s", name, subject, reason)
+        headers = {"stage": name, "error": reason, "attempts": str(attempts)}
+        if isinstance(event, Event):
+            await self._documents.mark_failed(event.document_id, event.generation, reason)
+            headers["document_id"] = event.document_id
+            DOCUMENTS_FAILED.labels(name).inc()
+        await self._dead_letter(raw, headers)
         STAGE_MESSAGES.labels(name, "failed").inc()
-        DOCUMENTS_FAILED.labels(name).inc()
 
     def _backoff(self, attempt: int) -> float:
         delay: float = self._policy.retry_backoff_s * (2 ** (attempt - 1))
         return min(delay, self._policy.retry_backoff_max_s)
+
+
+def _subject(event: BaseModel) -> str:
+    """What a log line is about: the document, or the message."""
+    if isinstance(event, Event):
+        return f"document {event.document_id}"
+    return f"message {getattr(event, 'event_id', '?')}"

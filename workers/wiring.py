@@ -11,12 +11,14 @@ from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 from faststream import AckPolicy, FastStream
 from faststream.kafka import KafkaBroker, KafkaMessage
+from pydantic import BaseModel
 
 from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
 from infra.errors import ServiceUnavailable
 from infra.kafka import build_broker, consumer_options, ensure_topics
 from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.lifecycle import DocumentLifecycle
 from infra.logs import configure_logging
 from infra.metrics import ASSIGNED_PARTITIONS, CONSUMER_LAG, serve_metrics
 from infra.mongo import connect
@@ -37,9 +39,11 @@ class PipelineResources:
         self.broker = broker
         self.client = connect(settings.mongo)
         db = self.client[settings.mongo.database]
+        self.db = db
         self.documents = DocumentRepository(db, settings.ingest.parse_error_max_chars)
         self.kbs = KnowledgeBaseRepository(db)
         self.blobs = BlobStore(db)
+        self.lifecycle = DocumentLifecycle(self.client, db)
 
     async def close(self) -> None:
         """Closes the Mongo client."""
@@ -154,7 +158,7 @@ def build_runner(
     broker: KafkaBroker,
     settings: Settings,
     stage: str,
-    event_type: type[Event],
+    event_type: type[BaseModel],
     handler: Callable[[Any], Awaitable[StageResult]],
     documents: DocumentStatus,
 ) -> StageRunner[Any]:
@@ -171,7 +175,7 @@ def build_runner(
 def stage_app(
     settings: Settings,
     stage: str,
-    event_type: type[Event],
+    event_type: type[BaseModel],
     make_handler: HandlerFactory,
     concurrency: int = 1,
 ) -> FastStream:

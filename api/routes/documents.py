@@ -2,57 +2,188 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from datetime import timedelta
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.responses import JSONResponse
 
 from api.deps import AdminPrincipal, ServicesDep
-from schemas.api import DocumentList, DocumentOut
+from api.state import Services
+from api.uploads import receive_upload
+from infra.blob_store import StoredUpload
+from infra.errors import InvalidRequest, UnsupportedDocumentType
+from infra.ingestion import Ingested, Outcome
+from infra.metrics import UPLOADS
+from schemas.api import BatchIn, BatchOut, DocumentList, DocumentOut, IngestResult, TextDocumentIn
+from schemas.domain import ParseStatus, new_document_id, utcnow
+from schemas.formats import CONTENT_TYPES, SUPPORTED_EXTENSIONS, extension_of
 
 router = APIRouter(prefix="/api/v1/knowledge-bases/{kb_id}/documents", tags=["documents"])
+
+UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "title": {"type": "string"},
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+def _check_supported(filename: str) -> None:
+    extension = extension_of(filename)
+    if extension not in CONTENT_TYPES:
+        raise UnsupportedDocumentType(extension, SUPPORTED_EXTENSIONS)
+
+
+def _stalled_before(services: Services) -> timedelta:
+    return timedelta(seconds=services.settings.ingest.stall_after_s)
+
+
+def _answer(services: Services, ingested: Ingested) -> JSONResponse:
+    """202 when work was started, 200 when the content was already there."""
+    body = DocumentOut.of(ingested.document, utcnow() - _stalled_before(services))
+    code = 200 if ingested.outcome is Outcome.UNCHANGED else 202
+    return JSONResponse(body.model_dump(mode="json"), status_code=code)
 
 
 @router.post(
     "",
     status_code=status.HTTP_202_ACCEPTED,
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "multipart/form-data": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["file"],
-                        "properties": {
-                            "file": {"type": "string", "format": "binary"},
-                            "title": {"type": "string"},
-                        },
-                    }
-                }
-            },
-        }
-    },
+    response_model=DocumentOut,
+    responses={200: {"description": "identical bytes were uploaded before: that document"}},
+    openapi_extra=UPLOAD_BODY,
 )
 async def upload_document(
-    kb_id: str, request: Request, principal: AdminPrincipal, services: ServicesDep
-) -> DocumentOut:
-    """Stores the file (multipart field `file`) and queues it for ingestion; answers at once."""
-    document = await services.document_service.upload(
+    kb_id: str,
+    request: Request,
+    principal: AdminPrincipal,
+    services: ServicesDep,
+    reindex: Annotated[bool, Query(description="re-run the pipeline on identical bytes")] = False,
+) -> JSONResponse:
+    """Stores the file (multipart field `file`) and queues it for ingestion; answers at once.
+
+    A file with the same name as an earlier one is a new version of it: the old version stays
+    searchable until the new one is indexed, then the new one replaces it.
+    """
+    await services.intake.writable_kb(principal.tenant_id, kb_id)
+    document_id = new_document_id()
+
+    async def discard(stored: StoredUpload) -> None:
+        await services.blobs.delete(stored.storage_key)
+
+    try:
+        received = await receive_upload(
+            request.headers.get("content-type"),
+            request.headers.get("content-length"),
+            request.stream(),
+            file_field="file",
+            max_bytes=services.settings.ingest.max_upload_bytes,
+            check_filename=_check_supported,
+            open_sink=lambda filename: services.blobs.start_original(filename, document_id),
+            discard=discard,
+        )
+    except Exception:
+        UPLOADS.labels("rejected").inc()
+        raise
+    ingested = await services.intake.accept_file(
         principal.tenant_id,
         kb_id,
-        request.headers.get("content-type"),
-        request.headers.get("content-length"),
-        request.stream(),
+        document_id,
+        received.filename,
+        received.stored,
+        title=received.fields.get("title", "").strip() or None,
+        reindex=reindex,
     )
-    return DocumentOut.of(document)
+    UPLOADS.labels("duplicate" if ingested.outcome is Outcome.UNCHANGED else "accepted").inc()
+    return _answer(services, ingested)
+
+
+@router.post(
+    "/text",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=DocumentOut,
+    responses={200: {"description": "unchanged: that document"}},
+)
+async def ingest_text(
+    kb_id: str, request: Request, principal: AdminPrincipal, services: ServicesDep
+) -> JSONResponse:
+    """Indexes a text (`title`, `content`; optional `external_id`, `url`, `metadata`), as JSON
+    or as form fields."""
+    body = await _text_body(request)
+    ingested = await services.intake.accept_record(principal.tenant_id, kb_id, body)
+    return _answer(services, ingested)
+
+
+async def _text_body(request: Request) -> TextDocumentIn:
+    content_type = request.headers.get("content-type", "")
+    if content_type.startswith(("multipart/form-data", "application/x-www-form-urlencoded")):
+        form = await request.form(max_files=0, max_fields=10)
+        fields = {key: value for key, value in form.items() if isinstance(value, str)}
+        return TextDocumentIn.model_validate(fields)
+    try:
+        return TextDocumentIn.model_validate_json(await request.body())
+    except ValueError as exc:
+        raise InvalidRequest(f"invalid body: {exc}") from exc
+
+
+@router.post("/batch", status_code=status.HTTP_202_ACCEPTED)
+async def ingest_batch(
+    kb_id: str, body: BatchIn, principal: AdminPrincipal, services: ServicesDep
+) -> BatchOut:
+    """Upserts up to 1,000 records by `external_id`; unchanged records cost nothing."""
+    await services.intake.writable_kb(principal.tenant_id, kb_id)
+    results = []
+    for record in body.records:
+        ingested = await services.intake.accept_record(principal.tenant_id, kb_id, record)
+        results.append(
+            IngestResult(
+                external_id=record.external_id,
+                document_id=ingested.document.id,
+                outcome=ingested.outcome.value,
+                parse_status=ingested.document.parse_status,
+            )
+        )
+    return BatchOut(results=results)
 
 
 @router.get("")
 async def list_documents(
-    kb_id: str, principal: AdminPrincipal, services: ServicesDep
+    kb_id: str,
+    principal: AdminPrincipal,
+    services: ServicesDep,
+    status_filter: Annotated[
+        ParseStatus | Literal["stalled"] | None,
+        Query(alias="status", description="a parse status, or `stalled`"),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
 ) -> DocumentList:
-    """The knowledge base's documents, newest first."""
+    """The knowledge base's documents, newest first, a page at a time."""
     await services.kbs.get(principal.tenant_id, kb_id)
-    documents = await services.documents.list_in_kb(principal.tenant_id, kb_id)
-    return DocumentList(items=[DocumentOut.of(d) for d in documents])
+    stalled_before = utcnow() - _stalled_before(services)
+    page = await services.documents.list_page(
+        principal.tenant_id,
+        kb_id,
+        status=status_filter if isinstance(status_filter, ParseStatus) else None,
+        stalled_before=stalled_before if status_filter == "stalled" else None,
+        limit=limit,
+        cursor=cursor,
+    )
+    return DocumentList(
+        items=[DocumentOut.of(d, stalled_before) for d in page.items],
+        next_cursor=page.next_cursor,
+    )
 
 
 @router.get("/{document_id}")
@@ -60,7 +191,17 @@ async def get_document(
     kb_id: str, document_id: str, principal: AdminPrincipal, services: ServicesDep
 ) -> DocumentOut:
     """One document with its pipeline status."""
-    return DocumentOut.of(await services.documents.get(principal.tenant_id, kb_id, document_id))
+    document = await services.documents.get(principal.tenant_id, kb_id, document_id)
+    return DocumentOut.of(document, utcnow() - _stalled_before(services))
+
+
+@router.post("/{document_id}/reindex", status_code=status.HTTP_202_ACCEPTED)
+async def reindex_document(
+    kb_id: str, document_id: str, principal: AdminPrincipal, services: ServicesDep
+) -> DocumentOut:
+    """Runs the pipeline again on the stored original; what is indexed stays searchable."""
+    document = await services.intake.reindex(principal.tenant_id, kb_id, document_id)
+    return DocumentOut.of(document)
 
 
 @router.delete("/{document_id}", status_code=status.HTTP_204_NO_CONTENT)
@@ -68,5 +209,5 @@ async def delete_document(
     kb_id: str, document_id: str, principal: AdminPrincipal, services: ServicesDep
 ) -> Response:
     """Deletes the document: gone from search when this returns, then its files."""
-    await services.document_service.delete(principal.tenant_id, kb_id, document_id)
+    await services.removal.delete_document(principal.tenant_id, kb_id, document_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+from fastapi.responses import JSONResponse
 
 from api.deps import AdminPrincipal, ServicesDep
+from infra.errors import Conflict
 from schemas.api import (
     KnowledgeBaseCreate,
     KnowledgeBaseList,
@@ -52,16 +56,33 @@ async def update_knowledge_base(
 ) -> KnowledgeBaseOut:
     """Changes name, description, language or status (only the fields given)."""
     changes = body.model_dump(exclude_unset=True, exclude_none=True)
+    current = await services.kbs.get(principal.tenant_id, kb_id)
+    if current.status is KbStatus.DELETING:
+        raise Conflict(f"knowledge base {kb_id!r} is being deleted")
     if not changes:
         return KnowledgeBaseOut.of(await services.kbs.get(principal.tenant_id, kb_id))
     kb = await services.kbs.update(principal.tenant_id, kb_id, changes)
     return KnowledgeBaseOut.of(kb)
 
 
-@router.delete("/{kb_id}")
-async def disable_knowledge_base(
-    kb_id: str, principal: AdminPrincipal, services: ServicesDep
-) -> KnowledgeBaseOut:
-    """Disables the knowledge base: its chunks drop out of search at once; nothing is lost."""
+@router.delete(
+    "/{kb_id}",
+    response_model=KnowledgeBaseOut,
+    responses={204: {"description": "hard delete: the KB and everything in it are gone"}},
+)
+async def delete_knowledge_base(
+    kb_id: str,
+    principal: AdminPrincipal,
+    services: ServicesDep,
+    hard: Annotated[bool, Query(description="delete the KB and all it holds for good")] = False,
+) -> Response:
+    """Disables the knowledge base (its chunks drop out of search at once; nothing is lost),
+    or with `hard=true` deletes it with its documents, files and chunks."""
+    if hard:
+        await services.removal.delete_kb(principal.tenant_id, kb_id)
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+    current = await services.kbs.get(principal.tenant_id, kb_id)
+    if current.status is KbStatus.DELETING:
+        raise Conflict(f"knowledge base {kb_id!r} is being deleted; delete it with hard=true")
     kb = await services.kbs.update(principal.tenant_id, kb_id, {"status": KbStatus.DISABLED})
-    return KnowledgeBaseOut.of(kb)
+    return JSONResponse(KnowledgeBaseOut.of(kb).model_dump(mode="json"))

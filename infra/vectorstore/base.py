@@ -18,8 +18,9 @@ DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "sparse"
 
 # Payload fields with an index: every search filters on them.
-INDEXED_KEYWORD_FIELDS: tuple[str, ...] = ("tenant_id", "kb_id", "document_id")
+INDEXED_KEYWORD_FIELDS: tuple[str, ...] = ("tenant_id", "kb_id", "document_id", "source_key")
 INDEXED_BOOL_FIELDS: tuple[str, ...] = ("active",)
+INDEXED_INTEGER_FIELDS: tuple[str, ...] = ("version", "chunk_index")
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,18 @@ class SearchScope:
 
 
 @dataclass(frozen=True)
+class PublishedDocument:
+    """A version of a source that has all its chunks written and is to be shown."""
+
+    tenant_id: str
+    kb_id: str
+    document_id: str
+    source_key: str
+    version: int
+    keep_chunks: int
+
+
+@dataclass(frozen=True)
 class VectorQuery:
     """A dense (and optionally sparse) query within a scope."""
 
@@ -79,8 +92,10 @@ class VectorStore(Protocol):
         """Writes points; an existing id is overwritten."""
         ...
 
-    async def set_document_active(self, tenant_id: str, document_id: str, active: bool) -> None:
-        """Makes all of a document's chunks visible to search, or hides them."""
+    async def publish_document(self, document: PublishedDocument) -> None:
+        """Makes a document's chunks searchable and, in the same step, removes the chunks of
+        older versions of its source and any of its own chunks numbered `keep_chunks` or
+        above (left by an earlier run that had more)."""
         ...
 
     async def delete_document(self, tenant_id: str, document_id: str) -> None:
@@ -89,10 +104,6 @@ class VectorStore(Protocol):
 
     async def delete_points(self, point_ids: Sequence[str]) -> None:
         """Deletes points by id."""
-        ...
-
-    async def trim_document(self, tenant_id: str, document_id: str, keep_chunks: int) -> None:
-        """Deletes a document's chunks numbered `keep_chunks` and above."""
         ...
 
     async def delete_kb(self, tenant_id: str, kb_id: str) -> None:

@@ -23,9 +23,11 @@ from infra.errors import PermanentError, ServiceUnavailable
 from infra.vectorstore.base import (
     DENSE_VECTOR,
     INDEXED_BOOL_FIELDS,
+    INDEXED_INTEGER_FIELDS,
     INDEXED_KEYWORD_FIELDS,
     SPARSE_VECTOR,
     ChunkPoint,
+    PublishedDocument,
     ScoredChunk,
     VectorQuery,
 )
@@ -100,6 +102,11 @@ class EdgeVectorStore:
         for name in INDEXED_BOOL_FIELDS:
             if name not in indexed:
                 shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Bool))
+        for name in INDEXED_INTEGER_FIELDS:
+            if name not in indexed:
+                shard.update(
+                    qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Integer)
+                )
         return shard
 
     async def upsert(self, points: Sequence[ChunkPoint]) -> None:
@@ -116,16 +123,42 @@ class EdgeVectorStore:
             edge_points.append(qe.Point(id=point.point_id, vector=vector, payload=point.payload))
         await self._write(lambda shard: shard.update(qe.UpdateOperation.upsert_points(edge_points)))
 
-    async def set_document_active(self, tenant_id: str, document_id: str, active: bool) -> None:
-        """Makes all of a document's chunks visible to search, or hides them."""
-        selector = qe.Filter(
-            must=[_match("tenant_id", tenant_id), _match("document_id", document_id)]
-        )
-        await self._write(
-            lambda shard: shard.update(
-                qe.UpdateOperation.set_payload_by_filter(selector, {"active": active})
-            )
-        )
+    async def publish_document(self, document: PublishedDocument) -> None:
+        """Shows the document, drops older versions and its own stale tail, atomically: all
+        three run under the store's lock, so no search sees a state in between."""
+        own: list[Any] = [
+            _match("tenant_id", document.tenant_id),
+            _match("document_id", document.document_id),
+        ]
+        operations = [
+            qe.UpdateOperation.set_payload_by_filter(qe.Filter(must=own), {"active": True}),
+            qe.UpdateOperation.delete_points_by_filter(
+                qe.Filter(
+                    must=[
+                        _match("tenant_id", document.tenant_id),
+                        _match("kb_id", document.kb_id),
+                        _match("source_key", document.source_key),
+                        qe.FieldCondition(key="version", range=qe.RangeFloat(lt=document.version)),
+                    ]
+                )
+            ),
+            qe.UpdateOperation.delete_points_by_filter(
+                qe.Filter(
+                    must=[
+                        *own,
+                        qe.FieldCondition(
+                            key="chunk_index", range=qe.RangeFloat(gte=document.keep_chunks)
+                        ),
+                    ]
+                )
+            ),
+        ]
+
+        def apply(shard: qe.EdgeShard) -> None:
+            for operation in operations:
+                shard.update(operation)
+
+        await self._write(apply)
 
     async def delete_document(self, tenant_id: str, document_id: str) -> None:
         """Deletes all of a document's chunks."""
@@ -139,18 +172,6 @@ class EdgeVectorStore:
             return
         ids: list[Any] = list(point_ids)
         await self._write(lambda shard: shard.update(qe.UpdateOperation.delete_points(ids)))
-
-    async def trim_document(self, tenant_id: str, document_id: str, keep_chunks: int) -> None:
-        """Deletes a document's chunks numbered `keep_chunks` and above."""
-        await self._delete_by(
-            qe.Filter(
-                must=[
-                    _match("tenant_id", tenant_id),
-                    _match("document_id", document_id),
-                    qe.FieldCondition(key="chunk_index", range=qe.RangeFloat(gte=keep_chunks)),
-                ]
-            )
-        )
 
     async def delete_kb(self, tenant_id: str, kb_id: str) -> None:
         """Deletes all chunks of a knowledge base."""

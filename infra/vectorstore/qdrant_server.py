@@ -14,9 +14,11 @@ from infra.errors import PermanentError, ServiceUnavailable
 from infra.vectorstore.base import (
     DENSE_VECTOR,
     INDEXED_BOOL_FIELDS,
+    INDEXED_INTEGER_FIELDS,
     INDEXED_KEYWORD_FIELDS,
     SPARSE_VECTOR,
     ChunkPoint,
+    PublishedDocument,
     ScoredChunk,
     VectorQuery,
 )
@@ -78,6 +80,10 @@ class QdrantServerStore:
                 await self._client.create_payload_index(
                     self._collection, name, qm.PayloadSchemaType.BOOL
                 )
+            for name in INDEXED_INTEGER_FIELDS:
+                await self._client.create_payload_index(
+                    self._collection, name, qm.PayloadSchemaType.INTEGER
+                )
 
     async def upsert(self, points: Sequence[ChunkPoint]) -> None:
         """Writes points; an existing id is overwritten."""
@@ -94,15 +100,39 @@ class QdrantServerStore:
         async with _qdrant_errors():
             await self._client.upsert(self._collection, structs, wait=True)
 
-    async def set_document_active(self, tenant_id: str, document_id: str, active: bool) -> None:
-        """Makes all of a document's chunks visible to search, or hides them."""
+    async def publish_document(self, document: PublishedDocument) -> None:
+        """Shows the document, drops older versions and its own stale tail, in one request.
+
+        The server applies the three operations in order; a search landing between the first
+        two can see both versions, which the search service's version guard hides.
+        """
+        own = [_match("tenant_id", document.tenant_id), _match("document_id", document.document_id)]
+        older = qm.Filter(
+            must=[
+                _match("tenant_id", document.tenant_id),
+                _match("kb_id", document.kb_id),
+                _match("source_key", document.source_key),
+                qm.FieldCondition(key="version", range=qm.Range(lt=document.version)),
+            ]
+        )
+        tail = qm.Filter(
+            must=[
+                *own,
+                qm.FieldCondition(key="chunk_index", range=qm.Range(gte=document.keep_chunks)),
+            ]
+        )
         async with _qdrant_errors():
-            await self._client.set_payload(
+            await self._client.batch_update_points(
                 self._collection,
-                payload={"active": active},
-                points=qm.Filter(
-                    must=[_match("tenant_id", tenant_id), _match("document_id", document_id)]
-                ),
+                [
+                    qm.SetPayloadOperation(
+                        set_payload=qm.SetPayload(
+                            payload={"active": True}, filter=qm.Filter(must=own)
+                        )
+                    ),
+                    qm.DeleteOperation(delete=qm.FilterSelector(filter=older)),
+                    qm.DeleteOperation(delete=qm.FilterSelector(filter=tail)),
+                ],
                 wait=True,
             )
 
@@ -120,18 +150,6 @@ class QdrantServerStore:
             await self._client.delete(
                 self._collection, qm.PointIdsList(points=list(point_ids)), wait=True
             )
-
-    async def trim_document(self, tenant_id: str, document_id: str, keep_chunks: int) -> None:
-        """Deletes a document's chunks numbered `keep_chunks` and above."""
-        await self._delete_by(
-            qm.Filter(
-                must=[
-                    _match("tenant_id", tenant_id),
-                    _match("document_id", document_id),
-                    qm.FieldCondition(key="chunk_index", range=qm.Range(gte=keep_chunks)),
-                ]
-            )
-        )
 
     async def delete_kb(self, tenant_id: str, kb_id: str) -> None:
         """Deletes all chunks of a knowledge base."""

@@ -1,4 +1,4 @@
-"""The index stage's logic against Mongo and both vector stores: all-or-nothing, idempotent."""
+"""The index stage against Mongo and both vector stores: all-or-nothing, idempotent, versioned."""
 
 from __future__ import annotations
 
@@ -9,21 +9,17 @@ import numpy as np
 import pytest
 from qdrant_client import AsyncQdrantClient
 
+from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database
 from infra.vectorstore.base import SearchScope, VectorQuery, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
 from infra.vectorstore.qdrant_server import QdrantServerStore
-from schemas.domain import (
-    ChunkRecord,
-    Document,
-    KnowledgeBase,
-    ParseStatus,
-    new_document_id,
-    utcnow,
-)
+from schemas.domain import ChunkRecord, Document, ParseStatus, file_source_key
 from schemas.events import ChunkBatchEmbedded
+from tests.factories import make_document
 from workers.index.handler import IndexHandler
 
 DIM = 8
@@ -42,23 +38,54 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     await opened.close()
 
 
-async def _stored_document(
-    db: Database, status: ParseStatus
-) -> tuple[DocumentRepository, KnowledgeBaseRepository, KnowledgeBase, Document]:
-    documents = DocumentRepository(db)
-    kbs = KnowledgeBaseRepository(db)
-    kb = await kbs.create("acme", "KB", "", "en")
-    now = utcnow()
-    document = Document(
-        id=new_document_id(), tenant_id="acme", kb_id=kb.id, filename="a.pdf", title="A",
-        content_type="application/pdf", size_bytes=1, sha256="0" * 64, storage_key="k",
-        parse_status=status, created_at=now, updated_at=now,
-    )  # fmt: skip
-    await documents.insert(document)
-    return documents, kbs, kb, document
+class Stage:
+    """An index handler with the repositories it works on."""
+
+    def __init__(self, db: Database, store: VectorStore) -> None:
+        self.db = db
+        self.store = store
+        self.documents = DocumentRepository(db)
+        self.lifecycle = DocumentLifecycle(db.client, db)
+        self.kbs = KnowledgeBaseRepository(db)
+        self.blobs = BlobStore(db)
+        self.handler = IndexHandler(self.documents, self.lifecycle, store, self.blobs)
+
+    async def document(self, kb_id: str, filename: str = "a.pdf", chunks: int = 7) -> Document:
+        """A document as the intake creates it, chunked into `chunks` chunks in 2 batches."""
+        source = file_source_key(filename)
+        stored = await self.blobs.store_original(b"%PDF-", filename, "doc")
+        document = make_document(
+            "acme", kb_id, filename=filename, title="A", source_key=source,
+            version=await self.lifecycle.next_version(kb_id, source),
+            storage_key=stored.storage_key, parse_status=ParseStatus.EMBEDDING,
+        )  # fmt: skip
+        await self.lifecycle.create(document)
+        await self.documents.record_chunking(
+            document.id, 1, chunk_count=chunks, text_char_count=10 * chunks, batch_count=2
+        )
+        return document
+
+    async def visible(self, kb_id: str) -> set[str]:
+        """Ids of the documents a search sees."""
+        hits = await self.store.search(
+            VectorQuery(
+                scope=SearchScope("acme", (kb_id,)),
+                dense=np.ones(DIM, dtype=np.float32) / np.sqrt(DIM),
+                limit=100,
+            )
+        )
+        return {str(hit.payload["document_id"]) for hit in hits}
 
 
-def _batch(document: Document, index: int, chunks: range, last: bool) -> ChunkBatchEmbedded:
+def _batches(document: Document, chunks: int = 7) -> list[ChunkBatchEmbedded]:
+    split = chunks // 2 + 1
+    return [
+        _batch(document, 0, range(0, split), last=False),
+        _batch(document, 1, range(split, chunks), last=True),
+    ]
+
+
+def _batch(document: Document, index: int, chunks: range, *, last: bool) -> ChunkBatchEmbedded:
     records = [
         ChunkRecord(chunk_index=i, text=f"chunk {i}", start=i * 10, end=i * 10 + 7, page=1)
         for i in chunks
@@ -69,11 +96,9 @@ def _batch(document: Document, index: int, chunks: range, last: bool) -> ChunkBa
         tenant_id=document.tenant_id,
         kb_id=document.kb_id,
         document_id=document.id,
-        generation=1,
+        generation=document.generation,
         batch_index=index,
         last=last,
-        source_name="a.pdf",
-        title="A",
         chunks=records,
         model="test",
         dimensions=DIM,
@@ -81,53 +106,85 @@ def _batch(document: Document, index: int, chunks: range, last: bool) -> ChunkBa
     )
 
 
-async def _visible(store: VectorStore, document: Document) -> int:
-    hits = await store.search(
-        VectorQuery(
-            scope=SearchScope(document.tenant_id, (document.kb_id,)),
-            dense=np.ones(DIM, dtype=np.float32) / np.sqrt(DIM),
-            limit=100,
-        )
-    )
-    return len(hits)
-
-
 async def test_a_document_becomes_searchable_only_when_complete(
     db: Database, store: VectorStore
 ) -> None:
-    documents, kbs, kb, document = await _stored_document(db, ParseStatus.EMBEDDING)
-    handler = IndexHandler(documents, kbs, store)
-    batches = [_batch(document, 0, range(0, 4), False), _batch(document, 1, range(4, 7), True)]
-
+    stage = Stage(db, store)
+    kb = await stage.kbs.create("acme", "KB", "", "en")
+    document = await stage.document(kb.id)
+    first, last = _batches(document)
     # The last batch arrives first (batches travel on different partitions) ...
-    await documents.record_chunking(
-        document.id, 1, chunk_count=7, text_char_count=70, batch_count=2
-    )
-    assert not (await handler(batches[1])).finished_document
-    assert await _visible(store, document) == 0
+    assert not (await stage.handler(last)).finished_document
+    assert await stage.visible(kb.id) == set()
     assert await store.count("acme", document_id=document.id, active=False) == 3
     # ... and the document appears whole when the other one is in.
-    assert (await handler(batches[0])).finished_document
-    assert await _visible(store, document) == 7
+    assert (await stage.handler(first)).finished_document
+    assert await stage.visible(kb.id) == {document.id}
+    assert await store.count("acme", document_id=document.id, active=True) == 7
     # Replaying either batch changes nothing: no duplicates, no recount.
-    for batch in batches:
-        assert (await handler(batch)).skipped
+    for batch in (first, last):
+        assert (await stage.handler(batch)).skipped
     assert await store.count("acme", document_id=document.id) == 7
-    finished = await documents.find(document.id)
+    finished = await stage.documents.find(document.id)
     assert finished is not None
     assert finished.parse_status is ParseStatus.INDEXED
-    assert (await kbs.get("acme", kb.id)).chunk_count == 7
+    counted = await stage.kbs.get("acme", kb.id)
+    assert (counted.document_count, counted.chunk_count) == (1, 7)
     hit = (await store.search(
         VectorQuery(SearchScope("acme", (kb.id,)), np.ones(DIM, dtype=np.float32), limit=1)
     ))[0]  # fmt: skip
-    assert {"document_title", "page", "start", "end", "chunk_id", "source_name"} <= set(hit.payload)
+    for field in ("document_title", "page", "start", "end", "chunk_id", "source_name", "version"):
+        assert field in hit.payload
+
+
+async def test_a_new_version_replaces_the_old_one_when_it_is_complete(
+    db: Database, store: VectorStore
+) -> None:
+    stage = Stage(db, store)
+    kb = await stage.kbs.create("acme", "KB", "", "en")
+    old = await stage.document(kb.id, chunks=7)
+    for batch in _batches(old, 7):
+        await stage.handler(batch)
+    new = await stage.document(kb.id, chunks=5)
+    assert new.version == old.version + 1
+    first, last = _batches(new, 5)
+    await stage.handler(first)
+    # Half-written, the new version is not shown; the old one still is.
+    assert await stage.visible(kb.id) == {old.id}
+    await stage.handler(last)
+    assert await stage.visible(kb.id) == {new.id}
+    assert await store.count("acme", document_id=old.id) == 0
+    assert await stage.documents.find(old.id) is None
+    counted = await stage.kbs.get("acme", kb.id)
+    assert (counted.document_count, counted.chunk_count) == (1, 5)
+    with pytest.raises(Exception, match="not found"):
+        await stage.blobs.read(old.storage_key)
+
+
+async def test_an_older_version_finishing_late_is_dropped(db: Database, store: VectorStore) -> None:
+    stage = Stage(db, store)
+    kb = await stage.kbs.create("acme", "KB", "", "en")
+    slow = await stage.document(kb.id)
+    fast = await stage.document(kb.id)
+    slow_batches = _batches(slow)
+    await stage.handler(slow_batches[0])
+    for batch in _batches(fast):
+        await stage.handler(batch)
+    # The older version completes after the newer one went live: it never shows.
+    assert (await stage.handler(slow_batches[1])).skipped
+    assert await stage.visible(kb.id) == {fast.id}
+    assert await store.count("acme", document_id=slow.id) == 0
+    assert await stage.documents.find(slow.id) is None
+    counted = await stage.kbs.get("acme", kb.id)
+    assert (counted.document_count, counted.chunk_count) == (1, 7)
 
 
 async def test_a_batch_for_a_deleted_document_leaves_no_points(
     db: Database, store: VectorStore
 ) -> None:
-    documents, kbs, kb, document = await _stored_document(db, ParseStatus.INDEXING)
-    await documents.begin_delete("acme", kb.id, document.id)
-    result = await IndexHandler(documents, kbs, store)(_batch(document, 0, range(3), True))
-    assert result.skipped
+    stage = Stage(db, store)
+    kb = await stage.kbs.create("acme", "KB", "", "en")
+    document = await stage.document(kb.id)
+    await stage.documents.begin_delete("acme", kb.id, document.id)
+    assert (await stage.handler(_batches(document)[1])).skipped
     assert await store.count("acme", document_id=document.id) == 0

@@ -14,12 +14,15 @@ from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
 from infra.errors import NotFound, ServiceUnavailable
 from infra.kafka import build_broker, ensure_topics
+from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.lifecycle import DocumentLifecycle
 from infra.local_stack import LocalServices
 from infra.mongo import Database
-from schemas.domain import Document, ExtractedDocument, ParseStatus, TextSegment, utcnow
+from schemas.domain import Document, ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import DocumentUploaded
 from schemas.topics import dead_letter_topic
 from tests.conftest import settings_for, unique
+from tests.factories import make_document
 from workers.ports import StageResult
 from workers.wiring import RunnerSlot, build_runner, subscribe_stage
 
@@ -77,24 +80,12 @@ async def test_a_stage_dead_letters_bad_messages_and_keeps_going(
     # A stage of its own: the "extract" topics, read by a handler that records what it saw.
     await ensure_topics(settings.kafka, ["documents.uploaded.v1", dead_letter_topic("extract")])
     documents = DocumentRepository(db)
-    now = utcnow()
-    good = Document(
-        id=unique("doc"),
-        tenant_id="t",
-        kb_id="kb",
-        filename="a.txt",
-        title="a",
-        content_type="text/plain",
-        size_bytes=1,
-        sha256="0" * 64,
-        storage_key="k",
-        parse_status=ParseStatus.QUEUED,
-        created_at=now,
-        updated_at=now,
-    )
-    failing = good.model_copy(update={"id": unique("doc")})
+    lifecycle = DocumentLifecycle(db.client, db)
+    kb = await KnowledgeBaseRepository(db).create("t", "KB", "", "en")
+    good = make_document("t", kb.id)
+    failing = make_document("t", kb.id)
     for document in (good, failing):
-        await documents.insert(document)
+        await lifecycle.create(document)
     good_handled = asyncio.Event()
 
     async def handler(event: DocumentUploaded) -> StageResult:
@@ -112,7 +103,7 @@ async def test_a_stage_dead_letters_bad_messages_and_keeps_going(
         return (
             DocumentUploaded(
                 tenant_id="t",
-                kb_id="kb",
+                kb_id=document.kb_id,
                 document_id=document.id,
                 generation=1,
                 storage_key="k",

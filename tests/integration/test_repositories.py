@@ -9,6 +9,7 @@ import pytest
 from infra.documents import DocumentRepository
 from infra.errors import NotFound
 from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.lifecycle import DocumentLifecycle, Finished
 from infra.mongo import Database, ensure_indexes
 from infra.tokens import TokenRepository
 from schemas.domain import (
@@ -17,27 +18,20 @@ from schemas.domain import (
     KbStatus,
     ParseStatus,
     Role,
-    new_document_id,
-    utcnow,
 )
+from tests.factories import make_document
 
 
 def _document(tenant: str, kb_id: str) -> Document:
-    now = utcnow()
-    return Document(
-        id=new_document_id(),
-        tenant_id=tenant,
-        kb_id=kb_id,
-        filename="a.txt",
-        title="a.txt",
-        content_type="text/plain",
-        size_bytes=3,
-        sha256="0" * 64,
-        storage_key="gridfs:originals/000000000000000000000000",
-        parse_status=ParseStatus.QUEUED,
-        created_at=now,
-        updated_at=now,
-    )
+    return make_document(tenant, kb_id)
+
+
+async def _stored(db: Database, tenant: str = "acme") -> tuple[DocumentRepository, Document]:
+    """A queued document stored through the lifecycle, in a KB of its own."""
+    kb = await KnowledgeBaseRepository(db).create(tenant, "KB", "", "en")
+    document = _document(tenant, kb.id)
+    await DocumentLifecycle(db.client, db).create(document)
+    return DocumentRepository(db), document
 
 
 async def test_knowledge_bases_are_scoped_to_their_tenant(db: Database) -> None:
@@ -60,9 +54,9 @@ async def test_updates_and_counts_bump_the_revision(db: Database) -> None:
     renamed = await kbs.update("acme", kb.id, {"name": "Staff handbook"})
     assert renamed.name == "Staff handbook"
     assert renamed.revision == kb.revision + 1
-    await kbs.add_counts(kb.id, documents=2, chunks=30)
+    await DocumentLifecycle(db.client, db).create(_document("acme", kb.id))
     counted = await kbs.get("acme", kb.id)
-    assert (counted.document_count, counted.chunk_count) == (2, 30)
+    assert (counted.document_count, counted.chunk_count) == (1, 0)
     assert counted.revision == renamed.revision + 1
 
 
@@ -77,9 +71,7 @@ async def test_active_ids_drops_disabled_foreign_and_unknown(db: Database) -> No
 
 
 async def test_advance_moves_forward_once_and_allows_redelivery(db: Database) -> None:
-    documents = DocumentRepository(db)
-    doc = _document("acme", "kb_1")
-    await documents.insert(doc)
+    documents, doc = await _stored(db)
     entered = await documents.advance(doc.id, 1, ParseStatus.EXTRACTING)
     assert entered is not None
     assert entered.parse_status is ParseStatus.EXTRACTING
@@ -98,9 +90,7 @@ async def test_advance_moves_forward_once_and_allows_redelivery(db: Database) ->
 
 
 async def test_batches_are_counted_once_and_the_document_finishes_once(db: Database) -> None:
-    documents = DocumentRepository(db)
-    doc = _document("acme", "kb_1")
-    await documents.insert(doc)
+    documents, doc = await _stored(db)
     for status in (ParseStatus.EXTRACTING, ParseStatus.CHUNKING):
         assert await documents.advance(doc.id, 1, status) is not None
     assert await documents.advance(doc.id, 1, ParseStatus.EMBEDDING) is not None
@@ -123,12 +113,15 @@ async def test_batches_are_counted_once_and_the_document_finishes_once(db: Datab
     assert await documents.record_batch_indexed(doc.id, 1, 0, 32) == (1, 3)
     assert await documents.record_batch_indexed(doc.id, 1, 1, 32) == (2, 3)
     assert await documents.record_batch_indexed(doc.id, 1, 2, 6) == (3, 3)
-    results = await asyncio.gather(*(documents.mark_indexed(doc.id, 1) for _ in range(5)))
-    winners = [r for r in results if r is not None]
+    lifecycle = DocumentLifecycle(db.client, db)
+    results = await asyncio.gather(*(lifecycle.finish(doc.id, 1) for _ in range(5)))
+    winners = [r for r in results if isinstance(r, Finished)]
     assert len(winners) == 1
-    finished, previous = winners[0]
-    assert finished.parse_status is ParseStatus.INDEXED
-    assert previous == 0
+    assert results.count(None) == 4
+    assert winners[0].document.parse_status is ParseStatus.INDEXED
+    assert winners[0].retired == []
+    kb = await KnowledgeBaseRepository(db).get("acme", doc.kb_id)
+    assert (kb.document_count, kb.chunk_count) == (1, 70)
     stored = await documents.find(doc.id)
     assert stored is not None
     assert stored.indexed_chunk_count == 70
@@ -136,9 +129,7 @@ async def test_batches_are_counted_once_and_the_document_finishes_once(db: Datab
 
 
 async def test_chunking_progress_advances_one_part_at_a_time(db: Database) -> None:
-    documents = DocumentRepository(db)
-    doc = _document("acme", "kb_1")
-    await documents.insert(doc)
+    documents, doc = await _stored(db)
     start = await documents.chunking_progress(doc.id, 1)
     assert start == ChunkingProgress()
     first = ChunkingProgress(next_part=1, next_batch=2, state={"pending": "tail", "offset": 9})
@@ -150,9 +141,8 @@ async def test_chunking_progress_advances_one_part_at_a_time(db: Database) -> No
 
 
 async def test_failure_reason_is_truncated_and_never_overwrites_success(db: Database) -> None:
+    _, doc = await _stored(db)
     documents = DocumentRepository(db, parse_error_max_chars=60)
-    doc = _document("acme", "kb_1")
-    await documents.insert(doc)
     assert await documents.mark_failed(doc.id, 1, "the PDF is encrypted; " + "x" * 200)
     failed = await documents.find(doc.id)
     assert failed is not None
@@ -163,19 +153,21 @@ async def test_failure_reason_is_truncated_and_never_overwrites_success(db: Data
 
 
 async def test_begin_delete_retires_the_generation(db: Database) -> None:
-    documents = DocumentRepository(db)
-    doc = _document("acme", "kb_1")
-    await documents.insert(doc)
-    before = await documents.begin_delete("acme", "kb_1", doc.id)
+    documents, doc = await _stored(db)
+    before = await documents.begin_delete("acme", doc.kb_id, doc.id)
     assert before.generation == 1
     # Everything the pipeline still has in flight for generation 1 now misses.
     assert await documents.advance(doc.id, 1, ParseStatus.EXTRACTING) is None
     assert not await documents.record_batch_embedded(doc.id, 1, 0, 32)
     assert await documents.record_batch_indexed(doc.id, 1, 0, 32) is None
     with pytest.raises(NotFound):
-        await documents.begin_delete("other", "kb_1", doc.id)
-    assert await documents.remove(doc.id)
-    assert not await documents.remove(doc.id)
+        await documents.begin_delete("other", doc.kb_id, doc.id)
+    lifecycle = DocumentLifecycle(db.client, db)
+    removed = await lifecycle.remove(doc.id)
+    assert removed is not None
+    assert await lifecycle.remove(doc.id) is None
+    kb = await KnowledgeBaseRepository(db).get("acme", doc.kb_id)
+    assert kb.document_count == 0
 
 
 async def test_tokens_resolve_to_their_tenant_and_role(db: Database) -> None:

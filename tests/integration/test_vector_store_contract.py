@@ -16,6 +16,7 @@ from qdrant_client import AsyncQdrantClient
 from infra.errors import PermanentError
 from infra.vectorstore.base import (
     ChunkPoint,
+    PublishedDocument,
     ScoredChunk,
     SearchScope,
     VectorQuery,
@@ -34,7 +35,15 @@ def _unit(seed: int) -> np.ndarray:
 
 
 def _point(
-    tenant: str, kb: str, doc: str, index: int, *, active: bool = True, seed: int | None = None
+    tenant: str,
+    kb: str,
+    doc: str,
+    index: int,
+    *,
+    active: bool = True,
+    seed: int | None = None,
+    source: str = "file:a.txt",
+    version: int = 1,
 ) -> ChunkPoint:
     return ChunkPoint(
         point_id=chunk_point_id(doc, index),
@@ -46,7 +55,22 @@ def _point(
             "chunk_index": index,
             "chunk_text": f"{doc} chunk {index}",
             "active": active,
+            "source_key": source,
+            "version": version,
         },
+    )
+
+
+def _published(
+    doc: str, *, version: int = 1, keep: int = 100, source: str = "file:a.txt"
+) -> PublishedDocument:
+    return PublishedDocument(
+        tenant_id="t1",
+        kb_id="kb1",
+        document_id=doc,
+        source_key=source,
+        version=version,
+        keep_chunks=keep,
     )
 
 
@@ -95,20 +119,37 @@ async def test_search_sees_only_its_tenant_and_kbs(store: VectorStore) -> None:
     assert await store.search(_query("t1", (), _unit(1))) == []
 
 
-async def test_inactive_chunks_are_hidden_until_activated(store: VectorStore) -> None:
+async def test_inactive_chunks_are_hidden_until_published(store: VectorStore) -> None:
     await store.upsert([_point("t1", "kb1", "doc_a", i, active=False) for i in range(3)])
     assert await store.search(_query("t1", ("kb1",), _unit(1))) == []
     assert await store.count("t1", document_id="doc_a", active=False) == 3
-    await store.set_document_active("t1", "doc_a", True)
+    await store.publish_document(_published("doc_a"))
     assert len(await store.search(_query("t1", ("kb1",), _unit(1)))) == 3
     assert await store.count("t1", document_id="doc_a", active=True) == 3
-    await store.set_document_active("t1", "doc_a", False)
-    assert await store.search(_query("t1", ("kb1",), _unit(1))) == []
 
 
-async def test_activation_is_scoped_to_the_tenant(store: VectorStore) -> None:
+async def test_publishing_a_version_removes_older_versions_only(store: VectorStore) -> None:
+    await store.upsert(
+        [_point("t1", "kb1", "doc_v1", i, version=1) for i in range(3)]
+        + [_point("t1", "kb1", "doc_v2", i, version=2, active=False) for i in range(2)]
+        + [_point("t1", "kb1", "doc_v3", i, version=3, active=False) for i in range(2)]
+        + [_point("t1", "kb1", "doc_other", 0, source="file:b.txt")]
+        + [_point("t1", "kb2", "doc_kb2", 0, version=1)]
+        + [_point("t2", "kb1", "doc_t2", 0, version=1)]
+    )
+    await store.publish_document(_published("doc_v2", version=2))
+    assert await store.count("t1", document_id="doc_v1") == 0
+    assert await store.count("t1", document_id="doc_v2", active=True) == 2
+    # A newer version still being written, other sources, KBs and tenants are untouched.
+    assert await store.count("t1", document_id="doc_v3", active=False) == 2
+    assert await store.count("t1", document_id="doc_other") == 1
+    assert await store.count("t1", document_id="doc_kb2") == 1
+    assert await store.count("t2", document_id="doc_t2") == 1
+
+
+async def test_publishing_is_scoped_to_the_tenant(store: VectorStore) -> None:
     await store.upsert([_point("t2", "kb1", "doc_a", 0, active=False)])
-    await store.set_document_active("t1", "doc_a", True)
+    await store.publish_document(_published("doc_a"))
     assert await store.count("t2", document_id="doc_a", active=True) == 0
 
 
@@ -137,9 +178,9 @@ async def test_delete_document_and_points_and_kb(store: VectorStore) -> None:
     assert await store.count("t1", kb_id="kb2") == 1
 
 
-async def test_trim_removes_the_tail_of_a_document(store: VectorStore) -> None:
+async def test_publishing_removes_the_tail_of_an_earlier_longer_run(store: VectorStore) -> None:
     await store.upsert([_point("t1", "kb1", "doc_a", i) for i in range(6)])
-    await store.trim_document("t1", "doc_a", keep_chunks=4)
+    await store.publish_document(_published("doc_a", keep=4))
     hits = await store.search(_query("t1", ("kb1",), _unit(0)))
     assert sorted(int(h.payload["chunk_index"]) for h in hits) == [0, 1, 2, 3]
 

@@ -91,7 +91,6 @@ class ChunkHandler:
             publish=[
                 self._batch(
                     event,
-                    document.filename,
                     progress.next_batch + offset,
                     batch,
                     last=event.last and offset == len(batches) - 1,
@@ -105,7 +104,6 @@ class ChunkHandler:
     @staticmethod
     def _batch(
         event: DocumentExtracted,
-        source_name: str,
         index: int,
         chunks: list[ChunkRecord],
         *,
@@ -118,7 +116,5 @@ class ChunkHandler:
             generation=event.generation,
             batch_index=index,
             last=last,
-            source_name=source_name,
-            title=event.title,
             chunks=chunks,
         )

@@ -8,6 +8,7 @@ from contextlib import AsyncExitStack
 from faststream import FastStream
 
 from infra.embedding.factory import build_embedder
+from infra.embedding_cache import EmbeddingCache
 from infra.settings import Settings
 from schemas.events import ChunkBatchReady
 from workers.embed.handler import EmbedHandler
@@ -19,7 +20,7 @@ def create_app(settings: Settings) -> FastStream:
 
     async def make_handler(resources: PipelineResources, _: AsyncExitStack) -> EmbedHandler:
         embedder = await asyncio.to_thread(build_embedder, settings.embedding)
-        return EmbedHandler(resources.documents, embedder)
+        return EmbedHandler(resources.documents, embedder, EmbeddingCache(resources.db))
 
     return stage_app(
         settings, "embed", ChunkBatchReady, make_handler, settings.embedding.concurrency

@@ -1,22 +1,46 @@
-"""Embed stage: a batch of chunk texts in, the same batch with dense vectors out."""
+"""Embed stage: a batch of chunk texts in, the same batch with dense vectors out.
+
+Vectors come from the embedding cache when the same text was embedded by the same model
+before; only the rest goes through the model, and is then cached.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
 
 from infra.embedding.base import Embedder
-from infra.metrics import CHUNKS_EMBEDDED
+from infra.metrics import CHUNKS_EMBEDDED, EMBEDDING_CACHE
 from schemas.domain import ParseStatus
 from schemas.events import ChunkBatchEmbedded, ChunkBatchReady
 from workers.ports import DocumentStatus, StageResult
 
 
+class VectorCache(Protocol):
+    """Earlier vectors by model and text (`infra.embedding_cache.EmbeddingCache`)."""
+
+    async def get_many(self, model_id: str, texts: Sequence[str]) -> dict[int, NDArray[np.float32]]:
+        """Cached vectors by position."""
+        ...
+
+    async def put_many(
+        self, model_id: str, texts: Sequence[str], vectors: NDArray[np.float32]
+    ) -> None:
+        """Stores vectors."""
+        ...
+
+
 class EmbedHandler:
     """Embeds one batch of chunks with the process's model."""
 
-    def __init__(self, documents: DocumentStatus, embedder: Embedder) -> None:
+    def __init__(self, documents: DocumentStatus, embedder: Embedder, cache: VectorCache) -> None:
         self._documents = documents
         self._embedder = embedder
+        self._cache = cache
 
     async def __call__(self, event: ChunkBatchReady) -> StageResult:
         """Handles one `ChunkBatchReady`."""
@@ -26,8 +50,7 @@ class EmbedHandler:
         if document is None:
             return StageResult(skipped=True)
         texts = [chunk.text for chunk in event.chunks]
-        vectors = await asyncio.to_thread(self._embedder.embed_documents, texts)
-        CHUNKS_EMBEDDED.inc(len(texts))
+        vectors = await self._vectors(texts)
         await self._documents.record_batch_embedded(
             event.document_id, event.generation, event.batch_index, len(texts)
         )
@@ -38,3 +61,21 @@ class EmbedHandler:
             dense_b64=ChunkBatchEmbedded.encode_vectors(vectors),
         )
         return StageResult(publish=[embedded], finished_document=event.last)
+
+    async def _vectors(self, texts: list[str]) -> NDArray[np.float32]:
+        model = self._embedder.model_id
+        cached = await self._cache.get_many(model, texts)
+        missing = [i for i in range(len(texts)) if i not in cached]
+        EMBEDDING_CACHE.labels("hit").inc(len(cached))
+        EMBEDDING_CACHE.labels("miss").inc(len(missing))
+        vectors = np.zeros((len(texts), self._embedder.dimensions), dtype=np.float32)
+        for i, vector in cached.items():
+            vectors[i] = vector
+        if missing:
+            fresh = await asyncio.to_thread(
+                self._embedder.embed_documents, [texts[i] for i in missing]
+            )
+            CHUNKS_EMBEDDED.inc(len(missing))
+            vectors[missing] = fresh
+            await self._cache.put_many(model, [texts[i] for i in missing], fresh)
+        return vectors

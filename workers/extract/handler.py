@@ -44,7 +44,10 @@ class ExtractHandler:
         # Parsing is CPU-bound and synchronous: run it off the event loop, one part at a time.
         stream = await asyncio.to_thread(open_extraction, data, event.filename, self._ocr)
         del data
-        title = stream.title
+        if document.title == document.filename and stream.title not in ("", document.filename):
+            # The title was only the file name: the file's own title (PDF metadata, first
+            # heading, e-mail subject) is better for citations.
+            await self._documents.set_title(event.document_id, event.generation, stream.title)
         part: list[TextSegment] = []
         size = 0
         index = 0
@@ -52,22 +55,21 @@ class ExtractHandler:
             part.append(segment)
             size += len(segment.text)
             if size >= self._part_chars:
-                await self._emit(event, index, title, part, last=False)
+                await self._emit(event, index, part, last=False)
                 index += 1
                 part, size = [], 0
-        await self._emit(event, index, title, part, last=True)
+        await self._emit(event, index, part, last=True)
         return StageResult(finished_document=True)
 
     async def _emit(
         self,
         event: DocumentUploaded,
         index: int,
-        title: str,
         segments: list[TextSegment],
         *,
         last: bool,
     ) -> None:
-        part = ExtractedDocument(title=title, segments=segments)
+        part = ExtractedDocument(title="", segments=segments)
         key = await self._texts.put_extracted(event.document_id, part)
         await self._publish(
             [
@@ -78,7 +80,6 @@ class ExtractHandler:
                     generation=event.generation,
                     part_index=index,
                     last=last,
-                    title=title,
                     extracted_key=key,
                     char_count=part.char_count,
                 )

@@ -29,6 +29,6 @@ def create_app(settings: Settings) -> FastStream:
     async def make_handler(resources: PipelineResources, stack: AsyncExitStack) -> IndexHandler:
         store = await open_vector_store(settings)
         stack.push_async_callback(store.close)
-        return IndexHandler(resources.documents, resources.kbs, store)
+        return IndexHandler(resources.documents, resources.lifecycle, store, resources.blobs)
 
     return stage_app(settings, "index", ChunkBatchEmbedded, make_handler)

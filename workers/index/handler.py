@@ -1,44 +1,54 @@
 """Index stage: embedded batches in, searchable points out.
 
-Points are written hidden (`active=false`) and the whole document becomes searchable at once
-when its last batch is in, so search never shows half a document. A document re-indexed under
-the same id keeps its chunks visible while the new run overwrites them.
+Points are written hidden (`active=false`) and a document becomes searchable at once when its
+last batch is in: in one step its chunks are shown and the chunks of the older versions of the
+same source (same file name or external id) are removed, so search never shows two versions of
+a document and never none. A document re-indexed under the same id keeps its chunks visible
+while the new run overwrites them.
 """
 
 from __future__ import annotations
 
+import logging
+
+from infra.lifecycle import Superseded
 from infra.metrics import CHUNKS_INDEXED
-from infra.vectorstore.base import ChunkPoint, VectorStore
-from schemas.domain import ParseStatus, chunk_id, chunk_point_id
+from infra.vectorstore.base import ChunkPoint, PublishedDocument, VectorStore
+from schemas.domain import Document, ParseStatus, chunk_id, chunk_point_id
 from schemas.events import ChunkBatchEmbedded
-from workers.ports import DocumentStatus, KbCounters, StageResult
+from workers.ports import DocumentStatus, Lifecycle, StageResult, TextStore
+
+log = logging.getLogger(__name__)
 
 
-def chunk_points(event: ChunkBatchEmbedded, active: bool) -> list[ChunkPoint]:
-    """The points of one embedded batch, payload included."""
+def chunk_points(event: ChunkBatchEmbedded, document: Document, active: bool) -> list[ChunkPoint]:
+    """The points of one embedded batch, with everything needed to filter and cite them."""
     vectors = event.vectors()
     points = []
     for row, chunk in enumerate(event.chunks):
+        payload = {
+            "tenant_id": event.tenant_id,
+            "kb_id": event.kb_id,
+            "document_id": event.document_id,
+            "chunk_id": chunk_id(event.document_id, chunk.chunk_index),
+            "chunk_index": chunk.chunk_index,
+            "chunk_text": chunk.text,
+            "active": active,
+            "source_name": document.filename,
+            "document_title": document.title,
+            "page": chunk.page,
+            "heading_path": chunk.heading_path,
+            "start": chunk.start,
+            "end": chunk.end,
+            "source_key": document.source_key,
+            "version": document.version,
+            "url": document.url,
+        }
         points.append(
             ChunkPoint(
                 point_id=chunk_point_id(event.document_id, chunk.chunk_index),
                 dense=vectors[row],
-                payload={
-                    "tenant_id": event.tenant_id,
-                    "kb_id": event.kb_id,
-                    "document_id": event.document_id,
-                    "chunk_id": chunk_id(event.document_id, chunk.chunk_index),
-                    "chunk_index": chunk.chunk_index,
-                    "chunk_text": chunk.text,
-                    "active": active,
-                    "source_name": event.source_name,
-                    "document_title": event.title,
-                    "page": chunk.page,
-                    "heading_path": chunk.heading_path,
-                    "start": chunk.start,
-                    "end": chunk.end,
-                    "generation": event.generation,
-                },
+                payload=payload,
             )
         )
     return points
@@ -47,10 +57,17 @@ def chunk_points(event: ChunkBatchEmbedded, active: bool) -> list[ChunkPoint]:
 class IndexHandler:
     """Writes a batch to the vector store and finishes the document after its last batch."""
 
-    def __init__(self, documents: DocumentStatus, kbs: KbCounters, store: VectorStore) -> None:
+    def __init__(
+        self,
+        documents: DocumentStatus,
+        lifecycle: Lifecycle,
+        store: VectorStore,
+        files: TextStore,
+    ) -> None:
         self._documents = documents
-        self._kbs = kbs
+        self._lifecycle = lifecycle
         self._store = store
+        self._files = files
 
     async def __call__(self, event: ChunkBatchEmbedded) -> StageResult:
         """Handles one `ChunkBatchEmbedded`."""
@@ -59,7 +76,7 @@ class IndexHandler:
         )
         if document is None:
             return StageResult(skipped=True)
-        points = chunk_points(event, active=document.indexed_chunk_count > 0)
+        points = chunk_points(event, document, active=document.indexed_chunk_count > 0)
         await self._store.upsert(points)
         CHUNKS_INDEXED.inc(len(points))
         progress = await self._documents.record_batch_indexed(
@@ -75,13 +92,40 @@ class IndexHandler:
         indexed, batch_count = progress
         if batch_count is None or indexed < batch_count:
             return StageResult()
-        chunk_count = document.chunk_count or 0
-        await self._store.set_document_active(event.tenant_id, event.document_id, True)
-        # A previous generation with more chunks leaves a tail behind; remove it.
-        await self._store.trim_document(event.tenant_id, event.document_id, keep_chunks=chunk_count)
-        finished = await self._documents.mark_indexed(event.document_id, event.generation)
-        if finished is None:
+        return await self._finish(document)
+
+    async def _finish(self, document: Document) -> StageResult:
+        live = await self._lifecycle.live_version(document.kb_id, document.source_key)
+        if live > document.version:
+            await self._drop_superseded(document)
             return StageResult(skipped=True)
-        _, previous_chunks = finished
-        await self._kbs.add_counts(event.kb_id, chunks=chunk_count - previous_chunks)
+        await self._store.publish_document(
+            PublishedDocument(
+                tenant_id=document.tenant_id,
+                kb_id=document.kb_id,
+                document_id=document.id,
+                source_key=document.source_key,
+                version=document.version,
+                keep_chunks=document.chunk_count or 0,
+            )
+        )
+        outcome = await self._lifecycle.finish(document.id, document.generation)
+        if outcome is None:
+            return StageResult(skipped=True)
+        if isinstance(outcome, Superseded):
+            await self._drop_superseded(outcome.document)
+            return StageResult(skipped=True)
+        for retired in outcome.retired:
+            await self._delete_files(retired)
         return StageResult(finished_document=True)
+
+    async def _drop_superseded(self, document: Document) -> None:
+        """A newer version went live first: this one is removed, never shown."""
+        log.info("document %s (version %d) was superseded", document.id, document.version)
+        await self._store.delete_document(document.tenant_id, document.id)
+        if await self._lifecycle.remove(document.id) is not None:
+            await self._delete_files(document)
+
+    async def _delete_files(self, document: Document) -> None:
+        await self._files.delete(document.storage_key)
+        await self._files.delete_extracted(document.id)

@@ -1,0 +1,269 @@
+"""The write path of documents: `Intake` (shared by the API and the records worker) and
+`Removal`.
+
+Every way a document comes in (an uploaded file, a text, a connector's record) ends here:
+identical content is recognised and not processed twice, a new version of a source (same file
+name or external id) is created next to the old one and replaces it when it is indexed, and
+the pipeline is started by publishing `DocumentUploaded`. Deletes retire the document's
+generation first, so nothing in flight can bring its chunks back, then remove its chunks,
+files and record.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from infra.blob_store import BlobStore, StoredUpload
+from infra.documents import DocumentRepository
+from infra.errors import Conflict, RetryableError
+from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.lifecycle import DocumentLifecycle
+from infra.vectorstore.base import VectorStore
+from schemas.domain import (
+    Document,
+    KbStatus,
+    KnowledgeBase,
+    ParseStatus,
+    Record,
+    file_source_key,
+    new_document_id,
+    record_source_key,
+    utcnow,
+)
+from schemas.events import DocumentUploaded, Event
+from schemas.formats import CONTENT_TYPES, extension_of, extraction_name
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[[Sequence[Event]], Awaitable[None]]
+
+
+class Outcome(StrEnum):
+    """What an ingest call did."""
+
+    CREATED = "created"
+    UPDATED = "updated"  # a new version of an existing source
+    UNCHANGED = "unchanged"  # identical content: the existing document is returned
+    REINDEXED = "reindexed"
+
+
+@dataclass
+class Ingested:
+    """A document and what ingesting it did."""
+
+    document: Document
+    outcome: Outcome
+
+
+class QueueUnavailable(RetryableError):
+    """The document is stored but its event could not be published."""
+
+
+class Intake:
+    """Creates documents, new versions of them, and re-runs the pipeline on them."""
+
+    def __init__(
+        self,
+        documents: DocumentRepository,
+        kbs: KnowledgeBaseRepository,
+        lifecycle: DocumentLifecycle,
+        blobs: BlobStore,
+        publish: Publish,
+    ) -> None:
+        self._documents = documents
+        self._kbs = kbs
+        self._lifecycle = lifecycle
+        self._blobs = blobs
+        self._publish = publish
+
+    async def writable_kb(self, tenant_id: str, kb_id: str) -> KnowledgeBase:
+        """The KB, if documents may be added to it (it exists and is not being deleted)."""
+        kb = await self._kbs.get(tenant_id, kb_id)
+        if kb.status is KbStatus.DELETING:
+            raise Conflict(f"knowledge base {kb_id!r} is being deleted")
+        return kb
+
+    async def accept_file(
+        self,
+        tenant_id: str,
+        kb_id: str,
+        document_id: str,
+        filename: str,
+        stored: StoredUpload,
+        *,
+        title: str | None = None,
+        reindex: bool = False,
+    ) -> Ingested:
+        """Takes an uploaded file whose bytes are already stored under `document_id`."""
+        identical = await self._documents.find_identical(kb_id, stored.sha256)
+        if identical is not None:
+            await self._blobs.delete(stored.storage_key)
+            if not reindex:
+                return Ingested(identical, Outcome.UNCHANGED)
+            return Ingested(await self.reindex(tenant_id, kb_id, identical.id), Outcome.REINDEXED)
+        source_key = file_source_key(filename)
+        previous = await self._documents.latest_of_source(kb_id, source_key)
+        document = await self._create(
+            document_id=document_id,
+            tenant_id=tenant_id,
+            kb_id=kb_id,
+            filename=filename,
+            title=title or filename,
+            content_type=CONTENT_TYPES[extension_of(filename)],
+            stored=stored,
+            source_key=source_key,
+        )
+        return Ingested(document, Outcome.UPDATED if previous else Outcome.CREATED)
+
+    async def accept_record(self, tenant_id: str, kb_id: str, record: Record) -> Ingested:
+        """Upserts a text record: by external id if it has one, else by its content."""
+        await self.writable_kb(tenant_id, kb_id)
+        fingerprint = record.fingerprint()
+        previous: Document | None = None
+        if record.external_id:
+            source_key = record_source_key(record.external_id)
+            previous = await self._documents.latest_of_source(kb_id, source_key)
+            if previous is not None and previous.sha256 == fingerprint:
+                if previous.parse_status is ParseStatus.FAILED:
+                    document = await self.reindex(tenant_id, kb_id, previous.id)
+                    return Ingested(document, Outcome.REINDEXED)
+                return Ingested(previous, Outcome.UNCHANGED)
+        else:
+            identical = await self._documents.find_identical(kb_id, fingerprint)
+            if identical is not None:
+                return Ingested(identical, Outcome.UNCHANGED)
+            source_key = ""
+        document_id = new_document_id()
+        name = record.title.strip() or record.external_id or "text"
+        stored = await self._blobs.store_original(
+            record.as_markdown().encode(), f"{name}.md", document_id
+        )
+        document = await self._create(
+            document_id=document_id,
+            tenant_id=tenant_id,
+            kb_id=kb_id,
+            filename=name,
+            title=name,
+            content_type=CONTENT_TYPES[".md"],
+            stored=StoredUpload(stored.storage_key, stored.size_bytes, fingerprint),
+            source_key=source_key or f"text:{document_id}",
+            external_id=record.external_id,
+            url=record.url,
+            metadata=record.metadata,
+        )
+        return Ingested(document, Outcome.UPDATED if previous else Outcome.CREATED)
+
+    async def reindex(self, tenant_id: str, kb_id: str, document_id: str) -> Document:
+        """Runs the pipeline again on a document's stored original."""
+        document = await self._documents.restart(tenant_id, kb_id, document_id)
+        await self._start_pipeline(document)
+        return document
+
+    async def _create(
+        self,
+        *,
+        document_id: str,
+        tenant_id: str,
+        kb_id: str,
+        filename: str,
+        title: str,
+        content_type: str,
+        stored: StoredUpload,
+        source_key: str,
+        external_id: str | None = None,
+        url: str | None = None,
+        metadata: dict[str, object] | None = None,
+    ) -> Document:
+        now = utcnow()
+        try:
+            version = await self._lifecycle.next_version(kb_id, source_key)
+            document = Document(
+                id=document_id,
+                tenant_id=tenant_id,
+                kb_id=kb_id,
+                filename=filename,
+                title=title[:500],
+                content_type=content_type,
+                size_bytes=stored.size_bytes,
+                sha256=stored.sha256,
+                storage_key=stored.storage_key,
+                source_key=source_key,
+                version=version,
+                external_id=external_id,
+                url=url,
+                metadata=dict(metadata or {}),
+                parse_status=ParseStatus.QUEUED,
+                stage_started_at={ParseStatus.QUEUED.value: now},
+                created_at=now,
+                updated_at=now,
+            )
+            await self._lifecycle.create(document)
+        except BaseException:
+            await self._blobs.delete(stored.storage_key)
+            raise
+        await self._start_pipeline(document)
+        return document
+
+    async def _start_pipeline(self, document: Document) -> None:
+        event = DocumentUploaded(
+            tenant_id=document.tenant_id,
+            kb_id=document.kb_id,
+            document_id=document.id,
+            generation=document.generation,
+            storage_key=document.storage_key,
+            filename=extraction_name(document.filename, document.content_type),
+            content_type=document.content_type,
+        )
+        try:
+            await self._publish([event])
+        except RetryableError as exc:
+            await self._documents.mark_failed(
+                document.id,
+                document.generation,
+                "the ingestion queue was unavailable; upload the file again or re-index it",
+            )
+            raise QueueUnavailable(str(exc)) from exc
+
+
+class Removal:
+    """Deletes documents and knowledge bases: out of search first, then files and records."""
+
+    def __init__(
+        self,
+        documents: DocumentRepository,
+        kbs: KnowledgeBaseRepository,
+        lifecycle: DocumentLifecycle,
+        blobs: BlobStore,
+        store: VectorStore,
+    ) -> None:
+        self._documents = documents
+        self._kbs = kbs
+        self._lifecycle = lifecycle
+        self._blobs = blobs
+        self._store = store
+
+    async def delete_document(self, tenant_id: str, kb_id: str, document_id: str) -> None:
+        """Removes the document from search at once, then its stored files and record."""
+        document = await self._documents.begin_delete(tenant_id, kb_id, document_id)
+        await self._store.delete_document(tenant_id, document_id)
+        await self._delete_files(document)
+        await self._lifecycle.remove(document_id)
+
+    async def delete_kb(self, tenant_id: str, kb_id: str) -> None:
+        """Removes a KB and everything in it: hidden at once, then points, files, records.
+
+        An interrupted delete leaves the KB in status `deleting`; deleting again finishes it.
+        """
+        await self._kbs.update(tenant_id, kb_id, {"status": KbStatus.DELETING})
+        documents = await self._documents.begin_delete_kb(tenant_id, kb_id)
+        await self._store.delete_kb(tenant_id, kb_id)
+        for document in documents:
+            await self._delete_files(document)
+        await self._lifecycle.remove_kb(kb_id)
+
+    async def _delete_files(self, document: Document) -> None:
+        await self._blobs.delete(document.storage_key)
+        await self._blobs.delete_extracted(document.id)

@@ -1,0 +1,217 @@
+"""Changes that span a document, its knowledge base's counts and its version line.
+
+Each is one MongoDB transaction, so a crash or a replayed event can never leave a KB's document
+and chunk counts off by one, or two versions of one source both marked live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pymongo import AsyncMongoClient, ReturnDocument
+from pymongo.asynchronous.client_session import AsyncClientSession
+
+from infra.mongo import (
+    DOCUMENTS,
+    KNOWLEDGE_BASES,
+    SOURCES,
+    Database,
+    MongoDoc,
+    mongo_errors,
+)
+from schemas.domain import Document, ParseStatus, utcnow
+
+T = TypeVar("T")
+
+
+def _source_id(kb_id: str, source_key: str) -> str:
+    return f"{kb_id}\x00{source_key}"
+
+
+@dataclass
+class Finished:
+    """A version that finished indexing, and the older versions it retired."""
+
+    document: Document
+    retired: list[Document] = field(default_factory=list)
+
+
+@dataclass
+class Superseded:
+    """A version that finished after a newer one of the same source went live."""
+
+    document: Document
+
+
+class DocumentLifecycle:
+    """Creates, finishes and removes documents, keeping KB counts and versions consistent."""
+
+    def __init__(self, client: AsyncMongoClient[MongoDoc], db: Database) -> None:
+        self._client = client
+        self._docs = db[DOCUMENTS]
+        self._kbs = db[KNOWLEDGE_BASES]
+        self._sources = db[SOURCES]
+
+    async def next_version(self, kb_id: str, source_key: str) -> int:
+        """The next version number of a source in a KB (1 for a new source)."""
+        async with mongo_errors():
+            record = await self._sources.find_one_and_update(
+                {"_id": _source_id(kb_id, source_key)},
+                {"$inc": {"next_version": 1}, "$setOnInsert": {"kb_id": kb_id, "live_version": 0}},
+                upsert=True,
+                return_document=ReturnDocument.AFTER,
+            )
+        assert record is not None
+        return int(record["next_version"])
+
+    async def create(self, document: Document) -> None:
+        """Stores a new document and counts it in its KB."""
+        record = document.model_dump(exclude={"id", "chunks_embedded"})
+        record["_id"] = document.id
+
+        async def work(session: AsyncClientSession) -> None:
+            await self._docs.insert_one(record, session=session)
+            await self._count(session, document.kb_id, documents=1, chunks=0)
+
+        await self._transaction(work)
+
+    async def live_version(self, kb_id: str, source_key: str) -> int:
+        """The version of a source that search shows now (0: none yet)."""
+        async with mongo_errors():
+            record = await self._sources.find_one({"_id": _source_id(kb_id, source_key)})
+        return int(record.get("live_version", 0)) if record else 0
+
+    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+        """Marks an indexed version live and retires older versions of its source.
+
+        None if the document is gone, stale, or already finished (a replay).
+        """
+
+        async def work(session: AsyncClientSession) -> Finished | Superseded | None:
+            raw = await self._docs.find_one(
+                {
+                    "_id": document_id,
+                    "generation": generation,
+                    "parse_status": {"$nin": [s.value for s in _FINAL]},
+                },
+                session=session,
+            )
+            if raw is None or raw.get("chunk_count") is None:
+                return None
+            document = _document(raw)
+            source = _source_id(document.kb_id, document.source_key)
+            line = await self._sources.find_one({"_id": source}, session=session)
+            if line is None:
+                await self._sources.insert_one(
+                    {
+                        "_id": source,
+                        "kb_id": document.kb_id,
+                        "next_version": document.version,
+                        "live_version": document.version,
+                    },
+                    session=session,
+                )
+            elif int(line.get("live_version", 0)) > document.version:
+                return Superseded(document)
+            else:
+                await self._sources.update_one(
+                    {"_id": source}, {"$set": {"live_version": document.version}}, session=session
+                )
+            older = [
+                _document(doc)
+                async for doc in self._docs.find(
+                    {
+                        "kb_id": document.kb_id,
+                        "source_key": document.source_key,
+                        "version": {"$lt": document.version},
+                    },
+                    session=session,
+                )
+            ]
+            if older:
+                await self._docs.delete_many(
+                    {"_id": {"$in": [doc.id for doc in older]}}, session=session
+                )
+            now = utcnow()
+            chunk_count = document.chunk_count or 0
+            await self._docs.update_one(
+                {"_id": document_id},
+                {
+                    "$set": {
+                        "parse_status": ParseStatus.INDEXED.value,
+                        "parse_error": None,
+                        "indexed_chunk_count": chunk_count,
+                        "updated_at": now,
+                        f"stage_started_at.{ParseStatus.INDEXED.value}": now,
+                    }
+                },
+                session=session,
+            )
+            await self._count(
+                session,
+                document.kb_id,
+                documents=-len(older),
+                chunks=chunk_count
+                - document.indexed_chunk_count
+                - sum(doc.indexed_chunk_count for doc in older),
+            )
+            finished = document.model_copy(
+                update={
+                    "parse_status": ParseStatus.INDEXED,
+                    "parse_error": None,
+                    "indexed_chunk_count": chunk_count,
+                }
+            )
+            return Finished(finished, older)
+
+        return await self._transaction(work)
+
+    async def remove(self, document_id: str) -> Document | None:
+        """Deletes a document's record and takes it out of its KB's counts."""
+
+        async def work(session: AsyncClientSession) -> Document | None:
+            raw = await self._docs.find_one_and_delete({"_id": document_id}, session=session)
+            if raw is None:
+                return None
+            document = _document(raw)
+            await self._count(
+                session, document.kb_id, documents=-1, chunks=-document.indexed_chunk_count
+            )
+            return document
+
+        return await self._transaction(work)
+
+    async def remove_kb(self, kb_id: str) -> None:
+        """Deletes a KB's record, its documents' records and its version lines."""
+
+        async def work(session: AsyncClientSession) -> None:
+            await self._docs.delete_many({"kb_id": kb_id}, session=session)
+            await self._sources.delete_many({"kb_id": kb_id}, session=session)
+            await self._kbs.delete_one({"_id": kb_id}, session=session)
+
+        await self._transaction(work)
+
+    async def _count(
+        self, session: AsyncClientSession, kb_id: str, *, documents: int, chunks: int
+    ) -> None:
+        update: dict[str, Any] = {
+            "$inc": {"document_count": documents, "chunk_count": chunks, "revision": 1},
+            "$set": {"updated_at": utcnow()},
+        }
+        await self._kbs.update_one({"_id": kb_id}, update, session=session)
+
+    async def _transaction(self, work: Callable[[AsyncClientSession], Awaitable[T]]) -> T:
+        async with mongo_errors(), self._client.start_session() as session:
+            result: T = await session.with_transaction(work)
+            return result
+
+
+_FINAL = (ParseStatus.INDEXED, ParseStatus.FAILED, ParseStatus.DELETING)
+
+
+def _document(raw: MongoDoc) -> Document:
+    from infra.documents import to_document
+
+    return to_document(raw)
