@@ -137,6 +137,26 @@ class DocumentRepository:
             )
         return None if doc is None else to_document(doc)
 
+    async def latest_of_sources(self, kb_id: str, source_keys: list[str]) -> dict[str, Document]:
+        """The newest version of each of these sources in the KB, by source key."""
+        if not source_keys:
+            return {}
+        latest: dict[str, Document] = {}
+        async with mongo_errors():
+            cursor = self._docs.find(
+                {
+                    "kb_id": kb_id,
+                    "source_key": {"$in": list(set(source_keys))},
+                    "parse_status": {"$ne": "deleting"},
+                }
+            )
+            async for doc in cursor:
+                document = to_document(doc)
+                known = latest.get(document.source_key)
+                if known is None or known.version < document.version:
+                    latest[document.source_key] = document
+        return latest
+
     async def restart(self, tenant_id: str, kb_id: str, document_id: str) -> Document:
         """Starts a new run of the pipeline on the document (a new generation, queued).
 

@@ -11,6 +11,7 @@ files and record.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ from schemas.formats import CONTENT_TYPES, extension_of, extraction_name
 log = logging.getLogger(__name__)
 
 Publish = Callable[[Sequence[Event]], Awaitable[None]]
+# Records of one batch stored at once.
+RECORD_CONCURRENCY = 16
 
 
 class Outcome(StrEnum):
@@ -119,47 +122,104 @@ class Intake:
         return Ingested(document, Outcome.UPDATED if previous else Outcome.CREATED)
 
     async def accept_record(self, tenant_id: str, kb_id: str, record: Record) -> Ingested:
-        """Upserts a text record: by external id if it has one, else by its content."""
+        """Upserts one text record (see `accept_records`)."""
+        return (await self.accept_records(tenant_id, kb_id, [record]))[0]
+
+    async def accept_records(
+        self, tenant_id: str, kb_id: str, records: Sequence[Record]
+    ) -> list[Ingested]:
+        """Upserts text records: by external id if they have one, else by their content.
+
+        Unchanged records cost nothing; a changed one becomes a new version that replaces the
+        old one once indexed. New documents are created together in one transaction.
+        """
         await self.writable_kb(tenant_id, kb_id)
-        fingerprint = record.fingerprint()
-        previous: Document | None = None
-        if record.external_id:
-            source_key = record_source_key(record.external_id)
-            previous = await self._documents.latest_of_source(kb_id, source_key)
-            if previous is not None and previous.sha256 == fingerprint:
-                if previous.parse_status is ParseStatus.FAILED:
-                    document = await self.reindex(tenant_id, kb_id, previous.id)
-                    return Ingested(document, Outcome.REINDEXED)
-                return Ingested(previous, Outcome.UNCHANGED)
-        else:
-            identical = await self._documents.find_identical(kb_id, fingerprint)
-            if identical is not None:
-                return Ingested(identical, Outcome.UNCHANGED)
-            source_key = ""
-        document_id = new_document_id()
-        name = record.title.strip() or record.external_id or "text"
-        stored = await self._blobs.store_original(
-            record.as_markdown().encode(), f"{name}.md", document_id
+        keys = [record_source_key(r.external_id) if r.external_id else None for r in records]
+        latest = await self._documents.latest_of_sources(kb_id, [k for k in keys if k])
+        results: list[Ingested | None] = [None] * len(records)
+        fresh: list[int] = []
+        for position, (record, key) in enumerate(zip(records, keys, strict=True)):
+            fingerprint = record.fingerprint()
+            previous = (
+                latest.get(key) if key else await self._documents.find_identical(kb_id, fingerprint)
+            )
+            if previous is None or previous.sha256 != fingerprint:
+                fresh.append(position)
+            elif previous.parse_status is ParseStatus.FAILED:
+                document = await self.reindex(tenant_id, kb_id, previous.id)
+                results[position] = Ingested(document, Outcome.REINDEXED)
+            else:
+                results[position] = Ingested(previous, Outcome.UNCHANGED)
+        documents = await self._prepare_records(
+            tenant_id, kb_id, [records[position] for position in fresh]
         )
-        document = await self._create(
-            document_id=document_id,
-            tenant_id=tenant_id,
-            kb_id=kb_id,
-            filename=name,
-            title=name,
-            content_type=CONTENT_TYPES[".md"],
-            stored=StoredUpload(stored.storage_key, stored.size_bytes, fingerprint),
-            source_key=source_key or f"text:{document_id}",
-            external_id=record.external_id,
-            url=record.url,
-            metadata=record.metadata,
-        )
-        return Ingested(document, Outcome.UPDATED if previous else Outcome.CREATED)
+        try:
+            await self._lifecycle.create_many(documents)
+        except BaseException:
+            for document in documents:
+                await self._blobs.delete(document.storage_key)
+            raise
+        await self._start_pipeline(documents)
+        for position, document in zip(fresh, documents, strict=True):
+            key = keys[position]
+            outcome = Outcome.UPDATED if key and key in latest else Outcome.CREATED
+            results[position] = Ingested(document, outcome)
+        return [result for result in results if result is not None]
+
+    async def _prepare_records(
+        self, tenant_id: str, kb_id: str, records: list[Record]
+    ) -> list[Document]:
+        """Stores the records' text and numbers their versions (a few at a time)."""
+        limit = asyncio.Semaphore(RECORD_CONCURRENCY)
+        stored: list[str] = []
+
+        async def prepare(record: Record) -> Document:
+            async with limit:
+                document_id = new_document_id()
+                name = record.title.strip() or record.external_id or "text"
+                source_key = (
+                    record_source_key(record.external_id)
+                    if record.external_id
+                    else f"text:{document_id}"
+                )
+                version = await self._lifecycle.next_version(kb_id, source_key)
+                original = await self._blobs.store_original(
+                    record.as_markdown().encode(), f"{name}.md", document_id
+                )
+                stored.append(original.storage_key)
+                now = utcnow()
+                return Document(
+                    id=document_id,
+                    tenant_id=tenant_id,
+                    kb_id=kb_id,
+                    filename=name,
+                    title=name[:500],
+                    content_type=CONTENT_TYPES[".md"],
+                    size_bytes=original.size_bytes,
+                    sha256=record.fingerprint(),
+                    storage_key=original.storage_key,
+                    source_key=source_key,
+                    version=version,
+                    external_id=record.external_id,
+                    url=record.url,
+                    metadata=dict(record.metadata),
+                    parse_status=ParseStatus.QUEUED,
+                    stage_started_at={ParseStatus.QUEUED.value: now},
+                    created_at=now,
+                    updated_at=now,
+                )
+
+        try:
+            return list(await asyncio.gather(*(prepare(record) for record in records)))
+        except BaseException:
+            for key in stored:
+                await self._blobs.delete(key)
+            raise
 
     async def reindex(self, tenant_id: str, kb_id: str, document_id: str) -> Document:
         """Runs the pipeline again on a document's stored original."""
         document = await self._documents.restart(tenant_id, kb_id, document_id)
-        await self._start_pipeline(document)
+        await self._start_pipeline([document])
         return document
 
     async def _create(
@@ -204,27 +264,34 @@ class Intake:
         except BaseException:
             await self._blobs.delete(stored.storage_key)
             raise
-        await self._start_pipeline(document)
+        await self._start_pipeline([document])
         return document
 
-    async def _start_pipeline(self, document: Document) -> None:
-        event = DocumentUploaded(
-            tenant_id=document.tenant_id,
-            kb_id=document.kb_id,
-            document_id=document.id,
-            generation=document.generation,
-            storage_key=document.storage_key,
-            filename=extraction_name(document.filename, document.content_type),
-            content_type=document.content_type,
-        )
-        try:
-            await self._publish([event])
-        except RetryableError as exc:
-            await self._documents.mark_failed(
-                document.id,
-                document.generation,
-                "the ingestion queue was unavailable; upload the file again or re-index it",
+    async def _start_pipeline(self, documents: Sequence[Document]) -> None:
+        """Publishes `DocumentUploaded` for each; on failure they are marked failed."""
+        if not documents:
+            return
+        events = [
+            DocumentUploaded(
+                tenant_id=document.tenant_id,
+                kb_id=document.kb_id,
+                document_id=document.id,
+                generation=document.generation,
+                storage_key=document.storage_key,
+                filename=extraction_name(document.filename, document.content_type),
+                content_type=document.content_type,
             )
+            for document in documents
+        ]
+        try:
+            await self._publish(events)
+        except RetryableError as exc:
+            for document in documents:
+                await self._documents.mark_failed(
+                    document.id,
+                    document.generation,
+                    "the ingestion queue was unavailable; upload the file again or re-index it",
+                )
             raise QueueUnavailable(str(exc)) from exc
 
 

@@ -6,7 +6,7 @@ and chunk counts off by one, or two versions of one source both marked live.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -74,6 +74,23 @@ class DocumentLifecycle:
         async def work(session: AsyncClientSession) -> None:
             await self._docs.insert_one(record, session=session)
             await self._count(session, document.kb_id, documents=1, chunks=0)
+
+        await self._transaction(work)
+
+    async def create_many(self, documents: Sequence[Document]) -> None:
+        """Stores new documents of one KB together and counts them."""
+        if not documents:
+            return
+        records = []
+        for document in documents:
+            record = document.model_dump(exclude={"id", "chunks_embedded"})
+            record["_id"] = document.id
+            records.append(record)
+        kb_id = documents[0].kb_id
+
+        async def work(session: AsyncClientSession) -> None:
+            await self._docs.insert_many(records, session=session)
+            await self._count(session, kb_id, documents=len(records), chunks=0)
 
         await self._transaction(work)
 

@@ -121,6 +121,25 @@ class DocumentList(BaseModel):
     next_cursor: str | None = None
 
 
+class StoredChunk(BaseModel):
+    """A chunk as the vector store holds it."""
+
+    chunk_index: int
+    chunk_text: str
+    active: bool
+    page: int | None = None
+    heading_path: list[str] = Field(default_factory=list)
+    start: int | None = None
+    end: int | None = None
+    version: int | None = None
+
+
+class StoredChunks(BaseModel):
+    """Body of `GET .../documents/{document_id}/chunks`."""
+
+    items: list[StoredChunk]
+
+
 class TextDocumentIn(Record):
     """Body of `POST .../documents/text`: a title and its content (optionally upserted by
     `external_id`)."""

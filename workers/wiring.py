@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -54,14 +55,19 @@ def kafka_publisher(broker: KafkaBroker) -> Publish:
     """Publishes events to their topics, keyed by document id."""
 
     async def publish(events: Sequence[Event]) -> None:
+        # Sent together (the producer batches them); each call returns once all are acked.
         try:
-            for event in events:
-                await broker.publish(
-                    event.model_dump_json().encode(),
-                    topic_of(event),
-                    key=event.key,
-                    headers={"content-type": "application/json"},
+            await asyncio.gather(
+                *(
+                    broker.publish(
+                        event.model_dump_json().encode(),
+                        topic_of(event),
+                        key=event.key,
+                        headers={"content-type": "application/json"},
+                    )
+                    for event in events
                 )
+            )
         except KafkaError as exc:
             raise ServiceUnavailable("kafka", str(exc)) from exc
 

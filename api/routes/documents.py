@@ -15,7 +15,16 @@ from infra.blob_store import StoredUpload
 from infra.errors import InvalidRequest, UnsupportedDocumentType
 from infra.ingestion import Ingested, Outcome
 from infra.metrics import UPLOADS
-from schemas.api import BatchIn, BatchOut, DocumentList, DocumentOut, IngestResult, TextDocumentIn
+from schemas.api import (
+    BatchIn,
+    BatchOut,
+    DocumentList,
+    DocumentOut,
+    IngestResult,
+    StoredChunk,
+    StoredChunks,
+    TextDocumentIn,
+)
 from schemas.domain import ParseStatus, new_document_id, utcnow
 from schemas.formats import CONTENT_TYPES, SUPPORTED_EXTENSIONS, extension_of
 
@@ -142,19 +151,18 @@ async def ingest_batch(
     kb_id: str, body: BatchIn, principal: AdminPrincipal, services: ServicesDep
 ) -> BatchOut:
     """Upserts up to 1,000 records by `external_id`; unchanged records cost nothing."""
-    await services.intake.writable_kb(principal.tenant_id, kb_id)
-    results = []
-    for record in body.records:
-        ingested = await services.intake.accept_record(principal.tenant_id, kb_id, record)
-        results.append(
+    ingested = await services.intake.accept_records(principal.tenant_id, kb_id, body.records)
+    return BatchOut(
+        results=[
             IngestResult(
                 external_id=record.external_id,
-                document_id=ingested.document.id,
-                outcome=ingested.outcome.value,
-                parse_status=ingested.document.parse_status,
+                document_id=result.document.id,
+                outcome=result.outcome.value,
+                parse_status=result.document.parse_status,
             )
-        )
-    return BatchOut(results=results)
+            for record, result in zip(body.records, ingested, strict=True)
+        ]
+    )
 
 
 @router.get("")
@@ -193,6 +201,20 @@ async def get_document(
     """One document with its pipeline status."""
     document = await services.documents.get(principal.tenant_id, kb_id, document_id)
     return DocumentOut.of(document, utcnow() - _stalled_before(services))
+
+
+@router.get("/{document_id}/chunks")
+async def document_chunks(
+    kb_id: str,
+    document_id: str,
+    principal: AdminPrincipal,
+    services: ServicesDep,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> StoredChunks:
+    """The document's chunks as the vector store holds them (what search can return)."""
+    await services.documents.get(principal.tenant_id, kb_id, document_id)
+    payloads = await services.store.document_chunks(principal.tenant_id, document_id, limit)
+    return StoredChunks(items=[StoredChunk.model_validate(p) for p in payloads])
 
 
 @router.post("/{document_id}/reindex", status_code=status.HTTP_202_ACCEPTED)

@@ -8,7 +8,7 @@ import time
 from infra.embedding.base import Embedder
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.metrics import SEARCH_LATENCY, SEARCH_REQUESTS
-from infra.vectorstore.base import SearchScope, VectorQuery, VectorStore
+from infra.vectorstore.base import ScoredChunk, SearchScope, VectorQuery, VectorStore
 from schemas.api import SearchHit, SearchResponse, TenantSearchRequest
 
 
@@ -52,7 +52,27 @@ class SearchService:
                 chunk_index=int(chunk.payload.get("chunk_index", 0)),
                 source_name=str(chunk.payload.get("source_name", "")),
             )
-            for chunk in found
+            for chunk in newest_versions(found)
         ]
         SEARCH_REQUESTS.labels("hits" if hits else "empty").inc()
         return SearchResponse(hits=hits)
+
+
+def newest_versions(chunks: list[ScoredChunk]) -> list[ScoredChunk]:
+    """Drops chunks of a source whose newer version is also among the results.
+
+    When a new version of a document replaces the old one, the store shows the new one and
+    removes the old one in one step; on a Qdrant server those are two operations, and a
+    search landing between them could see both. This guard makes one answer hold one version.
+    """
+    newest: dict[tuple[str, str], int] = {}
+    for chunk in chunks:
+        key = (str(chunk.payload.get("kb_id")), str(chunk.payload.get("source_key")))
+        version = int(chunk.payload.get("version") or 0)
+        newest[key] = max(newest.get(key, version), version)
+    return [
+        chunk
+        for chunk in chunks
+        if int(chunk.payload.get("version") or 0)
+        == newest[(str(chunk.payload.get("kb_id")), str(chunk.payload.get("source_key")))]
+    ]

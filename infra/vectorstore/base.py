@@ -110,6 +110,12 @@ class VectorStore(Protocol):
         """Deletes all chunks of a knowledge base."""
         ...
 
+    async def document_chunks(
+        self, tenant_id: str, document_id: str, limit: int = 10_000
+    ) -> list[dict[str, Any]]:
+        """The stored payloads of a document's chunks (active or not), by chunk index."""
+        ...
+
     async def search(self, query: VectorQuery) -> list[ScoredChunk]:
         """The best active chunks in scope, best first."""
         ...

@@ -179,6 +179,34 @@ class EdgeVectorStore:
             qe.Filter(must=[_match("tenant_id", tenant_id), _match("kb_id", kb_id)])
         )
 
+    async def document_chunks(
+        self, tenant_id: str, document_id: str, limit: int = 10_000
+    ) -> list[dict[str, Any]]:
+        """The stored payloads of a document's chunks (active or not), by chunk index."""
+        selector = qe.Filter(
+            must=[_match("tenant_id", tenant_id), _match("document_id", document_id)]
+        )
+
+        def scroll(shard: qe.EdgeShard) -> list[dict[str, Any]]:
+            payloads: list[dict[str, Any]] = []
+            offset: Any = None
+            while len(payloads) < limit:
+                records, offset = shard.scroll(
+                    qe.ScrollRequest(
+                        offset=offset,
+                        limit=min(256, limit - len(payloads)),
+                        filter=selector,
+                        with_payload=True,
+                    )
+                )
+                payloads.extend(dict(record.payload or {}) for record in records)
+                if offset is None:
+                    break
+            return payloads
+
+        found = await self._call(scroll)
+        return sorted(found, key=lambda payload: int(payload.get("chunk_index", 0)))
+
     async def search(self, query: VectorQuery) -> list[ScoredChunk]:
         """The best active chunks in scope by cosine similarity."""
         if not query.scope.kb_ids:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 from qdrant_client import AsyncQdrantClient
@@ -156,6 +157,29 @@ class QdrantServerStore:
         await self._delete_by(
             qm.Filter(must=[_match("tenant_id", tenant_id), _match("kb_id", kb_id)])
         )
+
+    async def document_chunks(
+        self, tenant_id: str, document_id: str, limit: int = 10_000
+    ) -> list[dict[str, Any]]:
+        """The stored payloads of a document's chunks (active or not), by chunk index."""
+        selector = qm.Filter(
+            must=[_match("tenant_id", tenant_id), _match("document_id", document_id)]
+        )
+        payloads: list[dict[str, Any]] = []
+        offset: Any = None
+        async with _qdrant_errors():
+            while len(payloads) < limit:
+                records, offset = await self._client.scroll(
+                    self._collection,
+                    scroll_filter=selector,
+                    limit=min(256, limit - len(payloads)),
+                    offset=offset,
+                    with_payload=True,
+                )
+                payloads.extend(dict(record.payload or {}) for record in records)
+                if offset is None:
+                    break
+        return sorted(payloads, key=lambda payload: int(payload.get("chunk_index", 0)))
 
     async def search(self, query: VectorQuery) -> list[ScoredChunk]:
         """The best active chunks in scope by cosine similarity."""

@@ -205,6 +205,16 @@ async def test_payload_round_trips(store: VectorStore) -> None:
     assert hit.payload["active"] is True
 
 
+async def test_document_chunks_lists_a_documents_payloads(store: VectorStore) -> None:
+    await store.upsert([_point("t1", "kb1", "doc_a", i, active=i < 300) for i in range(600)])
+    await store.upsert([_point("t1", "kb1", "doc_b", 0)])
+    chunks = await store.document_chunks("t1", "doc_a")
+    assert [c["chunk_index"] for c in chunks] == list(range(600))
+    assert sum(1 for c in chunks if c["active"]) == 300
+    assert len(await store.document_chunks("t1", "doc_a", limit=10)) == 10
+    assert await store.document_chunks("t3", "doc_a") == []
+
+
 async def test_embedded_store_keeps_points_across_restarts(tmp_path: Path) -> None:
     first = EdgeVectorStore(tmp_path / "v", DIM)
     await first.ensure_collection()

@@ -1,0 +1,146 @@
+"""The stage runner's failure policy, against real MongoDB (Kafka replaced by lists)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from infra.documents import DocumentRepository
+from infra.errors import ExtractionFailed, ServiceUnavailable
+from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.lifecycle import DocumentLifecycle
+from infra.mongo import Database
+from infra.settings import IngestSettings
+from schemas.domain import Document, ParseStatus
+from schemas.events import DocumentUploaded, Event
+from tests.factories import make_document
+from workers.ports import StageResult
+from workers.runtime import Stage, StageRunner
+
+POLICY = IngestSettings(max_attempts=3, retry_backoff_s=0.01, retry_backoff_max_s=0.02)
+
+
+class Captured:
+    """What the runner published and dead-lettered."""
+
+    def __init__(self) -> None:
+        self.published: list[Event] = []
+        self.dead: list[tuple[bytes, dict[str, str]]] = []
+
+    async def publish(self, events: Sequence[Event]) -> None:
+        self.published.extend(events)
+
+    async def dead_letter(self, raw: bytes, headers: dict[str, str]) -> None:
+        self.dead.append((raw, headers))
+
+
+async def _document(db: Database) -> tuple[DocumentRepository, Document, bytes]:
+    kb = await KnowledgeBaseRepository(db).create("acme", "KB", "", "en")
+    document = make_document("acme", kb.id)
+    await DocumentLifecycle(db.client, db).create(document)
+    documents = DocumentRepository(db)
+    await documents.advance(document.id, 1, ParseStatus.EXTRACTING)
+    event = DocumentUploaded(
+        tenant_id="acme", kb_id=kb.id, document_id=document.id, generation=1,
+        storage_key="k", filename="a.txt", content_type="text/plain",
+    )  # fmt: skip
+    return documents, document, event.model_dump_json().encode()
+
+
+def _runner(documents: DocumentRepository, handler: object, captured: Captured) -> StageRunner:  # type: ignore[type-arg]
+    return StageRunner(
+        Stage("extract", DocumentUploaded, handler),  # type: ignore[arg-type]
+        documents,
+        captured.publish,
+        captured.dead_letter,
+        POLICY,
+    )
+
+
+async def test_transient_errors_are_retried_and_counted(db: Database) -> None:
+    documents, document, raw = await _document(db)
+    calls = 0
+
+    async def flaky(event: DocumentUploaded) -> StageResult:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise ServiceUnavailable("mongodb", "connection reset")
+        return StageResult()
+
+    captured = Captured()
+    await _runner(documents, flaky, captured).run(raw)
+    assert calls == 3
+    assert captured.dead == []
+    stored = await documents.find(document.id)
+    assert stored is not None
+    assert stored.parse_status is ParseStatus.EXTRACTING
+    assert stored.attempts["extracting"] == 3
+
+
+async def test_retries_run_out_then_dead_letter_and_fail(db: Database) -> None:
+    documents, document, raw = await _document(db)
+
+    async def down(event: DocumentUploaded) -> StageResult:
+        raise ServiceUnavailable("qdrant", "connection refused")
+
+    captured = Captured()
+    await _runner(documents, down, captured).run(raw)
+    stored = await documents.find(document.id)
+    assert stored is not None
+    assert stored.parse_status is ParseStatus.FAILED
+    assert stored.parse_error == (
+        "extract failed after 3 attempts: qdrant unavailable: connection refused"
+    )
+    assert [(body, headers["attempts"]) for body, headers in captured.dead] == [(raw, "3")]
+
+
+async def test_a_permanent_error_fails_at_once(db: Database) -> None:
+    documents, document, raw = await _document(db)
+    calls = 0
+
+    async def bad_input(event: DocumentUploaded) -> StageResult:
+        nonlocal calls
+        calls += 1
+        raise ExtractionFailed("the PDF is encrypted; upload a copy without a password")
+
+    captured = Captured()
+    await _runner(documents, bad_input, captured).run(raw)
+    assert calls == 1
+    stored = await documents.find(document.id)
+    assert stored is not None
+    assert stored.parse_error == "the PDF is encrypted; upload a copy without a password"
+    assert captured.dead[0][1]["error"] == stored.parse_error
+
+
+@pytest.mark.parametrize("raw", [b"", b"\xff\xfe", b"[]", b'{"document_id": 3}'])
+async def test_malformed_messages_go_to_dead_letters(db: Database, raw: bytes) -> None:
+    documents, _, _ = await _document(db)
+
+    async def never(event: DocumentUploaded) -> StageResult:
+        raise AssertionError("must not be called")
+
+    captured = Captured()
+    await _runner(documents, never, captured).run(raw)
+    assert len(captured.dead) == 1
+    assert captured.dead[0][1]["error"].startswith("invalid message")
+
+
+async def test_when_even_the_failure_cannot_be_recorded_the_message_comes_back(
+    db: Database,
+) -> None:
+    _, _, raw = await _document(db)
+
+    async def down(event: DocumentUploaded) -> StageResult:
+        raise ServiceUnavailable("qdrant", "down")
+
+    class Unrecordable(DocumentRepository):
+        async def mark_failed(self, document_id: str, generation: int, reason: str) -> bool:
+            raise ServiceUnavailable("mongodb", "down too")
+
+    unrecordable = Unrecordable(db)
+    captured = Captured()
+    with pytest.raises(ServiceUnavailable):
+        await _runner(unrecordable, down, captured).run(raw)
+    assert captured.dead == []
