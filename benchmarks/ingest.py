@@ -100,7 +100,8 @@ class PipelineRun:
         return self.chunks / self.seconds
 
 
-def _peak_rss_mb(pid: int) -> float:
+def peak_rss_mb(pid: int) -> float:
+    """A process's peak resident memory (VmHWM), in MB."""
     status = Path(f"/proc/{pid}/status").read_text()
     match = re.search(r"VmHWM:\s+(\d+) kB", status)
     return round(int(match.group(1)) / 1024, 1) if match else 0.0
@@ -145,7 +146,7 @@ def run_pipeline(paths: list[Path], embed_workers: int, work_dir: Path) -> Pipel
                 )
                 response.raise_for_status()
                 ids.append(response.json()["id"])
-            documents = _wait_all_indexed(http, kb, ids)
+            documents = wait_all_indexed(http, kb, ids)
             finished = max(
                 datetime.fromisoformat(d["stage_started_at"]["indexed"]).timestamp()
                 for d in documents
@@ -159,7 +160,7 @@ def run_pipeline(paths: list[Path], embed_workers: int, work_dir: Path) -> Pipel
                         httpx.get(f"http://127.0.0.1:{port}/metrics").text
                     )
                     busy[stage] = busy.get(stage, 0.0) + worker_busy.get(stage, 0.0)
-        rss = {proc.name: _peak_rss_mb(proc.pid) for proc in pipeline.processes}
+        rss = {proc.name: peak_rss_mb(proc.pid) for proc in pipeline.processes}
         return PipelineRun(
             embed_workers=embed_workers,
             chunks=chunks,
@@ -172,7 +173,8 @@ def run_pipeline(paths: list[Path], embed_workers: int, work_dir: Path) -> Pipel
         services.stop()
 
 
-def _wait_all_indexed(http: httpx.Client, kb: str, ids: list[str]) -> list[dict[str, Any]]:
+def wait_all_indexed(http: httpx.Client, kb: str, ids: list[str]) -> list[dict[str, Any]]:
+    """Polls until every document is indexed; raises if one failed."""
     deadline = time.monotonic() + 1800
     while time.monotonic() < deadline:
         documents = [http.get(f"/api/v1/knowledge-bases/{kb}/documents/{i}").json() for i in ids]

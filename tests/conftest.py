@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import uuid
@@ -81,17 +82,35 @@ def embedder() -> Embedder:
 class RunningPipeline:
     """A whole Ragline stack (API + stage workers as processes) and its credentials."""
 
-    def __init__(self, pipeline: Pipeline, admin_token: str, internal_secret: str) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        admin_token: str,
+        internal_secret: str,
+        services: LocalServices,
+    ) -> None:
         self.pipeline = pipeline
+        self.services = services
         self.url = pipeline.api_url
         self.admin_token = admin_token
         self.internal_secret = internal_secret
         self.database = pipeline.env["RAGLINE_MONGO__DATABASE"]
         self.mongo_url = pipeline.env["RAGLINE_MONGO__URL"]
+        self.run_dir = pipeline.run_dir
+
+    def settings(self) -> Settings:
+        """Settings of this stack (to reach its Mongo and Kafka directly)."""
+        return settings_for(
+            self.services,
+            mongo=MongoSettings(url=self.mongo_url, database=self.database),
+        )
 
 
 def start_pipeline(
-    services: LocalServices, run_dir: Path, extra_env: dict[str, str] | None = None
+    services: LocalServices,
+    run_dir: Path,
+    extra_env: dict[str, str] | None = None,
+    embed_workers: int = 1,
 ) -> RunningPipeline:
     """Starts the API and stage workers against the session's servers."""
     admin_token = secrets.token_urlsafe(16)
@@ -109,12 +128,26 @@ def start_pipeline(
         # Small parts, so that multi-page documents go through the pipeline in several.
         "RAGLINE_INGEST__EXTRACT_PART_CHARS": "4000",
         "RAGLINE_EMBEDDING__BATCH_SIZE": "8",
+        "RAGLINE_INGEST__STALL_AFTER_S": "3",
         **(extra_env or {}),
     }
-    pipeline = Pipeline(run_dir, env, api_port=free_port())
+    pipeline = Pipeline(run_dir, env, api_port=free_port(), embed_workers=embed_workers)
     pipeline.start()
     pipeline.wait_settled(partitions=6)
-    return RunningPipeline(pipeline, admin_token, internal_secret)
+    return RunningPipeline(pipeline, admin_token, internal_secret, services)
+
+
+@contextlib.contextmanager
+def own_stack(
+    tmp: Path, extra_env: dict[str, str] | None = None, embed_workers: int = 1
+) -> Iterator[RunningPipeline]:
+    """A stack with servers of its own (for tests that stop it or read its topics)."""
+    with LocalServices.on_free_ports(tmp / "services") as services:
+        running = start_pipeline(services, tmp / "run", extra_env, embed_workers)
+        try:
+            yield running
+        finally:
+            running.pipeline.stop()
 
 
 @pytest.fixture(scope="session")

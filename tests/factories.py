@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
 from typing import Any
+
+from pypdf import PdfReader, PdfWriter
 
 from schemas.domain import Document, ParseStatus, file_source_key, new_document_id, utcnow
 
@@ -27,3 +31,23 @@ def make_document(tenant_id: str = "acme", kb_id: str = "kb_1", **overrides: Any
     }
     values.update(overrides)
     return Document.model_validate(values)
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def long_pdf(pages: int) -> bytes:
+    """A real 19-page PDF's pages, repeated to `pages` pages."""
+    source = PdfReader(FIXTURES / "GeoBase_NHNC1_Data_Model_UML_EN.pdf")
+    writer = PdfWriter()
+    while len(writer.pages) < pages:
+        writer.add_page(source.pages[len(writer.pages) % len(source.pages)])
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()
+
+
+def stock_csv(rows: int) -> bytes:
+    """A stock list: `sku,qty`, `rows` rows."""
+    lines = ["sku,qty"] + [f"{100000 + n},{n % 97}" for n in range(rows)]
+    return ("\n".join(lines) + "\n").encode()

@@ -74,3 +74,67 @@ class Api:
         )
         assert response.status_code == 200, response.text
         return list(response.json()["hits"])
+
+    async def chunks(self, kb_id: str, document_id: str) -> list[dict[str, Any]]:
+        """The document's chunks as the vector store holds them."""
+        response = await self.http.get(
+            f"/api/v1/knowledge-bases/{kb_id}/documents/{document_id}/chunks", headers=self.auth
+        )
+        assert response.status_code == 200, response.text
+        return list(response.json()["items"])
+
+    async def kb(self, kb_id: str) -> dict[str, Any]:
+        """One knowledge base."""
+        response = await self.http.get(f"/api/v1/knowledge-bases/{kb_id}", headers=self.auth)
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    async def text(self, kb_id: str, body: dict[str, Any], expect: int = 202) -> dict[str, Any]:
+        """Indexes a text through `POST .../documents/text`."""
+        response = await self.http.post(
+            f"/api/v1/knowledge-bases/{kb_id}/documents/text", json=body, headers=self.auth
+        )
+        assert response.status_code == expect, response.text
+        return dict(response.json())
+
+    async def batch(self, kb_id: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Upserts records through `POST .../documents/batch`; returns the per-record results."""
+        response = await self.http.post(
+            f"/api/v1/knowledge-bases/{kb_id}/documents/batch",
+            json={"records": records},
+            headers=self.auth,
+            timeout=120,
+        )
+        assert response.status_code == 202, response.text
+        return list(response.json()["results"])
+
+    async def documents(self, kb_id: str, **params: Any) -> dict[str, Any]:
+        """A page of the document list."""
+        response = await self.http.get(
+            f"/api/v1/knowledge-bases/{kb_id}/documents", params=params, headers=self.auth
+        )
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    async def delete(self, kb_id: str, document_id: str) -> None:
+        """Deletes a document."""
+        response = await self.http.delete(
+            f"/api/v1/knowledge-bases/{kb_id}/documents/{document_id}", headers=self.auth
+        )
+        assert response.status_code == 204, response.text
+
+    async def metric(self, url: str, name: str) -> float:
+        """The sum of a Prometheus metric's samples (all labels) at a /metrics URL."""
+        text = (await self.http.get(url)).text
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith(name) and not line.startswith("#"):
+                head, _, value = line.rpartition(" ")
+                if head == name or head.startswith(name + "{"):
+                    total += float(value)
+        return total
+
+    def worker_metrics(self, stage: str, number: int = 0) -> str:
+        """The /metrics URL of one worker of a stage."""
+        worker = self.running.pipeline.workers(stage)[number]
+        return f"http://127.0.0.1:{worker.env['RAGLINE_METRICS_PORT']}/metrics"
