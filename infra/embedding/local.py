@@ -9,6 +9,7 @@ keeps `parallelism` single-threaded replicas and splits every batch across them.
 from __future__ import annotations
 
 import os
+import queue
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,10 @@ from numpy.typing import NDArray
 
 from infra.embedding.base import normalise
 from infra.settings import EmbeddingSettings
+
+# Shards each batch is cut into, per replica: more than one lets a free replica take work
+# from a slowed one.
+SHARDS_PER_REPLICA = 2
 
 
 class SentenceTransformerEmbedder:
@@ -36,20 +41,26 @@ class SentenceTransformerEmbedder:
         threads = settings.torch_threads or (1 if self._parallelism > 1 else 0)
         if threads:
             torch.set_num_threads(threads)
-        self._models: list[Any] = [
-            SentenceTransformer(path, device="cpu") for _ in range(self._parallelism)
-        ]
-        for model in self._models:
+        # Each replica belongs to one pool thread (a tokenizer must not be shared between
+        # threads); any free thread takes the next shard, so a thread slowed down by another
+        # process never holds the others up.
+        spare: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._models: list[Any] = []
+        for _ in range(self._parallelism):
+            model = SentenceTransformer(path, device="cpu")
             model.eval()
-        self._pool: ThreadPoolExecutor | None = None
-        if self._parallelism > 1:
-            # torch's thread count is per calling thread: set it in each pool thread.
-            self._pool = ThreadPoolExecutor(
-                self._parallelism,
-                thread_name_prefix="embed",
-                initializer=lambda: torch.set_num_threads(threads or 1),
-            )
-        self._locks = [threading.Lock() for _ in self._models]
+            self._models.append(model)
+            spare.put(model)
+        self._local = threading.local()
+
+        def bind_replica() -> None:
+            if threads:
+                torch.set_num_threads(threads)
+            self._local.model = spare.get()
+
+        self._pool = ThreadPoolExecutor(
+            self._parallelism, thread_name_prefix="embed", initializer=bind_replica
+        )
         self._batch_size = settings.batch_size
         dimensions = self._models[0].get_embedding_dimension()
         self._dimensions = int(dimensions or settings.dimensions)
@@ -69,12 +80,11 @@ class SentenceTransformerEmbedder:
         """One normalised vector per text."""
         if not texts:
             return np.zeros((0, self._dimensions), dtype=np.float32)
-        if self._pool is None or len(texts) < 2:
-            return self._encode(0, list(texts))
-        share = -(-len(texts) // self._parallelism)
-        shards = [list(texts[i : i + share]) for i in range(0, len(texts), share)]
+        shards = SHARDS_PER_REPLICA * self._parallelism if len(texts) > 1 else 1
+        share = -(-len(texts) // shards)
         futures = [
-            self._pool.submit(self._encode, replica, shard) for replica, shard in enumerate(shards)
+            self._pool.submit(self._encode, list(texts[i : i + share]))
+            for i in range(0, len(texts), share)
         ]
         return np.concatenate([future.result() for future in futures], axis=0)
 
@@ -85,19 +95,16 @@ class SentenceTransformerEmbedder:
 
     def close(self) -> None:
         """Stops the replica threads."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
+        self._pool.shutdown(wait=False)
 
-    def _encode(self, replica: int, texts: list[str]) -> NDArray[np.float32]:
-        # A replica (its tokenizer especially) must not be used by two threads at once.
-        with self._locks[replica]:
-            vectors = self._models[replica].encode(
-                texts,
-                batch_size=self._batch_size,
-                convert_to_numpy=True,
-                normalize_embeddings=False,
-                show_progress_bar=False,
-            )
+    def _encode(self, texts: list[str]) -> NDArray[np.float32]:
+        vectors = self._local.model.encode(
+            texts,
+            batch_size=self._batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=False,
+            show_progress_bar=False,
+        )
         return normalise(np.asarray(vectors, dtype=np.float32))
 
 
