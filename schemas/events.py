@@ -71,12 +71,23 @@ class ChunkBatchReady(Event):
         return f"{self.document_id}/{self.batch_index}".encode()
 
 
+class SparseTerms(BaseModel):
+    """A sparse vector: term indices (sorted) and their weights."""
+
+    model_config = ConfigDict(frozen=True)
+
+    indices: list[int]
+    values: list[float]
+
+
 class ChunkBatchEmbedded(ChunkBatchReady):
-    """The same batch with one dense vector per chunk (float32, base64, row-major)."""
+    """The same batch with one dense vector per chunk (float32, base64, row-major) and one
+    sparse (BM25-style) vector per chunk."""
 
     model: str
     dimensions: int = Field(ge=1)
     dense_b64: str
+    sparse: list[SparseTerms] = Field(default_factory=list)
 
     @property
     def key(self) -> bytes:

@@ -8,7 +8,8 @@ embedded engine in-process (the local default). Both pass one contract test suit
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
 import numpy as np
@@ -43,11 +44,13 @@ class ChunkPoint:
 
 @dataclass(frozen=True)
 class ScoredChunk:
-    """A search result: the point, its score and payload."""
+    """A search result: the point, its score (cosine, BM25 or fused), its payload, and (for a
+    hybrid search) its dense vector and its ranks in the two retrievers."""
 
     point_id: str
     score: float
     payload: dict[str, Any]
+    dense: NDArray[np.float32] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,15 +73,33 @@ class PublishedDocument:
     keep_chunks: int
 
 
+class RetrievalMode(StrEnum):
+    """Which retriever ranks the chunks."""
+
+    DENSE = "dense"
+    SPARSE = "sparse"
+    HYBRID = "hybrid"
+
+
 @dataclass(frozen=True)
 class VectorQuery:
-    """A dense (and optionally sparse) query within a scope."""
+    """A query within a scope.
+
+    dense: by cosine similarity, with `score_threshold` as the minimum cosine.
+    sparse: by BM25 (sparse vectors with IDF), no threshold.
+    hybrid: the dense and sparse rankings (`prefetch` candidates each) fused with reciprocal
+    rank fusion (`rrf_k`) in one store query; hits carry their dense vectors so the caller can
+    apply its own threshold.
+    """
 
     scope: SearchScope
     dense: NDArray[np.float32]
     limit: int
     score_threshold: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    mode: RetrievalMode = RetrievalMode.DENSE
+    sparse: SparseVector | None = None
+    rrf_k: int = 60
+    prefetch: int = 50
 
 
 class VectorStore(Protocol):

@@ -28,6 +28,7 @@ from infra.vectorstore.base import (
     SPARSE_VECTOR,
     ChunkPoint,
     PublishedDocument,
+    RetrievalMode,
     ScoredChunk,
     VectorQuery,
 )
@@ -208,19 +209,58 @@ class EdgeVectorStore:
         return sorted(found, key=lambda payload: int(payload.get("chunk_index", 0)))
 
     async def search(self, query: VectorQuery) -> list[ScoredChunk]:
-        """The best active chunks in scope by cosine similarity."""
+        """The best active chunks in scope: dense, sparse, or both fused (RRF)."""
         if not query.scope.kb_ids:
             return []
-        request = qe.QueryRequest(
-            limit=query.limit,
-            query=qe.Query.Nearest(query.dense.tolist(), using=DENSE_VECTOR),
-            filter=_scope_filter(query),
-            score_threshold=query.score_threshold,
-            with_payload=True,
+        scope = _scope_filter(query)
+        sparse = (
+            qe.SparseVector(indices=query.sparse.indices, values=query.sparse.values)
+            if query.sparse and query.sparse.indices
+            else None
         )
+        dense = qe.Query.Nearest(query.dense.tolist(), using=DENSE_VECTOR)
+        if query.mode is RetrievalMode.DENSE:
+            request = qe.QueryRequest(
+                limit=query.limit,
+                query=dense,
+                filter=scope,
+                score_threshold=query.score_threshold,
+                with_payload=True,
+            )
+        elif query.mode is RetrievalMode.SPARSE:
+            if sparse is None:
+                return []
+            request = qe.QueryRequest(
+                limit=query.limit,
+                query=qe.Query.Nearest(sparse, using=SPARSE_VECTOR),
+                filter=scope,
+                with_payload=True,
+            )
+        else:
+            prefetches = [qe.Prefetch(limit=query.prefetch, query=dense, filter=scope)]
+            if sparse is not None:
+                prefetches.append(
+                    qe.Prefetch(
+                        limit=query.prefetch,
+                        query=qe.Query.Nearest(sparse, using=SPARSE_VECTOR),
+                        filter=scope,
+                    )
+                )
+            request = qe.QueryRequest(
+                limit=query.limit,
+                prefetches=prefetches,
+                query=qe.Fusion.Rrf(k=query.rrf_k),  # type: ignore[arg-type]  # stub lists Fusion
+                with_payload=True,
+                with_vector=[DENSE_VECTOR],
+            )
         points = await self._call(lambda shard: shard.query(request))
         return [
-            ScoredChunk(point_id=str(p.id), score=p.score, payload=dict(p.payload or {}))
+            ScoredChunk(
+                point_id=str(p.id),
+                score=p.score,
+                payload=dict(p.payload or {}),
+                dense=_dense_of(p.vector),
+            )
             for p in points
         ]
 
@@ -297,6 +337,12 @@ class EdgeVectorStore:
                 took = time.monotonic() - started
                 if took > 1.0:
                     log.info("vector store optimised in %.1f s", took)
+
+
+def _dense_of(vector: object) -> np.ndarray | None:
+    if isinstance(vector, dict) and isinstance(vector.get(DENSE_VECTOR), list):
+        return np.asarray(vector[DENSE_VECTOR], dtype=np.float32)
+    return None
 
 
 def shard_dense_size(shard: qe.EdgeShard) -> int | None:

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import numpy as np
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
@@ -20,6 +21,7 @@ from infra.vectorstore.base import (
     SPARSE_VECTOR,
     ChunkPoint,
     PublishedDocument,
+    RetrievalMode,
     ScoredChunk,
     VectorQuery,
 )
@@ -182,21 +184,66 @@ class QdrantServerStore:
         return sorted(payloads, key=lambda payload: int(payload.get("chunk_index", 0)))
 
     async def search(self, query: VectorQuery) -> list[ScoredChunk]:
-        """The best active chunks in scope by cosine similarity."""
+        """The best active chunks in scope: dense, sparse, or both fused (RRF)."""
         if not query.scope.kb_ids:
             return []
+        scope = _scope_filter(query)
+        sparse = query.sparse if query.sparse and query.sparse.indices else None
         async with _qdrant_errors():
-            response = await self._client.query_points(
-                self._collection,
-                query=query.dense.tolist(),
-                using=DENSE_VECTOR,
-                query_filter=_scope_filter(query),
-                limit=query.limit,
-                score_threshold=query.score_threshold,
-                with_payload=True,
-            )
+            if query.mode is RetrievalMode.DENSE:
+                response = await self._client.query_points(
+                    self._collection,
+                    query=query.dense.tolist(),
+                    using=DENSE_VECTOR,
+                    query_filter=scope,
+                    limit=query.limit,
+                    score_threshold=query.score_threshold,
+                    with_payload=True,
+                )
+            elif query.mode is RetrievalMode.SPARSE:
+                if sparse is None:
+                    return []
+                response = await self._client.query_points(
+                    self._collection,
+                    query=qm.SparseVector(indices=sparse.indices, values=sparse.values),
+                    using=SPARSE_VECTOR,
+                    query_filter=scope,
+                    limit=query.limit,
+                    with_payload=True,
+                )
+            else:
+                prefetch = [
+                    qm.Prefetch(
+                        query=query.dense.tolist(),
+                        using=DENSE_VECTOR,
+                        filter=scope,
+                        limit=query.prefetch,
+                    )
+                ]
+                if sparse is not None:
+                    prefetch.append(
+                        qm.Prefetch(
+                            query=qm.SparseVector(indices=sparse.indices, values=sparse.values),
+                            using=SPARSE_VECTOR,
+                            filter=scope,
+                            limit=query.prefetch,
+                        )
+                    )
+                response = await self._client.query_points(
+                    self._collection,
+                    prefetch=prefetch,
+                    query=qm.RrfQuery(rrf=qm.Rrf(k=query.rrf_k)),
+                    limit=query.limit,
+                    with_payload=True,
+                    with_vectors=[DENSE_VECTOR],
+                )
         return [
-            ScoredChunk(point_id=str(p.id), score=p.score, payload=dict(p.payload or {}))
+            ScoredChunk(
+                point_id=str(p.id),
+                score=p.score,
+                payload=dict(p.payload or {}),
+                dense=_dense_of(p.vector),
+            )
             for p in response.points
         ]
 
@@ -231,6 +278,12 @@ class QdrantServerStore:
             await self._client.delete(
                 self._collection, qm.FilterSelector(filter=selector), wait=True
             )
+
+
+def _dense_of(vector: object) -> np.ndarray | None:
+    if isinstance(vector, dict) and isinstance(vector.get(DENSE_VECTOR), list):
+        return np.asarray(vector[DENSE_VECTOR], dtype=np.float32)
+    return None
 
 
 def _scope_filter(query: VectorQuery) -> qm.Filter:

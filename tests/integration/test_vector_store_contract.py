@@ -14,9 +14,11 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 
 from infra.errors import PermanentError
+from infra.sparse import SparseEncoder
 from infra.vectorstore.base import (
     ChunkPoint,
     PublishedDocument,
+    RetrievalMode,
     ScoredChunk,
     SearchScope,
     VectorQuery,
@@ -213,6 +215,67 @@ async def test_document_chunks_lists_a_documents_payloads(store: VectorStore) ->
     assert sum(1 for c in chunks if c["active"]) == 300
     assert len(await store.document_chunks("t1", "doc_a", limit=10)) == 10
     assert await store.document_chunks("t3", "doc_a") == []
+
+
+def _text_point(doc: str, text: str, seed: int, kb: str = "kb1", tenant: str = "t1") -> ChunkPoint:
+    point = _point(tenant, kb, doc, 0, seed=seed)
+    return ChunkPoint(point.point_id, point.dense, point.payload, SparseEncoder().document(text))
+
+
+async def test_sparse_search_ranks_by_bm25_within_scope(store: VectorStore) -> None:
+    encoder = SparseEncoder()
+    await store.upsert(
+        [
+            _text_point("doc_common", "the router restarts when the router is hot", 1),
+            _text_point("doc_rare", "error XJ-4471 means the router fan failed", 2),
+            _text_point("doc_other", "kayaks are returned within thirty days", 3),
+            _text_point("doc_foreign", "error XJ-4471 in another tenant", 4, tenant="t2"),
+        ]
+    )
+    query = VectorQuery(
+        scope=SearchScope("t1", ("kb1",)),
+        dense=_unit(9),
+        limit=5,
+        mode=RetrievalMode.SPARSE,
+        sparse=encoder.query("XJ-4471 router"),
+    )
+    hits = await store.search(query)
+    assert [h.payload["document_id"] for h in hits] == ["doc_rare", "doc_common"]
+    assert hits[0].score > hits[1].score > 0
+    empty = VectorQuery(
+        scope=SearchScope("t1", ("kb1",)), dense=_unit(9), limit=5,
+        mode=RetrievalMode.SPARSE, sparse=encoder.query("the of"),
+    )  # fmt: skip
+    assert await store.search(empty) == []
+
+
+async def test_hybrid_search_fuses_both_rankings(store: VectorStore) -> None:
+    encoder = SparseEncoder()
+    await store.upsert(
+        [
+            _text_point("doc_dense", "nothing lexical in common", 7),
+            _text_point("doc_lexical", "the zebrafinch manual", 8),
+            _text_point("doc_neither", "completely unrelated words", 9),
+        ]
+    )
+    query = VectorQuery(
+        scope=SearchScope("t1", ("kb1",)),
+        dense=_unit(7),
+        limit=3,
+        mode=RetrievalMode.HYBRID,
+        sparse=encoder.query("zebrafinch"),
+        rrf_k=60,
+    )
+    hits = await store.search(query)
+    ranked = [h.payload["document_id"] for h in hits]
+    # First in one ranking each: dense and lexical both come before the one that is neither.
+    assert set(ranked[:2]) == {"doc_dense", "doc_lexical"}
+    assert ranked[2] == "doc_neither"
+    # Each hit carries its dense vector, for the caller's cosine threshold.
+    for hit in hits:
+        assert hit.dense is not None
+        assert hit.dense.shape == (DIM,)
+    assert float(hits[ranked.index("doc_dense")].dense @ _unit(7)) == pytest.approx(1.0, abs=1e-4)
 
 
 async def test_embedded_store_keeps_points_across_restarts(tmp_path: Path) -> None:

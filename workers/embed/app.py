@@ -10,6 +10,7 @@ from faststream import FastStream
 from infra.embedding.factory import build_embedder
 from infra.embedding_cache import EmbeddingCache
 from infra.settings import Settings
+from infra.sparse import SparseEncoder
 from schemas.events import ChunkBatchReady
 from workers.embed.handler import EmbedHandler
 from workers.wiring import PipelineResources, stage_app
@@ -20,7 +21,9 @@ def create_app(settings: Settings) -> FastStream:
 
     async def make_handler(resources: PipelineResources, _: AsyncExitStack) -> EmbedHandler:
         embedder = await asyncio.to_thread(build_embedder, settings.embedding)
-        return EmbedHandler(resources.documents, embedder, EmbeddingCache(resources.db))
+        return EmbedHandler(
+            resources.documents, embedder, EmbeddingCache(resources.db), SparseEncoder()
+        )
 
     return stage_app(
         settings, "embed", ChunkBatchReady, make_handler, settings.embedding.concurrency

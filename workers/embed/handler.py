@@ -15,8 +15,9 @@ from numpy.typing import NDArray
 
 from infra.embedding.base import Embedder
 from infra.metrics import CHUNKS_EMBEDDED, EMBEDDING_CACHE
+from infra.sparse import SparseEncoder
 from schemas.domain import ParseStatus
-from schemas.events import ChunkBatchEmbedded, ChunkBatchReady
+from schemas.events import ChunkBatchEmbedded, ChunkBatchReady, SparseTerms
 from workers.ports import DocumentStatus, StageResult
 
 
@@ -37,10 +38,17 @@ class VectorCache(Protocol):
 class EmbedHandler:
     """Embeds one batch of chunks with the process's model."""
 
-    def __init__(self, documents: DocumentStatus, embedder: Embedder, cache: VectorCache) -> None:
+    def __init__(
+        self,
+        documents: DocumentStatus,
+        embedder: Embedder,
+        cache: VectorCache,
+        sparse: SparseEncoder,
+    ) -> None:
         self._documents = documents
         self._embedder = embedder
         self._cache = cache
+        self._sparse = sparse
 
     async def __call__(self, event: ChunkBatchReady) -> StageResult:
         """Handles one `ChunkBatchReady`."""
@@ -51,6 +59,7 @@ class EmbedHandler:
             return StageResult(skipped=True)
         texts = [chunk.text for chunk in event.chunks]
         vectors = await self._vectors(texts)
+        sparse = [self._sparse.document(text) for text in texts]
         await self._documents.record_batch_embedded(
             event.document_id, event.generation, event.batch_index, len(texts)
         )
@@ -59,6 +68,7 @@ class EmbedHandler:
             model=self._embedder.model_id,
             dimensions=self._embedder.dimensions,
             dense_b64=ChunkBatchEmbedded.encode_vectors(vectors),
+            sparse=[SparseTerms(indices=s.indices, values=s.values) for s in sparse],
         )
         return StageResult(publish=[embedded], finished_document=event.last)
 

@@ -13,7 +13,7 @@ import logging
 
 from infra.lifecycle import Superseded
 from infra.metrics import CHUNKS_INDEXED
-from infra.vectorstore.base import ChunkPoint, PublishedDocument, VectorStore
+from infra.vectorstore.base import ChunkPoint, PublishedDocument, SparseVector, VectorStore
 from schemas.domain import Document, ParseStatus, chunk_id, chunk_point_id
 from schemas.events import ChunkBatchEmbedded
 from workers.ports import DocumentStatus, Lifecycle, StageResult, TextStore
@@ -44,11 +44,13 @@ def chunk_points(event: ChunkBatchEmbedded, document: Document, active: bool) ->
             "version": document.version,
             "url": document.url,
         }
+        sparse = event.sparse[row] if row < len(event.sparse) else None
         points.append(
             ChunkPoint(
                 point_id=chunk_point_id(event.document_id, chunk.chunk_index),
                 dense=vectors[row],
                 payload=payload,
+                sparse=SparseVector(sparse.indices, sparse.values) if sparse else None,
             )
         )
     return points

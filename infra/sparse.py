@@ -1,0 +1,119 @@
+"""BM25-style sparse vectors for hybrid retrieval. Pure: no I/O.
+
+Qdrant scores sparse vectors by dot product and, with the `idf` modifier on the collection,
+multiplies each query term by its inverse document frequency over the collection. So a
+document's vector holds BM25's term-frequency part (saturated, length-normalised) and a query's
+vector holds 1 for each of its terms: the product is BM25.
+
+Tokens: text is NFKC-normalised and lower-cased; English words lose their stop words and are
+stemmed (Snowball); Chinese, Japanese and Korean runs, written without spaces, become character
+bigrams (one token per sentence would match nothing); codes such as `XJ-4471` or `pstore.conf`
+are kept whole as well as in parts. Terms are hashed to 31-bit indices.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import zlib
+from collections import Counter
+from functools import lru_cache
+
+import Stemmer
+
+from infra.vectorstore.base import SparseVector
+
+# Letters and digits of any script, as one run each.
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Codes: alphanumeric parts joined by - _ . / (XJ-4471, pstore.conf, v2.4.1).
+_CODE = re.compile(r"[0-9a-z]+(?:[-_./][0-9a-z]+)+")
+_CJK = re.compile(
+    "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\u31f0-\u31ff]+"
+)
+
+STOP_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself
+    yourselves""".split()
+)
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Stemmer.Stemmer:
+    return Stemmer.Stemmer("english")
+
+
+def term_index(term: str) -> int:
+    """The sparse-vector index of a term (a stable 31-bit hash)."""
+    return zlib.crc32(term.encode()) & 0x7FFFFFFF
+
+
+def tokens(text: str) -> list[str]:
+    """The terms of a text, in order (repeats kept: they are term frequencies)."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    terms: list[str] = []
+    words: list[str] = []
+    for match in _WORD.finditer(text):
+        word = match.group(0)
+        if _CJK.search(word):
+            terms.extend(_cjk_terms(word))
+        elif word not in STOP_WORDS:
+            words.append(word)
+    terms.extend(_stemmer().stemWords(words))
+    terms.extend(match.group(0) for match in _CODE.finditer(text))
+    return terms
+
+
+def _cjk_terms(run: str) -> list[str]:
+    """Bigrams of the CJK characters in a run (a lone character stays a unigram); other
+    characters of the run are a word of their own."""
+    out: list[str] = []
+    last = 0
+    for block in _CJK.finditer(run):
+        if block.start() > last:
+            out.append(run[last : block.start()])
+        chars = block.group(0)
+        if len(chars) == 1:
+            out.append(chars)
+        else:
+            out.extend(chars[i : i + 2] for i in range(len(chars) - 1))
+        last = block.end()
+    if last < len(run):
+        out.append(run[last:])
+    return out
+
+
+class SparseEncoder:
+    """Turns documents and queries into BM25-style sparse vectors."""
+
+    def __init__(self, k1: float = 1.2, b: float = 0.75, average_length: float = 180.0) -> None:
+        self._k1 = k1
+        self._b = b
+        self._average_length = average_length
+
+    def document(self, text: str) -> SparseVector:
+        """Saturated, length-normalised term frequencies of a chunk."""
+        terms = tokens(text)
+        if not terms:
+            return SparseVector(indices=[], values=[])
+        norm = self._k1 * (1 - self._b + self._b * len(terms) / self._average_length)
+        weights: dict[int, float] = {}
+        for term, count in Counter(terms).items():
+            index = term_index(term)
+            weight = count * (self._k1 + 1) / (count + norm)
+            weights[index] = weights.get(index, 0.0) + weight
+        return _vector(weights)
+
+    def query(self, text: str) -> SparseVector:
+        """One for each distinct term of a query."""
+        return _vector(dict.fromkeys((term_index(t) for t in tokens(text)), 1.0))
+
+
+def _vector(weights: dict[int, float]) -> SparseVector:
+    indices = sorted(weights)
+    return SparseVector(indices=indices, values=[round(weights[i], 6) for i in indices])

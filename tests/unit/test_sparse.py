@@ -1,0 +1,55 @@
+"""Tokenisation and BM25-style sparse vectors."""
+
+from __future__ import annotations
+
+from infra.sparse import SparseEncoder, term_index, tokens
+
+
+def test_english_is_stemmed_and_stop_words_dropped() -> None:
+    assert tokens("The printers were configured") == ["printer", "configur"]
+    assert tokens("Configuring a printer") == ["configur", "printer"]
+
+
+def test_chinese_and_japanese_become_character_bigrams() -> None:
+    assert tokens("北京大学") == ["北京", "京大", "大学"]
+    assert tokens("東京都に住んでいます") == [
+        "東京", "京都", "都に", "に住", "住ん", "んで", "でい", "いま", "ます",
+    ]  # fmt: skip
+    # A query shares bigrams with a sentence that contains it.
+    sentence = set(tokens("我们今天去北京大学学习中文"))
+    assert set(tokens("北京大学")) <= sentence
+
+
+def test_mixed_scripts_and_codes() -> None:
+    terms = tokens("Error XJ-4471 in pstore.conf (版本2)")
+    assert "xj-4471" in terms
+    assert "pstore.conf" in terms
+    assert {"xj", "4471", "error"} <= set(terms)
+    assert "版本" in terms
+
+
+def test_documents_weigh_repeats_with_saturation_and_length() -> None:
+    encoder = SparseEncoder()
+    once = encoder.document("kayak")
+    thrice = encoder.document("kayak kayak kayak")
+    padded = encoder.document("kayak " + "river " * 300)
+    index = term_index("kayak")
+    weight = dict(zip(once.indices, once.values, strict=True))
+    assert once.indices == [index]
+    assert weight[index] > 0
+    assert thrice.values[0] > once.values[0]
+    assert thrice.values[0] < 3 * once.values[0]
+    long_weight = dict(zip(padded.indices, padded.values, strict=True))[index]
+    assert long_weight < once.values[0]
+
+
+def test_queries_weigh_each_distinct_term_once() -> None:
+    query = SparseEncoder().query("reset reset the password")
+    assert sorted(query.indices) == sorted({term_index("reset"), term_index("password")})
+    assert query.values == [1.0, 1.0]
+    assert query.indices == sorted(query.indices)
+
+
+def test_empty_text_is_an_empty_vector() -> None:
+    assert SparseEncoder().document("the of and").indices == []
+    assert SparseEncoder().query("").indices == []
