@@ -16,10 +16,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from api.routes import bots as bot_routes
 from api.routes import documents, health, knowledge_bases, search, tokens
+from api.services.access import AccessGuard
+from api.services.retrieval import Retriever
 from api.services.search import SearchService
 from api.state import Services
 from infra.blob_store import BlobStore
+from infra.bots import BotRepository
 from infra.documents import DocumentRepository
 from infra.embedding.factory import build_embedder
 from infra.errors import (
@@ -41,7 +45,9 @@ from infra.lifecycle import DocumentLifecycle
 from infra.logs import configure_logging
 from infra.metrics import DOCUMENTS_STALLED
 from infra.mongo import connect, ensure_indexes
+from infra.search_cache import SearchCache, connect_redis
 from infra.settings import Settings
+from infra.sparse import SparseEncoder
 from infra.tokens import TokenRepository
 from infra.vectorstore.factory import open_vector_store
 from schemas.domain import utcnow
@@ -106,7 +112,7 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="Ragline", version="0.1.0", lifespan=lifespan)
     app.add_exception_handler(RaglineError, _ragline_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    for module in (health, knowledge_bases, documents, search, tokens):
+    for module in (health, knowledge_bases, documents, bot_routes, search, tokens):
         app.include_router(module.router)
     return app
 
@@ -118,7 +124,9 @@ async def _start(settings: Settings, app: FastAPI, stack: AsyncExitStack) -> Ser
     stack.push_async_callback(client.close)
     db = client[settings.mongo.database]
     await ensure_indexes(db)
-    kbs = KnowledgeBaseRepository(db)
+    cache = SearchCache(connect_redis(settings.redis), settings.search)
+    stack.push_async_callback(cache.close)
+    kbs = KnowledgeBaseRepository(db, cache)
     documents_repo = DocumentRepository(db, settings.ingest.parse_error_max_chars)
     blobs = BlobStore(db)
     embedder = await asyncio.to_thread(build_embedder, settings.embedding)
@@ -130,7 +138,7 @@ async def _start(settings: Settings, app: FastAPI, stack: AsyncExitStack) -> Ser
     store = await open_vector_store(settings)
     stack.push_async_callback(store.close)
 
-    lifecycle = DocumentLifecycle(client, db)
+    lifecycle = DocumentLifecycle(client, db, cache)
     broker = build_broker(settings.kafka, "ragline-api")
     if settings.embedded_vector_store:
         slot = RunnerSlot()
@@ -142,6 +150,8 @@ async def _start(settings: Settings, app: FastAPI, stack: AsyncExitStack) -> Ser
     await broker.start()
     stack.push_async_callback(broker.stop)
 
+    bots = BotRepository(db)
+    guard = AccessGuard(bots, kbs, cache)
     services = Services(
         settings=settings,
         tokens=TokenRepository(
@@ -152,7 +162,15 @@ async def _start(settings: Settings, app: FastAPI, stack: AsyncExitStack) -> Ser
         blobs=blobs,
         intake=Intake(documents_repo, kbs, lifecycle, blobs, kafka_publisher(broker)),
         removal=Removal(documents_repo, kbs, lifecycle, blobs, store),
-        search=SearchService(kbs, embedder, store),
+        bots=bots,
+        guard=guard,
+        search=SearchService(
+            guard,
+            kbs,
+            Retriever(embedder, store, cache, SparseEncoder(), settings.search.prefetch),
+            cache,
+            settings.search.oversample,
+        ),
         store=store,
     )
     stalled = asyncio.create_task(_report_stalled(documents_repo, settings.ingest.stall_after_s))

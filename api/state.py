@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from api.services.access import AccessGuard
 from api.services.search import SearchService
 from infra.blob_store import BlobStore
+from infra.bots import BotRepository
 from infra.documents import DocumentRepository
 from infra.ingestion import Intake, Removal
 from infra.knowledge_bases import KnowledgeBaseRepository
@@ -25,6 +27,8 @@ class Services:
     blobs: BlobStore
     intake: Intake
     removal: Removal
+    bots: BotRepository
+    guard: AccessGuard
     search: SearchService
     store: VectorStore
     ready: bool = False

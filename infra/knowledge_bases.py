@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from pymongo import ReturnDocument
 
@@ -11,11 +11,20 @@ from infra.mongo import KNOWLEDGE_BASES, Database, from_mongo, mongo_errors
 from schemas.domain import KbStatus, KnowledgeBase, new_kb_id, utcnow
 
 
+class RevisionSink(Protocol):
+    """Told about every new KB revision (`infra.search_cache.SearchCache`)."""
+
+    async def kb_changed(self, kb_id: str, revision: int) -> None:
+        """A KB changed: answers cached for older revisions are out of date."""
+        ...
+
+
 class KnowledgeBaseRepository:
     """Reads and writes knowledge bases; every change bumps the KB's `revision`."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, revisions: RevisionSink | None = None) -> None:
         self._kbs = db[KNOWLEDGE_BASES]
+        self._revisions = revisions
 
     async def create(
         self, tenant_id: str, name: str, description: str, default_language: str
@@ -61,7 +70,16 @@ class KnowledgeBaseRepository:
             )
         if doc is None:
             raise NotFound("knowledge base", kb_id)
-        return KnowledgeBase.model_validate(from_mongo(doc))
+        kb = KnowledgeBase.model_validate(from_mongo(doc))
+        if self._revisions is not None:
+            await self._revisions.kb_changed(kb.id, kb.revision)
+        return kb
+
+    async def revisions(self, kb_ids: list[str]) -> dict[str, int]:
+        """The current revision of each of these KBs that exists."""
+        async with mongo_errors():
+            cursor = self._kbs.find({"_id": {"$in": kb_ids}}, projection={"revision": 1})
+            return {doc["_id"]: int(doc.get("revision", 0)) async for doc in cursor}
 
     async def active_ids(self, tenant_id: str, kb_ids: list[str]) -> list[str]:
         """Those of `kb_ids` that exist for the tenant and are active, in the order given."""

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from pymongo import AsyncMongoClient, ReturnDocument
 from pymongo.asynchronous.client_session import AsyncClientSession
 
+from infra.knowledge_bases import RevisionSink
 from infra.mongo import (
     DOCUMENTS,
     KNOWLEDGE_BASES,
@@ -48,11 +49,17 @@ class Superseded:
 class DocumentLifecycle:
     """Creates, finishes and removes documents, keeping KB counts and versions consistent."""
 
-    def __init__(self, client: AsyncMongoClient[MongoDoc], db: Database) -> None:
+    def __init__(
+        self,
+        client: AsyncMongoClient[MongoDoc],
+        db: Database,
+        revisions: RevisionSink | None = None,
+    ) -> None:
         self._client = client
         self._docs = db[DOCUMENTS]
         self._kbs = db[KNOWLEDGE_BASES]
         self._sources = db[SOURCES]
+        self._revisions = revisions
 
     async def next_version(self, kb_id: str, source_key: str) -> int:
         """The next version number of a source in a KB (1 for a new source)."""
@@ -217,15 +224,38 @@ class DocumentLifecycle:
             "$inc": {"document_count": documents, "chunk_count": chunks, "revision": 1},
             "$set": {"updated_at": utcnow()},
         }
-        await self._kbs.update_one({"_id": kb_id}, update, session=session)
+        kb = await self._kbs.find_one_and_update(
+            {"_id": kb_id},
+            update,
+            session=session,
+            projection={"revision": 1},
+            return_document=ReturnDocument.AFTER,
+        )
+        if kb is not None:
+            # Told once the transaction has committed (see `_transaction`).
+            session_changes = _changes(session)
+            session_changes[kb_id] = int(kb["revision"])
 
     async def _transaction(self, work: Callable[[AsyncClientSession], Awaitable[T]]) -> T:
         async with mongo_errors(), self._client.start_session() as session:
             result: T = await session.with_transaction(work)
-            return result
+        if self._revisions is not None:
+            for kb_id, revision in _changes(session).items():
+                await self._revisions.kb_changed(kb_id, revision)
+        return result
 
 
 _FINAL = (ParseStatus.INDEXED, ParseStatus.FAILED, ParseStatus.DELETING)
+_SESSION_CHANGES = "_ragline_kb_revisions"
+
+
+def _changes(session: AsyncClientSession) -> dict[str, int]:
+    """KB revisions a transaction's attempt set (a retried attempt overwrites them)."""
+    changes: dict[str, int] | None = getattr(session, _SESSION_CHANGES, None)
+    if changes is None:
+        changes = {}
+        setattr(session, _SESSION_CHANGES, changes)
+    return changes
 
 
 def _document(raw: MongoDoc) -> Document:

@@ -65,6 +65,11 @@ SEARCH_REQUESTS = Counter(
     "Search requests, by outcome (hits, empty, error).",
     ["outcome"],
 )
+SEARCH_CACHE_ERRORS = Counter(
+    "ragline_search_cache_errors_total",
+    "Search cache operations that failed or were skipped because Redis did not answer.",
+    ["operation"],
+)
 UPLOADS = Counter(
     "ragline_uploads_total",
     "Document uploads, by outcome (accepted, duplicate, rejected).",

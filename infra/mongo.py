@@ -16,6 +16,7 @@ from infra.settings import MongoSettings
 KNOWLEDGE_BASES = "knowledge_bases"
 DOCUMENTS = "knowledge_documents"
 TOKENS = "api_tokens"
+BOTS = "bots"
 SOURCES = "document_sources"
 EMBEDDINGS = "embedding_cache"
 ORIGINALS_BUCKET = "originals"
@@ -66,6 +67,8 @@ async def ensure_indexes(db: Database) -> None:
         )
         await docs.create_index([("parse_status", ASCENDING), ("updated_at", ASCENDING)])
         await db[SOURCES].create_index([("kb_id", ASCENDING)])
+        await db[BOTS].create_index([("tenant_id", ASCENDING), ("created_at", DESCENDING)])
+        await db[BOTS].create_index([("knowledge.kb_ids", ASCENDING)])
         await db[TOKENS].create_index([("tenant_id", ASCENDING)])
 
 

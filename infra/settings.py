@@ -57,7 +57,8 @@ class RedisSettings(BaseModel):
     """Redis connection used by the search caches."""
 
     url: str = "redis://127.0.0.1:6379/0"
-    timeout_s: float = Field(default=0.5, gt=0)
+    # Short: a cache that does not answer at once is skipped, not waited for.
+    timeout_s: float = Field(default=0.2, gt=0)
 
 
 class EmbeddingSettings(BaseModel):
@@ -119,6 +120,23 @@ class IngestSettings(BaseModel):
         return self.max_upload_mb * 1024 * 1024
 
 
+class SearchSettings(BaseModel):
+    """The search service: caches and candidate pools."""
+
+    # Seed 000's layered caches: resolved bot access, query embeddings, and whole answers
+    # (longer when they found something).
+    access_ttl_s: int = Field(default=60, ge=1)
+    embedding_ttl_s: int = Field(default=24 * 3600, ge=1)
+    result_ttl_s: int = Field(default=30 * 60, ge=1)
+    empty_result_ttl_s: int = Field(default=2 * 60, ge=1)
+    # After a Redis failure, searches skip the cache for this long instead of waiting on it.
+    cache_retry_after_s: float = Field(default=2.0, ge=0)
+    # Candidates each retriever contributes to a hybrid fusion, and chunks fetched per hit
+    # wanted (merging neighbours and the threshold thin them out).
+    prefetch: int = Field(default=40, ge=1, le=1000)
+    oversample: int = Field(default=3, ge=1, le=20)
+
+
 class ApiSettings(BaseModel):
     """The HTTP server."""
 
@@ -153,6 +171,7 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = EmbeddingSettings()
     chunking: ChunkingSettings = ChunkingSettings()
     ingest: IngestSettings = IngestSettings()
+    search: SearchSettings = SearchSettings()
     api: ApiSettings = ApiSettings()
 
     @model_validator(mode="after")

@@ -197,38 +197,3 @@ class TokenOut(BaseModel):
     tenant_id: str
     role: Role
     token: str
-
-
-class TenantSearchRequest(BaseModel):
-    """Body of the internal search in its tenant form: `{tenant_id, kb_ids, query, top_k}`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tenant_id: str = Field(min_length=1, max_length=200)
-    kb_ids: list[str] = Field(max_length=100)
-    query: str = Field(min_length=1, max_length=2000)
-    top_k: int = Field(default=4, ge=1, le=50)
-
-    @field_validator("query")
-    @classmethod
-    def _query_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("query must not be blank")
-        return value
-
-
-class SearchHit(BaseModel):
-    """One retrieved chunk."""
-
-    score: float
-    chunk_text: str
-    document_id: str
-    kb_id: str
-    chunk_index: int
-    source_name: str
-
-
-class SearchResponse(BaseModel):
-    """Body of the internal search's answer."""
-
-    hits: list[SearchHit]

@@ -23,6 +23,7 @@ from infra.lifecycle import DocumentLifecycle
 from infra.logs import configure_logging
 from infra.metrics import ASSIGNED_PARTITIONS, CONSUMER_LAG, serve_metrics
 from infra.mongo import connect
+from infra.search_cache import SearchCache, connect_redis
 from infra.settings import Settings
 from schemas.events import Event
 from schemas.topics import ALL_TOPICS, STAGE_INPUTS, dead_letter_topic, topic_of
@@ -41,14 +42,17 @@ class PipelineResources:
         self.client = connect(settings.mongo)
         db = self.client[settings.mongo.database]
         self.db = db
+        # Told of every KB revision a stage makes, so cached answers go out of date.
+        self.search_cache = SearchCache(connect_redis(settings.redis), settings.search)
         self.documents = DocumentRepository(db, settings.ingest.parse_error_max_chars)
-        self.kbs = KnowledgeBaseRepository(db)
+        self.kbs = KnowledgeBaseRepository(db, self.search_cache)
         self.blobs = BlobStore(db)
-        self.lifecycle = DocumentLifecycle(self.client, db)
+        self.lifecycle = DocumentLifecycle(self.client, db, self.search_cache)
 
     async def close(self) -> None:
-        """Closes the Mongo client."""
+        """Closes the Mongo and Redis clients."""
         await self.client.close()
+        await self.search_cache.close()
 
 
 def kafka_publisher(broker: KafkaBroker) -> Publish:

@@ -62,6 +62,8 @@ async def update_knowledge_base(
     if not changes:
         return KnowledgeBaseOut.of(await services.kbs.get(principal.tenant_id, kb_id))
     kb = await services.kbs.update(principal.tenant_id, kb_id, changes)
+    if "status" in changes:
+        await services.guard.forget_kb(kb_id)
     return KnowledgeBaseOut.of(kb)
 
 
@@ -80,9 +82,11 @@ async def delete_knowledge_base(
     or with `hard=true` deletes it with its documents, files and chunks."""
     if hard:
         await services.removal.delete_kb(principal.tenant_id, kb_id)
+        await services.guard.forget_kb(kb_id)
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     current = await services.kbs.get(principal.tenant_id, kb_id)
     if current.status is KbStatus.DELETING:
         raise Conflict(f"knowledge base {kb_id!r} is being deleted; delete it with hard=true")
     kb = await services.kbs.update(principal.tenant_id, kb_id, {"status": KbStatus.DISABLED})
+    await services.guard.forget_kb(kb_id)
     return JSONResponse(KnowledgeBaseOut.of(kb).model_dump(mode="json"))

@@ -2,15 +2,47 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Any
+
+from fastapi import APIRouter, Body
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 
 from api.deps import InternalCaller, ServicesDep
-from schemas.api import SearchResponse, TenantSearchRequest
+from schemas.search import BotSearchRequest, SearchResponse, TenantSearchRequest
 
 router = APIRouter(prefix="/api/v1/internal/knowledge", tags=["search"])
 
+SEARCH_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "oneOf": [
+                        {"$ref": "#/components/schemas/BotSearchRequest"},
+                        {"$ref": "#/components/schemas/TenantSearchRequest"},
+                    ]
+                }
+            }
+        },
+    }
+}
 
-@router.post("/search", dependencies=[InternalCaller])
-async def search(body: TenantSearchRequest, services: ServicesDep) -> SearchResponse:
-    """Searches the tenant's requested, active knowledge bases."""
-    return await services.search.search_tenant(body)
+
+@router.post("/search", dependencies=[InternalCaller], openapi_extra=SEARCH_BODY)
+async def search(
+    services: ServicesDep,
+    body: dict[str, Any] = Body(...),  # noqa: B008 - FastAPI's idiom
+) -> SearchResponse:
+    """A bot's search (`bot_id`, `session_id`, `query`, optional `kb_ids`, `top_k`,
+    `score_threshold`, `strict`, `max_context_tokens`), or admin tooling's tenant search
+    (`tenant_id`, `kb_ids`, `query`, `top_k`, `retrieval_mode`)."""
+    try:
+        if "bot_id" in body:
+            return await services.search.search_bot(BotSearchRequest.model_validate(body))
+        return await services.search.search_tenant(TenantSearchRequest.model_validate(body))
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
+        ) from exc

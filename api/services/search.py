@@ -1,78 +1,234 @@
-"""The search service: scope guard, query embedding, vector search."""
+"""The search service: the access guard, the answer cache, retrieval and result shaping."""
 
 from __future__ import annotations
 
-import asyncio
 import time
+from dataclasses import dataclass
 
-from infra.embedding.base import Embedder
+from api.services.access import AccessGuard
+from api.services.retrieval import Candidate, Retriever
+from api.services.shaping import Passage, merge_adjacent, newest_versions, within_budget
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.metrics import SEARCH_LATENCY, SEARCH_REQUESTS
-from infra.vectorstore.base import ScoredChunk, SearchScope, VectorQuery, VectorStore
-from schemas.api import SearchHit, SearchResponse, TenantSearchRequest
+from infra.search_cache import SearchCache, result_key
+from infra.vectorstore.base import RetrievalMode, SearchScope
+from schemas.search import (
+    BotSearchRequest,
+    CacheHits,
+    SearchHit,
+    SearchMetrics,
+    SearchResponse,
+    TenantSearchRequest,
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A search, decided: where, what, how many, how sure."""
+
+    tenant_id: str
+    kb_ids: list[str]
+    query: str
+    mode: RetrievalMode
+    top_k: int
+    threshold: float
+    rrf_k: int
+    max_context_tokens: int | None
+    fallback_message: str | None
+    # What else the answer depends on, for its cache key (the bot and its revision).
+    identity: tuple[str, ...]
 
 
 class SearchService:
-    """Answers searches over a tenant's active knowledge bases."""
+    """Answers the agent runtime's searches, and admin tooling's."""
 
     def __init__(
-        self, kbs: KnowledgeBaseRepository, embedder: Embedder, store: VectorStore
+        self,
+        guard: AccessGuard,
+        kbs: KnowledgeBaseRepository,
+        retriever: Retriever,
+        cache: SearchCache,
+        oversample: int,
     ) -> None:
+        self._guard = guard
         self._kbs = kbs
-        self._embedder = embedder
-        self._store = store
+        self._retriever = retriever
+        self._cache = cache
+        self._oversample = oversample
+
+    async def search_bot(self, request: BotSearchRequest) -> SearchResponse:
+        """A bot's search, within its attached, active KBs."""
+        started = time.perf_counter()
+        access, cached_access = await self._guard.for_bot(request.bot_id)
+        knowledge = access.knowledge
+        strict = knowledge.strict if request.strict is None else request.strict
+        plan = Plan(
+            tenant_id=access.tenant_id,
+            kb_ids=access.allowed(request.kb_ids),
+            query=request.query.strip(),
+            mode=RetrievalMode(knowledge.retrieval_mode),
+            top_k=request.top_k or knowledge.top_k,
+            threshold=(
+                knowledge.score_threshold
+                if request.score_threshold is None
+                else request.score_threshold
+            ),
+            rrf_k=knowledge.rrf_k,
+            max_context_tokens=request.max_context_tokens or knowledge.max_context_tokens,
+            fallback_message=knowledge.fallback_message if strict else None,
+            identity=("bot", access.bot_id, str(access.revision)),
+        )
+        return await self._answer(plan, started, CacheHits(access=cached_access))
 
     async def search_tenant(self, request: TenantSearchRequest) -> SearchResponse:
-        """Searches the requested KBs that are the tenant's and active; others are dropped."""
+        """Admin tooling's search over a tenant's requested, active KBs."""
         started = time.perf_counter()
+        plan = Plan(
+            tenant_id=request.tenant_id,
+            kb_ids=await self._kbs.active_ids(request.tenant_id, request.kb_ids),
+            query=request.query.strip(),
+            mode=RetrievalMode(request.retrieval_mode),
+            top_k=request.top_k,
+            threshold=request.score_threshold,
+            rrf_k=request.rrf_k,
+            max_context_tokens=request.max_context_tokens,
+            fallback_message=None,
+            identity=("tenant", request.tenant_id),
+        )
+        return await self._answer(plan, started, CacheHits())
+
+    async def _answer(self, plan: Plan, started: float, hits: CacheHits) -> SearchResponse:
         try:
-            kb_ids = await self._kbs.active_ids(request.tenant_id, request.kb_ids)
-            if not kb_ids:
-                SEARCH_REQUESTS.labels("empty").inc()
-                return SearchResponse(hits=[])
-            vector = await asyncio.to_thread(self._embedder.embed_query, request.query)
-            found = await self._store.search(
-                VectorQuery(
-                    scope=SearchScope(request.tenant_id, tuple(kb_ids)),
-                    dense=vector,
-                    limit=request.top_k,
-                )
-            )
+            response = await self._cached_or_fresh(plan, started, hits)
         except Exception:
             SEARCH_REQUESTS.labels("error").inc()
             raise
         finally:
             SEARCH_LATENCY.observe(time.perf_counter() - started)
-        hits = [
-            SearchHit(
-                score=round(chunk.score, 6),
-                chunk_text=str(chunk.payload.get("chunk_text", "")),
-                document_id=str(chunk.payload.get("document_id", "")),
-                kb_id=str(chunk.payload.get("kb_id", "")),
-                chunk_index=int(chunk.payload.get("chunk_index", 0)),
-                source_name=str(chunk.payload.get("source_name", "")),
+        SEARCH_REQUESTS.labels("hits" if response.hits else "empty").inc()
+        return response
+
+    async def _cached_or_fresh(self, plan: Plan, started: float, hits: CacheHits) -> SearchResponse:
+        if not plan.kb_ids:
+            return self._finish(plan, [], SearchMetrics(cache=hits), started)
+        key = await self._result_key(plan)
+        if key is not None:
+            body = await self._cache.get_result(key)
+            if body is not None:
+                response = SearchResponse.model_validate_json(body)
+                hits.result = True
+                response.metrics = SearchMetrics(cache=hits, total_ms=_ms(started))
+                return response
+        query = await self._retriever.embed(plan.query)
+        hits.embedding = query.cached
+        searched = time.perf_counter()
+        candidates = await self._retriever.retrieve(
+            SearchScope(plan.tenant_id, tuple(plan.kb_ids)),
+            plan.query,
+            query.vector,
+            mode=plan.mode,
+            limit=plan.top_k * self._oversample,
+            threshold=plan.threshold,
+            rrf_k=plan.rrf_k,
+        )
+        metrics = SearchMetrics(
+            embedding_ms=0.0 if query.cached else query.milliseconds,
+            vector_search_ms=_ms(searched),
+            cache=hits,
+        )
+        response = self._finish(plan, candidates, metrics, started)
+        if key is not None:
+            stored = response.model_copy(update={"metrics": SearchMetrics()})
+            await self._cache.set_result(
+                key, stored.model_dump_json().encode(), found=bool(response.hits)
             )
-            for chunk in newest_versions(found)
+        return response
+
+    async def _result_key(self, plan: Plan) -> str | None:
+        """The answer's cache key, or None if the KBs' revisions are not known."""
+        revisions = await self._cache.kb_revisions(plan.kb_ids)
+        if revisions is None:
+            return None
+        missing = [kb_id for kb_id, rev in zip(plan.kb_ids, revisions, strict=True) if rev is None]
+        if missing:
+            known = await self._kbs.revisions(missing)
+            for kb_id, revision in known.items():
+                await self._cache.kb_changed(kb_id, revision)
+            revisions = [
+                known.get(kb_id, -1) if rev is None else rev
+                for kb_id, rev in zip(plan.kb_ids, revisions, strict=True)
+            ]
+        return result_key(
+            [
+                *plan.identity,
+                sorted(zip(plan.kb_ids, revisions, strict=True)),
+                plan.query,
+                plan.mode.value,
+                plan.top_k,
+                plan.threshold,
+                plan.rrf_k,
+                plan.max_context_tokens,
+                plan.fallback_message,
+            ]
+        )
+
+    def _finish(
+        self,
+        plan: Plan,
+        candidates: list[Candidate],
+        metrics: SearchMetrics,
+        started: float,
+    ) -> SearchResponse:
+        newest = {id(chunk) for chunk in newest_versions([c.chunk for c in candidates])}
+        passages = [
+            Passage(
+                payload=c.chunk.payload,
+                text=str(c.chunk.payload.get("chunk_text", "")),
+                score=c.score,
+                first_index=int(c.chunk.payload.get("chunk_index", 0)),
+                last_index=int(c.chunk.payload.get("chunk_index", 0)),
+                start=_optional_int(c.chunk.payload.get("start")),
+                end=_optional_int(c.chunk.payload.get("end")),
+                rationale=c.rationale,
+                rank=rank,
+            )
+            for rank, c in enumerate(candidates)
+            if id(c.chunk) in newest
         ]
-        SEARCH_REQUESTS.labels("hits" if hits else "empty").inc()
-        return SearchResponse(hits=hits)
+        shaped = within_budget(merge_adjacent(passages)[: plan.top_k], plan.max_context_tokens)
+        hits = [_hit(passage) for passage in shaped]
+        metrics.total_ms = _ms(started)
+        return SearchResponse(
+            hits=hits,
+            metrics=metrics,
+            fallback_message=plan.fallback_message if not hits else None,
+        )
 
 
-def newest_versions(chunks: list[ScoredChunk]) -> list[ScoredChunk]:
-    """Drops chunks of a source whose newer version is also among the results.
+def _hit(passage: Passage) -> SearchHit:
+    payload = passage.payload
+    merged = passage.last_index > passage.first_index
+    rationale = passage.rationale
+    if merged:
+        rationale += f"; chunks {passage.first_index}-{passage.last_index} merged"
+    return SearchHit(
+        score=round(passage.score, 6),
+        chunk_text=passage.text,
+        document_id=str(payload.get("document_id", "")),
+        document_title=str(payload.get("document_title") or payload.get("source_name") or ""),
+        source_name=str(payload.get("source_name", "")),
+        kb_id=str(payload.get("kb_id", "")),
+        chunk_index=passage.first_index,
+        page=_optional_int(payload.get("page")),
+        heading_path=[str(part) for part in payload.get("heading_path") or []],
+        url=payload.get("url") or None,
+        retrieval_rationale=rationale,
+    )
 
-    When a new version of a document replaces the old one, the store shows the new one and
-    removes the old one in one step; on a Qdrant server those are two operations, and a
-    search landing between them could see both. This guard makes one answer hold one version.
-    """
-    newest: dict[tuple[str, str], int] = {}
-    for chunk in chunks:
-        key = (str(chunk.payload.get("kb_id")), str(chunk.payload.get("source_key")))
-        version = int(chunk.payload.get("version") or 0)
-        newest[key] = max(newest.get(key, version), version)
-    return [
-        chunk
-        for chunk in chunks
-        if int(chunk.payload.get("version") or 0)
-        == newest[(str(chunk.payload.get("kb_id")), str(chunk.payload.get("source_key")))]
-    ]
+
+def _optional_int(value: object) -> int | None:
+    return int(value) if isinstance(value, int | float) else None
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.services.search import newest_versions
+from api.services.shaping import newest_versions
 from infra.vectorstore.base import ScoredChunk
 
 

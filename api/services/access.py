@@ -1,0 +1,86 @@
+"""The access guard: which KBs a bot's search may touch.
+
+A bot may search the KBs attached to it that exist in its own tenant and are active, and of
+those only the ones the request names (if it names any). Everything else is dropped without an
+error, as seed 000 specifies; a bot whose knowledge is disabled searches nothing. The resolved
+access is cached for `access_ttl_s` and dropped whenever the bot or one of its KBs changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra.bots import BotRepository
+from infra.errors import NotFound
+from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.search_cache import SearchCache
+from schemas.bots import KnowledgeConfig
+
+
+@dataclass(frozen=True)
+class BotAccess:
+    """A bot's settings and the KBs it may search now."""
+
+    bot_id: str
+    tenant_id: str
+    revision: int
+    knowledge: KnowledgeConfig
+    active_kb_ids: tuple[str, ...]
+
+    def allowed(self, requested: list[str] | None) -> list[str]:
+        """The KBs a search may use: active and attached, narrowed to `requested`."""
+        if not self.knowledge.enabled:
+            return []
+        if requested is None:
+            return list(self.active_kb_ids)
+        active = set(self.active_kb_ids)
+        return [kb_id for kb_id in dict.fromkeys(requested) if kb_id in active]
+
+
+class AccessGuard:
+    """Resolves bots' access, through the cache."""
+
+    def __init__(
+        self, bots: BotRepository, kbs: KnowledgeBaseRepository, cache: SearchCache
+    ) -> None:
+        self._bots = bots
+        self._kbs = kbs
+        self._cache = cache
+
+    async def for_bot(self, bot_id: str) -> tuple[BotAccess, bool]:
+        """The bot's access and whether it came from the cache; `NotFound` for no such bot."""
+        cached = await self._cache.get_access(bot_id)
+        if cached is not None:
+            return (
+                BotAccess(
+                    bot_id=bot_id,
+                    tenant_id=cached["tenant_id"],
+                    revision=int(cached["revision"]),
+                    knowledge=KnowledgeConfig.model_validate(cached["knowledge"]),
+                    active_kb_ids=tuple(cached["active_kb_ids"]),
+                ),
+                True,
+            )
+        bot = await self._bots.find(bot_id)
+        if bot is None:
+            raise NotFound("bot", bot_id)
+        active = await self._kbs.active_ids(bot.tenant_id, bot.knowledge.kb_ids)
+        access = BotAccess(bot.id, bot.tenant_id, bot.revision, bot.knowledge, tuple(active))
+        await self._cache.set_access(
+            bot_id,
+            {
+                "tenant_id": access.tenant_id,
+                "revision": access.revision,
+                "knowledge": access.knowledge.model_dump(),
+                "active_kb_ids": list(access.active_kb_ids),
+            },
+        )
+        return access, False
+
+    async def forget_bot(self, bot_id: str) -> None:
+        """The bot changed: its cached access is out of date."""
+        await self._cache.drop_access([bot_id])
+
+    async def forget_kb(self, kb_id: str) -> None:
+        """A KB's status changed: every bot it is attached to needs its access resolved again."""
+        await self._cache.drop_access(await self._bots.attached_to(kb_id))

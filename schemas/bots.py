@@ -1,0 +1,92 @@
+"""Bots and their knowledge attachment (seed 000's `BotKnowledgeConfig`). No I/O."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DEFAULT_FALLBACK = "Sorry, I could not find that in my knowledge base."
+
+
+def new_bot_id() -> str:
+    """A fresh bot id, `bot_<hex>`."""
+    return f"bot_{secrets.token_hex(8)}"
+
+
+class KnowledgeConfig(BaseModel):
+    """How a bot searches: which KBs, how many hits, how sure, and what to say otherwise."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    kb_ids: list[str] = Field(default_factory=list, max_length=100)
+    top_k: int = Field(default=4, ge=1, le=10)
+    # The minimum cosine similarity of a hit (in hybrid mode too; see the README).
+    score_threshold: float = Field(default=0.55, ge=0, le=1)
+    strict: bool = True
+    trigger_instructions: str = Field(default="", max_length=4000)
+    fallback_message: str = Field(default=DEFAULT_FALLBACK, min_length=1, max_length=1000)
+    retrieval_mode: Literal["dense", "hybrid"] = "hybrid"
+    rrf_k: int = Field(default=60, ge=1, le=1000)
+    max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
+
+    @field_validator("kb_ids")
+    @classmethod
+    def _deduplicated(cls, kb_ids: list[str]) -> list[str]:
+        return list(dict.fromkeys(kb_ids))
+
+
+class KnowledgePatch(BaseModel):
+    """A partial change of a bot's knowledge attachment: only the fields given change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool | None = None
+    kb_ids: list[str] | None = Field(default=None, max_length=100)
+    top_k: int | None = Field(default=None, ge=1, le=10)
+    score_threshold: float | None = Field(default=None, ge=0, le=1)
+    strict: bool | None = None
+    trigger_instructions: str | None = Field(default=None, max_length=4000)
+    fallback_message: str | None = Field(default=None, min_length=1, max_length=1000)
+    retrieval_mode: Literal["dense", "hybrid"] | None = None
+    rrf_k: int | None = Field(default=None, ge=1, le=1000)
+    max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
+
+
+class Bot(BaseModel):
+    """An agent or voice bot that searches knowledge."""
+
+    id: str
+    tenant_id: str
+    name: str
+    knowledge: KnowledgeConfig
+    revision: int = 0
+    created_at: datetime
+    updated_at: datetime
+
+
+class BotCreate(BaseModel):
+    """Body of `POST /api/v1/bots`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    knowledge: KnowledgeConfig = Field(default_factory=KnowledgeConfig)
+
+
+class BotUpdate(BaseModel):
+    """Body of `PATCH /api/v1/bots/{bot_id}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    knowledge: KnowledgePatch | None = None
+
+
+class BotList(BaseModel):
+    """Body of `GET /api/v1/bots`."""
+
+    items: list[Bot]

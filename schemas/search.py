@@ -1,0 +1,89 @@
+"""The search contract the agent runtime calls (seed 000's `search_knowledge`). No I/O."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("query must not be blank")
+    return value
+
+
+class BotSearchRequest(BaseModel):
+    """A bot's search: the bot's attached, active KBs, narrowed by `kb_ids` if given."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bot_id: str = Field(min_length=1, max_length=100)
+    session_id: str = Field(min_length=1, max_length=200)
+    query: str = Field(min_length=1, max_length=2000)
+    kb_ids: list[str] | None = Field(default=None, max_length=100)
+    top_k: int | None = Field(default=None, ge=1, le=10)
+    score_threshold: float | None = Field(default=None, ge=0, le=1)
+    strict: bool | None = None
+    max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
+
+    _query = field_validator("query")(_not_blank)
+
+
+class TenantSearchRequest(BaseModel):
+    """Admin tooling's search over a tenant's active KBs, in any retrieval mode."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant_id: str = Field(min_length=1, max_length=200)
+    kb_ids: list[str] = Field(max_length=100)
+    query: str = Field(min_length=1, max_length=2000)
+    top_k: int = Field(default=4, ge=1, le=50)
+    score_threshold: float = Field(default=0.0, ge=0, le=1)
+    retrieval_mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
+    rrf_k: int = Field(default=60, ge=1, le=1000)
+    max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
+
+    _query = field_validator("query")(_not_blank)
+
+
+class SearchHit(BaseModel):
+    """One retrieved passage: adjacent chunks of a document come merged as one."""
+
+    score: float
+    chunk_text: str
+    document_id: str
+    document_title: str
+    source_name: str
+    kb_id: str
+    chunk_index: int
+    page: int | None = None
+    heading_path: list[str] = Field(default_factory=list)
+    url: str | None = None
+    retrieval_rationale: str
+
+
+class CacheHits(BaseModel):
+    """Which cache layers answered."""
+
+    access: bool = False
+    embedding: bool = False
+    result: bool = False
+
+
+class SearchMetrics(BaseModel):
+    """Where the time went."""
+
+    embedding_ms: float = 0.0
+    vector_search_ms: float = 0.0
+    total_ms: float = 0.0
+    cache: CacheHits = Field(default_factory=CacheHits)
+
+
+class SearchResponse(BaseModel):
+    """Body of the internal search's answer."""
+
+    hits: list[SearchHit]
+    metrics: SearchMetrics = Field(default_factory=SearchMetrics)
+    # Set when the search is strict and found nothing: what the bot should say.
+    fallback_message: str | None = None
