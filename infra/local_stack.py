@@ -256,6 +256,14 @@ class LocalServices:
         """One of the servers by name (kafka, mongodb, redis)."""
         return next(p for p in self.processes if p.name == name)
 
+    def restart(self, name: str) -> None:
+        """Starts a stopped server again (tests of outages)."""
+        proc = self.process(name)
+        port = {"kafka": self.kafka_port, "mongodb": self.mongo_port, "redis": self.redis_port}
+        proc.stop()
+        proc.start()
+        _wait_for("ready", lambda: port_open(port[name]), 30.0, proc)
+
     def env(self) -> dict[str, str]:
         """Settings (as environment variables) pointing Ragline at these servers."""
         return {

@@ -1,0 +1,71 @@
+"""Redis stops in the middle: searches still answer, uncached, counted; then caching resumes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import RunningPipeline, own_stack
+from tests.e2e.client import Api
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPipeline]:
+    """A stack of this module's own: its Redis is stopped and started again."""
+    with own_stack(tmp_path_factory.mktemp("outage")) as running:
+        yield running
+
+
+@pytest.fixture
+async def api(stack: RunningPipeline) -> AsyncIterator[Api]:
+    """The admin of tenant `default`."""
+    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as http:
+        yield Api(http, stack, stack.admin_token)
+
+
+async def test_search_survives_redis_going_away(api: Api, stack: RunningPipeline) -> None:
+    kb = await api.create_kb()
+    uploaded = await api.upload(kb["id"], "faq.md", b"# FAQ\n\nThe helpdesk opens at eight.")
+    document = await api.wait_final(kb["id"], uploaded["id"])
+    bot_response = await api.http.post(
+        "/api/v1/bots",
+        json={"name": "b", "knowledge": {"enabled": True, "kb_ids": [kb["id"]]}},
+        headers=api.auth,
+    )
+    bot = bot_response.json()["id"]
+
+    async def ask(query: str) -> dict[str, Any]:
+        response = await api.http.post(
+            "/api/v1/internal/knowledge/search",
+            json={"bot_id": bot, "session_id": "s", "query": query},
+            headers={"X-Internal-Secret": stack.internal_secret},
+        )
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    metrics = f"{stack.url}/metrics"
+    assert (await ask("When does the helpdesk open?"))["hits"]
+    cached = await ask("When does the helpdesk open?")
+    assert cached["metrics"]["cache"]["result"] is True
+    errors_before = await api.metric(metrics, "ragline_search_cache_errors_total")
+
+    stack.services.process("redis").stop()
+    during = await ask("When does the helpdesk open?")
+    assert [h["document_id"] for h in during["hits"]] == [document["id"]]
+    assert during["metrics"]["cache"] == {"access": False, "embedding": False, "result": False}
+    again = await ask("What time does the helpdesk start?")
+    assert again["hits"]
+    assert await api.metric(metrics, "ragline_search_cache_errors_total") > errors_before
+
+    stack.services.restart("redis")
+    await asyncio.sleep(2.5)  # the cache is skipped for 2 s after a failure
+    await ask("When does the helpdesk open?")
+    resumed = await ask("When does the helpdesk open?")
+    assert resumed["metrics"]["cache"]["result"] is True
+    assert [h["document_id"] for h in resumed["hits"]] == [document["id"]]
