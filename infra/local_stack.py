@@ -5,8 +5,9 @@
   the run directory (default `.ragline/`);
 - the API (which also owns the embedded vector store and runs the index stage) and one process
   per stage worker.
-Ctrl-C stops everything it started. Children also get SIGTERM if this process dies, so nothing
-is left behind. The tests use the same classes to start their own isolated stacks.
+Ctrl-C stops everything it started. Children are killed if this process dies without
+stopping them, so nothing is left behind. The tests use the same classes to start their own
+isolated stacks.
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ def port_open(port: int) -> bool:
 
 def _child_setup(niceness: int) -> Callable[[], None]:
     def setup() -> None:
-        # Runs in the child between fork and exec: SIGTERM it when the launcher dies.
+        # Runs in the child between fork and exec. If the launcher dies without stopping its
+        # children (killed, crashed), the kernel kills them: nothing is left behind.
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if niceness:
             os.nice(niceness)
 
