@@ -58,8 +58,23 @@ async def ensure_indexes(db: Database) -> None:
         kbs = db[KNOWLEDGE_BASES]
         await kbs.create_index([("tenant_id", ASCENDING), ("created_at", DESCENDING)])
         docs = db[DOCUMENTS]
+        # The document list, by KB and optionally by status, newest first (created_at, _id).
         await docs.create_index(
-            [("tenant_id", ASCENDING), ("kb_id", ASCENDING), ("created_at", DESCENDING)]
+            [
+                ("tenant_id", ASCENDING),
+                ("kb_id", ASCENDING),
+                ("created_at", DESCENDING),
+                ("_id", DESCENDING),
+            ]
+        )
+        await docs.create_index(
+            [
+                ("tenant_id", ASCENDING),
+                ("kb_id", ASCENDING),
+                ("parse_status", ASCENDING),
+                ("created_at", DESCENDING),
+                ("_id", DESCENDING),
+            ]
         )
         await docs.create_index([("kb_id", ASCENDING), ("sha256", ASCENDING)])
         await docs.create_index(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from infra.sparse import SparseEncoder, term_index, tokens
+from infra.sparse import SparseEncoder, phrases, term_index, tokens
+from infra.vectorstore.base import SparseVector
 
 
 def test_english_is_stemmed_and_stop_words_dropped() -> None:
@@ -45,11 +46,29 @@ def test_documents_weigh_repeats_with_saturation_and_length() -> None:
 
 def test_queries_weigh_each_distinct_term_once() -> None:
     query = SparseEncoder().query("reset reset the password")
-    assert sorted(query.indices) == sorted({term_index("reset"), term_index("password")})
-    assert query.values == [1.0, 1.0]
+    expected = {term_index(t) for t in ("reset", "password", "reset reset", "reset password")}
+    assert sorted(query.indices) == sorted(expected)
+    assert query.values == [1.0] * 4
     assert query.indices == sorted(query.indices)
 
 
 def test_empty_text_is_an_empty_vector() -> None:
     assert SparseEncoder().document("the of and").indices == []
     assert SparseEncoder().query("").indices == []
+
+
+def test_consecutive_words_count_as_phrases() -> None:
+    encoder = SparseEncoder()
+    assert phrases("The configuration file of the printer") == [
+        "configur file", "file printer",
+    ]  # fmt: skip
+    query = encoder.query("configuration file")
+    assert term_index("configur file") in query.indices
+    together = encoder.document("the configuration file is read at boot")
+    apart = encoder.document("the configuration is read from a file at boot")
+
+    def score(document: SparseVector) -> float:
+        weights = dict(zip(document.indices, document.values, strict=True))
+        return float(sum(weights.get(i, 0.0) for i in query.indices))
+
+    assert score(together) > score(apart)
