@@ -295,8 +295,9 @@ class Pipeline:
         """Base URL of the API."""
         return f"http://127.0.0.1:{self.api_port}"
 
-    def start(self, ready_timeout: float = 180.0) -> None:
-        """Starts the API and the workers and waits until the API is ready."""
+    def start(self, ready_timeout: float = 180.0, *, workers: bool = True) -> None:
+        """Starts the API and (unless `workers` is False) the stage workers, and waits until
+        the API is ready."""
         try:
             api = self._spawn(
                 "api",
@@ -310,6 +311,8 @@ class Pipeline:
             stages = ["records", "extract", "chunk"] + ["embed"] * self.embed_workers
             if self.env.get("RAGLINE_QDRANT__URL"):
                 stages.append("index")
+            if not workers:
+                stages = []
             for stage in stages:
                 self.add_worker(stage)
             _wait_for("ready", self.api_ready, ready_timeout, api)

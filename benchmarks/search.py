@@ -1,0 +1,256 @@
+"""Search latency and throughput over 100,000 chunks, through the real HTTP endpoint.
+
+Fills the local default's vector store with 100,000 chunks (the man-page benchmark's chunks,
+each repeated under 43 documents with its real embedding slightly perturbed, so the store
+holds realistic text and vectors), builds its index, then starts the API and times a bot's
+search (hybrid, the default) at concurrency 1, 8 and 32:
+
+- uncached: every request a query never asked before (query embedding included);
+- cached: the same query again (the answer comes from the cache).
+
+    .venv/bin/python -m benchmarks.search [--chunks 100000]
+
+The last line printed is one JSON object (`p95_ms_uncached_c1`, `p95_ms_cached_c1`,
+`rps_cached_c32`, ...). The load generator is a lean asyncio HTTP/1.1 client in this process,
+on the same two cores as the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from infra.embedding.local import SentenceTransformerEmbedder
+from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.local_stack import LocalServices, Pipeline, free_port
+from infra.mongo import connect, ensure_indexes
+from infra.settings import EmbeddingSettings, MongoSettings
+from infra.sparse import SparseEncoder
+from infra.vectorstore.base import ChunkPoint
+from infra.vectorstore.edge import EdgeVectorStore
+from schemas.domain import Record, chunk_id, chunk_point_id
+from workers.chunk.chunking import chunk_document
+from workers.extract.extractors import extract
+
+KBS = 10
+ATTACHED = 3
+LEVELS = (1, 8, 32)
+TOKEN, SECRET = "bench-admin-token", "bench-internal-secret"
+
+
+def base_chunks(corpus: dict[str, str]) -> list[str]:
+    """The man pages, chunked as the pipeline chunks them."""
+    texts: list[str] = []
+    for text in corpus.values():
+        document = extract(Record(content=text).as_markdown().encode(), "page.md")
+        texts.extend(chunk.text for chunk in chunk_document(document)[0])
+    return texts
+
+
+async def fill_store(path: Path, kb_ids: list[str], total: int, corpus: dict[str, str]) -> None:
+    """Writes `total` chunks across the KBs and builds the HNSW index."""
+    texts = base_chunks(corpus)
+    started = time.time()
+    vectors = SentenceTransformerEmbedder(EmbeddingSettings()).embed_documents(texts)
+    print(f"embedded {len(texts)} distinct chunks in {time.time() - started:.0f} s")
+    encoder = SparseEncoder()
+    sparse = [encoder.document(text) for text in texts]
+    rng = np.random.default_rng(7)
+    store = EdgeVectorStore(path, 384)
+    await store.ensure_collection()
+    started = time.time()
+    batch: list[ChunkPoint] = []
+    for n in range(total):
+        base = n % len(texts)
+        document_id = f"doc_bench{n // len(texts):03d}{base:05d}"
+        noisy = vectors[base] + rng.normal(scale=0.02, size=384).astype(np.float32)
+        batch.append(
+            ChunkPoint(
+                point_id=chunk_point_id(document_id, 0),
+                dense=(noisy / np.linalg.norm(noisy)).astype(np.float32),
+                sparse=sparse[base],
+                payload={
+                    "tenant_id": "default",
+                    "kb_id": kb_ids[n % len(kb_ids)],
+                    "document_id": document_id,
+                    "chunk_id": chunk_id(document_id, 0),
+                    "chunk_index": 0,
+                    "chunk_text": texts[base],
+                    "active": True,
+                    "source_name": f"{document_id}.md",
+                    "document_title": document_id,
+                    "page": None,
+                    "heading_path": [],
+                    "start": 0,
+                    "end": len(texts[base]),
+                    "source_key": f"file:{document_id}.md",
+                    "version": 1,
+                    "url": None,
+                },
+            )
+        )
+        if len(batch) == 1000:
+            await store.upsert(batch)
+            batch = []
+    await store.upsert(batch)
+    print(f"wrote {total} chunks in {time.time() - started:.0f} s")
+    started = time.time()
+    await store.optimize()
+    print(f"built the HNSW index in {time.time() - started:.0f} s")
+    await store.close()
+
+
+async def create_kbs(mongo: MongoSettings) -> list[str]:
+    """KB records for the chunks (the API is not running yet: the store is being filled)."""
+    client = connect(mongo)
+    db = client[mongo.database]
+    await ensure_indexes(db)
+    kbs = KnowledgeBaseRepository(db)
+    ids = [(await kbs.create("default", f"KB {n}", "", "en")).id for n in range(KBS)]
+    await client.close()
+    return ids
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection that posts JSON and times the answers."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._host = host
+        self._port = port
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
+        assert self._reader is not None
+        head = f"POST {path} HTTP/1.1\r\nHost: {self._host}\r\nContent-Length: {len(body)}\r\n"
+        head += "Content-Type: application/json\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+        self._writer.write(head.encode() + body)
+        status_line = await self._reader.readline()
+        length = 0
+        while (line := await self._reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        payload = await self._reader.readexactly(length)
+        return int(status_line.split()[1]), payload
+
+
+async def load(
+    port: int, bot_id: str, queries: list[str], concurrency: int
+) -> tuple[list[float], float]:
+    """Sends the queries with `concurrency` connections; returns latencies (ms) and rps."""
+    pending = list(enumerate(queries))
+    latencies: list[float] = []
+    headers = {"X-Internal-Secret": SECRET}
+
+    async def worker() -> None:
+        connection = Connection("127.0.0.1", port)
+        while pending:
+            _, query = pending.pop()
+            body = json.dumps({"bot_id": bot_id, "session_id": "bench", "query": query}).encode()
+            started = time.perf_counter()
+            status, payload = await connection.post(
+                "/api/v1/internal/knowledge/search", body, headers
+            )
+            latencies.append((time.perf_counter() - started) * 1000)
+            if status != 200:
+                raise RuntimeError(f"search answered {status}: {payload[:200]!r}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, len(queries) / (time.perf_counter() - started)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100), interpolated."""
+    return float(np.percentile(values, q))
+
+
+async def measure(port: int, bot_id: str, questions: list[str]) -> dict[str, Any]:
+    """Every concurrency level, uncached then cached."""
+    figures: dict[str, Any] = {}
+    fresh = iter(questions)
+    for level in LEVELS:
+        count = 200 if level == 1 else 400
+        uncached = [next(fresh) for _ in range(count)]
+        latencies, rps = await load(port, bot_id, uncached, level)
+        figures[f"uncached_c{level}"] = (latencies, rps)
+        hot = questions[-1]
+        await load(port, bot_id, [hot], 1)  # the answer is now cached
+        latencies, rps = await load(port, bot_id, [hot] * count * 2, level)
+        figures[f"cached_c{level}"] = (latencies, rps)
+    result: dict[str, Any] = {}
+    for name, (latencies, rps) in figures.items():
+        p50, p95, p99 = (percentile(latencies, q) for q in (50, 95, 99))
+        print(
+            f"{name:>12}: p50 {p50:6.2f} ms  p95 {p95:6.2f} ms  p99 {p99:6.2f} ms  "
+            f"{rps:7.1f} requests/s  (mean {statistics.mean(latencies):.2f} ms)"
+        )
+        result[f"p50_ms_{name}"] = round(p50, 2)
+        result[f"p95_ms_{name}"] = round(p95, 2)
+        result[f"p99_ms_{name}"] = round(p99, 2)
+        result[f"rps_{name}"] = round(rps, 1)
+    return result
+
+
+def main() -> None:
+    """Runs the benchmark and prints its figures; the last line is JSON."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.search")
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
+    args = parser.parse_args()
+    data = json.loads(args.eval.read_text())
+    questions = list(data["queries"].values())
+    # Enough distinct questions for every uncached request.
+    questions = [f"{q} ({n})" if n else q for n in range(3) for q in questions]
+    with tempfile.TemporaryDirectory(prefix="ragline-search-") as tmp:
+        work = Path(tmp)
+        with LocalServices.on_free_ports(work / "services") as services:
+            env = {
+                **os.environ,
+                **services.env(),
+                "RAGLINE_RUN_DIR": str(work / "run"),
+                "RAGLINE_ADMIN_TOKEN": TOKEN,
+                "RAGLINE_INTERNAL_SECRET": SECRET,
+                "RAGLINE_LOG_LEVEL": "WARNING",
+            }
+            mongo = MongoSettings(url=env["RAGLINE_MONGO__URL"])
+            kb_ids = asyncio.run(create_kbs(mongo))
+            asyncio.run(fill_store(work / "run" / "vectors", kb_ids, args.chunks, data["corpus"]))
+            port = free_port()
+            pipeline = Pipeline(work / "run", env, api_port=port)
+            try:
+                pipeline.start(workers=False)
+                with httpx.Client(
+                    base_url=pipeline.api_url, headers={"Authorization": f"Bearer {TOKEN}"}
+                ) as http:
+                    knowledge = {"enabled": True, "kb_ids": kb_ids[:ATTACHED]}
+                    bot = http.post("/api/v1/bots", json={"name": "bench", "knowledge": knowledge})
+                    bot.raise_for_status()
+                    bot_id = bot.json()["id"]
+                print(
+                    f"store: {args.chunks} chunks in {KBS} KBs; the bot searches {ATTACHED} of "
+                    f"them (about {args.chunks * ATTACHED // KBS} chunks), hybrid, top 4"
+                )
+                result = asyncio.run(measure(port, bot_id, questions))
+            finally:
+                pipeline.stop()
+    result["chunks"] = args.chunks
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
