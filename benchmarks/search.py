@@ -149,9 +149,16 @@ class Connection:
 
 
 async def load(
-    port: int, bot_id: str, queries: list[str], concurrency: int
+    port: int,
+    bot_id: str,
+    queries: list[str],
+    concurrency: int,
+    breakdown: list[dict[str, Any]] | None = None,
 ) -> tuple[list[float], float]:
-    """Sends the queries with `concurrency` connections; returns latencies (ms) and rps."""
+    """Sends the queries with `concurrency` connections; returns latencies (ms) and rps.
+
+    With `breakdown`, collects the answers' own timings (their `metrics` blocks).
+    """
     pending = list(enumerate(queries))
     latencies: list[float] = []
     headers = {"X-Internal-Secret": SECRET}
@@ -168,6 +175,8 @@ async def load(
             latencies.append((time.perf_counter() - started) * 1000)
             if status != 200:
                 raise RuntimeError(f"search answered {status}: {payload[:200]!r}")
+            if breakdown is not None:
+                breakdown.append(json.loads(payload)["metrics"])
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -186,8 +195,15 @@ async def measure(port: int, bot_id: str, questions: list[str]) -> dict[str, Any
     for level in LEVELS:
         count = 200 if level == 1 else 400
         uncached = [next(fresh) for _ in range(count)]
-        latencies, rps = await load(port, bot_id, uncached, level)
+        breakdown: list[dict[str, Any]] = []
+        latencies, rps = await load(port, bot_id, uncached, level, breakdown)
         figures[f"uncached_c{level}"] = (latencies, rps)
+        if level == 1:
+            parts = {
+                part: round(statistics.mean(m[part] for m in breakdown), 2)
+                for part in ("embedding_ms", "vector_search_ms", "total_ms")
+            }
+            print(f"uncached c1, server side, mean: {parts}")
         hot = questions[-1]
         await load(port, bot_id, [hot], 1)  # the answer is now cached
         latencies, rps = await load(port, bot_id, [hot] * count * 2, level)

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from infra.embedding.base import Embedder
 from infra.search_cache import SearchCache
-from infra.sparse import SparseEncoder, tokens
+from infra.sparse import SparseEncoder, term_index, tokens
 from infra.vectorstore.base import (
     RetrievalMode,
     ScoredChunk,
@@ -120,11 +120,13 @@ class Retriever:
         )
         lists = 2 if sparse.indices else 1
         best_possible = lists / rrf_k
-        terms = set(tokens(query))
+        # The query's terms, as sparse-vector indices: a chunk contains a term exactly when its
+        # own sparse vector has that index, so no chunk text is tokenised again here.
+        terms = {term_index(term) for term in tokens(query)}
         kept = []
         for hit in found:
             cosine = float(hit.dense @ vector) if hit.dense is not None else 0.0
-            matched = terms & set(tokens(str(hit.payload.get("chunk_text", ""))))
+            matched = terms & hit.terms
             every_term = bool(terms) and matched == terms
             if cosine < threshold and not every_term:
                 continue

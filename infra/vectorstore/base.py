@@ -51,6 +51,8 @@ class ScoredChunk:
     score: float
     payload: dict[str, Any]
     dense: NDArray[np.float32] | None = None
+    # The indices of its sparse vector (hybrid searches only).
+    terms: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -251,7 +251,7 @@ class EdgeVectorStore:
                 prefetches=prefetches,
                 query=qe.Fusion.Rrf(k=query.rrf_k),  # type: ignore[arg-type]  # stub lists Fusion
                 with_payload=True,
-                with_vector=[DENSE_VECTOR],
+                with_vector=[DENSE_VECTOR, SPARSE_VECTOR],
             )
         points = await self._call(lambda shard: shard.query(request))
         return [
@@ -260,6 +260,7 @@ class EdgeVectorStore:
                 score=p.score,
                 payload=dict(p.payload or {}),
                 dense=_dense_of(p.vector),
+                terms=_terms_of(p.vector),
             )
             for p in points
         ]
@@ -337,6 +338,12 @@ class EdgeVectorStore:
                 took = time.monotonic() - started
                 if took > 1.0:
                     log.info("vector store optimised in %.1f s", took)
+
+
+def _terms_of(vector: object) -> frozenset[int]:
+    sparse = vector.get(SPARSE_VECTOR) if isinstance(vector, dict) else None
+    indices = getattr(sparse, "indices", None)
+    return frozenset(indices) if indices else frozenset()
 
 
 def _dense_of(vector: object) -> np.ndarray | None:

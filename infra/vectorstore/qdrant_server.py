@@ -235,7 +235,7 @@ class QdrantServerStore:
                     query=qm.RrfQuery(rrf=qm.Rrf(k=query.rrf_k)),
                     limit=query.limit,
                     with_payload=True,
-                    with_vectors=[DENSE_VECTOR],
+                    with_vectors=[DENSE_VECTOR, SPARSE_VECTOR],
                 )
         return [
             ScoredChunk(
@@ -243,6 +243,7 @@ class QdrantServerStore:
                 score=p.score,
                 payload=dict(p.payload or {}),
                 dense=_dense_of(p.vector),
+                terms=_terms_of(p.vector),
             )
             for p in response.points
         ]
@@ -278,6 +279,12 @@ class QdrantServerStore:
             await self._client.delete(
                 self._collection, qm.FilterSelector(filter=selector), wait=True
             )
+
+
+def _terms_of(vector: object) -> frozenset[int]:
+    sparse = vector.get(SPARSE_VECTOR) if isinstance(vector, dict) else None
+    indices = getattr(sparse, "indices", None)
+    return frozenset(indices) if indices else frozenset()
 
 
 def _dense_of(vector: object) -> np.ndarray | None:

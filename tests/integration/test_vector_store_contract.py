@@ -14,7 +14,7 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 
 from infra.errors import PermanentError
-from infra.sparse import SparseEncoder
+from infra.sparse import SparseEncoder, term_index
 from infra.vectorstore.base import (
     ChunkPoint,
     PublishedDocument,
@@ -276,6 +276,9 @@ async def test_hybrid_search_fuses_both_rankings(store: VectorStore) -> None:
         assert hit.dense is not None
         assert hit.dense.shape == (DIM,)
     assert float(hits[ranked.index("doc_dense")].dense @ _unit(7)) == pytest.approx(1.0, abs=1e-4)
+    # ... and the indices of its sparse vector: which query terms it contains.
+    assert term_index("zebrafinch") in hits[ranked.index("doc_lexical")].terms
+    assert term_index("zebrafinch") not in hits[ranked.index("doc_dense")].terms
 
 
 async def test_embedded_store_keeps_points_across_restarts(tmp_path: Path) -> None:
