@@ -34,7 +34,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from infra.embedding.local import SentenceTransformerEmbedder
-from infra.local_stack import LocalServices, Pipeline, free_port
+from infra.local_stack import isolated_stack
 from infra.settings import ChunkingSettings, EmbeddingSettings
 from workers.chunk.chunking import chunk_document
 from workers.extract.extractors import extract
@@ -116,25 +116,15 @@ def _stage_busy_seconds(exposition: str) -> dict[str, float]:
     return busy
 
 
+TOKEN, SECRET = "bench-admin-token", "bench-internal-secret"
+
+
 def run_pipeline(paths: list[Path], embed_workers: int, work_dir: Path) -> PipelineRun:
     """Ingests the documents through a fresh stack; returns the measurements."""
-    services = LocalServices.on_free_ports(work_dir / "services")
-    services.start()
-    token, secret = "bench-admin-token", "bench-internal-secret"
-    env = {
-        **os.environ,
-        **services.env(),
-        "RAGLINE_RUN_DIR": str(work_dir / "run"),
-        "RAGLINE_ADMIN_TOKEN": token,
-        "RAGLINE_INTERNAL_SECRET": secret,
-        "RAGLINE_INGEST__MAX_UPLOAD_MB": "50",
-    }
-    pipeline = Pipeline(work_dir / "run", env, api_port=free_port(), embed_workers=embed_workers)
-    try:
-        pipeline.start()
-        # Measure the steady state, not the consumer groups' first rebalances.
-        pipeline.wait_settled(partitions=6)
-        headers = {"Authorization": f"Bearer {token}"}
+    settings = {"RAGLINE_INGEST__MAX_UPLOAD_MB": "50"}
+    # The stack is settled first: this measures the steady state, not the first rebalances.
+    with isolated_stack(work_dir, TOKEN, SECRET, settings, embed_workers) as (_, pipeline):
+        headers = {"Authorization": f"Bearer {TOKEN}"}
         with httpx.Client(base_url=pipeline.api_url, headers=headers, timeout=60) as http:
             kb = http.post("/api/v1/knowledge-bases", json={"name": "bench"}).json()["id"]
             started = time.time()
@@ -168,9 +158,6 @@ def run_pipeline(paths: list[Path], embed_workers: int, work_dir: Path) -> Pipel
             peak_rss_mb=rss,
             stage_seconds={k: round(v, 2) for k, v in sorted(busy.items())},
         )
-    finally:
-        pipeline.stop()
-        services.stop()
 
 
 def wait_all_indexed(http: httpx.Client, kb: str, ids: list[str]) -> list[dict[str, Any]]:

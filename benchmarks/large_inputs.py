@@ -12,7 +12,6 @@ The last line printed is one JSON object.
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -21,8 +20,8 @@ from typing import Any
 
 import httpx
 
-from benchmarks.ingest import peak_rss_mb, wait_all_indexed
-from infra.local_stack import LocalServices, Pipeline, free_port
+from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb, wait_all_indexed
+from infra.local_stack import isolated_stack
 from tests.factories import long_pdf, stock_csv
 
 INPUTS: dict[str, tuple[str, Callable[[], bytes]]] = {
@@ -35,35 +34,22 @@ INPUTS: dict[str, tuple[str, Callable[[], bytes]]] = {
 
 def ingest_one(filename: str, data: bytes, work_dir: Path) -> dict[str, Any]:
     """Ingests one file through a fresh stack; returns its figures."""
-    with LocalServices.on_free_ports(work_dir / "services") as services:
-        env = {
-            **os.environ,
-            **services.env(),
-            "RAGLINE_RUN_DIR": str(work_dir / "run"),
-            "RAGLINE_ADMIN_TOKEN": "bench-admin-token",
-            "RAGLINE_INTERNAL_SECRET": "bench-internal-secret",
+    with isolated_stack(work_dir, TOKEN, SECRET) as (_, pipeline):
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        with httpx.Client(base_url=pipeline.api_url, headers=headers, timeout=120) as http:
+            kb = http.post("/api/v1/knowledge-bases", json={"name": "bench"}).json()["id"]
+            started = time.time()
+            response = http.post(
+                f"/api/v1/knowledge-bases/{kb}/documents", files={"file": (filename, data)}
+            )
+            response.raise_for_status()
+            [document] = wait_all_indexed(http, kb, [response.json()["id"]])
+        return {
+            "input_mb": round(len(data) / 1e6, 2),
+            "chunks": document["chunk_count"],
+            "seconds": round(time.time() - started, 1),
+            "peak_rss_mb": {p.name: peak_rss_mb(p.pid) for p in pipeline.processes},
         }
-        pipeline = Pipeline(work_dir / "run", env, api_port=free_port())
-        try:
-            pipeline.start()
-            pipeline.wait_settled(partitions=6)
-            headers = {"Authorization": "Bearer bench-admin-token"}
-            with httpx.Client(base_url=pipeline.api_url, headers=headers, timeout=120) as http:
-                kb = http.post("/api/v1/knowledge-bases", json={"name": "bench"}).json()["id"]
-                started = time.time()
-                response = http.post(
-                    f"/api/v1/knowledge-bases/{kb}/documents", files={"file": (filename, data)}
-                )
-                response.raise_for_status()
-                [document] = wait_all_indexed(http, kb, [response.json()["id"]])
-            return {
-                "input_mb": round(len(data) / 1e6, 2),
-                "chunks": document["chunk_count"],
-                "seconds": round(time.time() - started, 1),
-                "peak_rss_mb": {p.name: peak_rss_mb(p.pid) for p in pipeline.processes},
-            }
-        finally:
-            pipeline.stop()
 
 
 def main() -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -25,7 +24,8 @@ from typing import Any
 import httpx
 import pytrec_eval
 
-from infra.local_stack import LocalServices, Pipeline, free_port
+from benchmarks.ingest import SECRET, TOKEN
+from infra.local_stack import isolated_stack
 
 MODES = ("dense", "sparse", "hybrid")
 BATCH = 500
@@ -96,7 +96,6 @@ def main() -> None:
     """Runs the benchmark and prints its figures; the last line is JSON."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality")
     parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
-    parser.add_argument("--rrf-k", type=int, default=60)
     args = parser.parse_args()
     data = json.loads(args.eval.read_text())
     corpus: dict[str, str] = data["corpus"]
@@ -105,51 +104,31 @@ def main() -> None:
     print(f"corpus: {len(corpus)} pages, {len(queries)} queries")
 
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="ragline-quality-") as tmp:
-        work = Path(tmp)
-        with LocalServices.on_free_ports(work / "services") as services:
-            env = {
-                **os.environ,
-                **services.env(),
-                "RAGLINE_RUN_DIR": str(work / "run"),
-                "RAGLINE_ADMIN_TOKEN": "bench-admin-token",
-                "RAGLINE_INTERNAL_SECRET": "bench-internal-secret",
-            }
-            pipeline = Pipeline(work / "run", env, api_port=free_port())
-            try:
-                pipeline.start()
-                pipeline.wait_settled(partitions=6)
-                admin = httpx.Client(
-                    base_url=pipeline.api_url,
-                    headers={"Authorization": "Bearer bench-admin-token"},
-                    timeout=60,
-                )
-                search = httpx.Client(
-                    base_url=pipeline.api_url,
-                    headers={"X-Internal-Secret": "bench-internal-secret"},
-                    timeout=60,
-                )
-                kb = admin.post("/api/v1/knowledge-bases", json={"name": "man pages"}).json()["id"]
-                started = time.time()
-                pages = ingest(admin, kb, corpus)
-                print(f"ingested in {time.time() - started:.0f} s")
-                for mode in MODES:
-                    started = time.time()
-                    run = {
-                        qid: rank(search, kb, text, mode, pages) for qid, text in queries.items()
-                    }
-                    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.10"})
-                    scores = evaluator.evaluate(run)
-                    ndcg = sum(s["ndcg_cut_10"] for s in scores.values()) / len(queries)
-                    recall = sum(s["recall_10"] for s in scores.values()) / len(queries)
-                    results[f"ndcg10_{mode}"] = round(ndcg, 4)
-                    results[f"recall10_{mode}"] = round(recall, 4)
-                    took = (time.time() - started) / len(queries) * 1000
-                    print(
-                        f"{mode}: nDCG@10 {ndcg:.4f}, recall@10 {recall:.4f} ({took:.0f} ms/query)"
-                    )
-            finally:
-                pipeline.stop()
+    with (
+        tempfile.TemporaryDirectory(prefix="ragline-quality-") as tmp,
+        isolated_stack(Path(tmp), TOKEN, SECRET) as (_, pipeline),
+    ):
+        admin = httpx.Client(
+            base_url=pipeline.api_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60
+        )
+        search = httpx.Client(
+            base_url=pipeline.api_url, headers={"X-Internal-Secret": SECRET}, timeout=60
+        )
+        kb = admin.post("/api/v1/knowledge-bases", json={"name": "man pages"}).json()["id"]
+        started = time.time()
+        pages = ingest(admin, kb, corpus)
+        print(f"ingested in {time.time() - started:.0f} s")
+        for mode in MODES:
+            started = time.time()
+            run = {qid: rank(search, kb, text, mode, pages) for qid, text in queries.items()}
+            evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.10"})
+            scores = evaluator.evaluate(run)
+            ndcg = sum(s["ndcg_cut_10"] for s in scores.values()) / len(queries)
+            recall = sum(s["recall_10"] for s in scores.values()) / len(queries)
+            results[f"ndcg10_{mode}"] = round(ndcg, 4)
+            results[f"recall10_{mode}"] = round(recall, 4)
+            took = (time.time() - started) / len(queries) * 1000
+            print(f"{mode}: nDCG@10 {ndcg:.4f}, recall@10 {recall:.4f} ({took:.0f} ms/query)")
     print(json.dumps(results))
 
 

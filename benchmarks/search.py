@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -30,9 +29,10 @@ from typing import Any
 import httpx
 import numpy as np
 
+from benchmarks.ingest import SECRET, TOKEN
 from infra.embedding.local import SentenceTransformerEmbedder
 from infra.knowledge_bases import KnowledgeBaseRepository
-from infra.local_stack import LocalServices, Pipeline, free_port
+from infra.local_stack import LocalServices, Pipeline, free_port, pipeline_env
 from infra.mongo import connect, ensure_indexes
 from infra.settings import EmbeddingSettings, MongoSettings
 from infra.sparse import SparseEncoder
@@ -45,7 +45,6 @@ from workers.extract.extractors import extract
 KBS = 10
 ATTACHED = 3
 LEVELS = (1, 8, 32)
-TOKEN, SECRET = "bench-admin-token", "bench-internal-secret"
 
 
 def base_chunks(corpus: dict[str, str]) -> list[str]:
@@ -236,11 +235,7 @@ def main() -> None:
         work = Path(tmp)
         with LocalServices.on_free_ports(work / "services") as services:
             env = {
-                **os.environ,
-                **services.env(),
-                "RAGLINE_RUN_DIR": str(work / "run"),
-                "RAGLINE_ADMIN_TOKEN": TOKEN,
-                "RAGLINE_INTERNAL_SECRET": SECRET,
+                **pipeline_env(services, work / "run", TOKEN, SECRET),
                 "RAGLINE_LOG_LEVEL": "WARNING",
             }
             mongo = MongoSettings(url=env["RAGLINE_MONGO__URL"])

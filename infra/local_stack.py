@@ -397,6 +397,47 @@ class Pipeline:
         return proc
 
 
+def pipeline_env(
+    services: LocalServices, run_dir: Path, admin_token: str, internal_secret: str
+) -> dict[str, str]:
+    """The environment of a pipeline on these servers, with its data under `run_dir`."""
+    return {
+        **os.environ,
+        **services.env(),
+        "RAGLINE_RUN_DIR": str(run_dir),
+        "RAGLINE_ADMIN_TOKEN": admin_token,
+        "RAGLINE_INTERNAL_SECRET": internal_secret,
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+
+
+@contextlib.contextmanager
+def isolated_stack(
+    work_dir: Path,
+    admin_token: str,
+    internal_secret: str,
+    settings: Mapping[str, str] | None = None,
+    embed_workers: int = 1,
+) -> Iterator[tuple[LocalServices, Pipeline]]:
+    """Servers on free ports and a whole pipeline on them, settled, under `work_dir`
+    (tests and benchmarks); everything is stopped on exit."""
+    with LocalServices.on_free_ports(work_dir / "services") as services:
+        env = {
+            **pipeline_env(services, work_dir / "run", admin_token, internal_secret),
+            **(settings or {}),
+        }
+        pipeline = Pipeline(
+            work_dir / "run", env, api_port=free_port(), embed_workers=embed_workers
+        )
+        try:
+            pipeline.start()
+            pipeline.wait_settled(partitions=int(env.get("RAGLINE_KAFKA__PARTITIONS", "6")))
+            yield services, pipeline
+        finally:
+            pipeline.stop()
+
+
 def _assigned_partitions(url: str) -> list[tuple[str, float]]:
     try:
         with urllib.request.urlopen(url, timeout=1.0) as response:  # noqa: S310
@@ -462,15 +503,7 @@ def run(argv: list[str] | None = None) -> int:
     services = LocalServices(run_dir, args.kafka_port, args.mongo_port, args.redis_port)
     log.info("starting Kafka, MongoDB and Redis stand-ins under %s ...", run_dir)
     services.start()
-    env = {
-        **os.environ,
-        **services.env(),
-        "RAGLINE_RUN_DIR": str(run_dir),
-        "RAGLINE_ADMIN_TOKEN": admin_token,
-        "RAGLINE_INTERNAL_SECRET": internal_secret,
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+    env = pipeline_env(services, run_dir, admin_token, internal_secret)
     pipeline = Pipeline(run_dir, env, api_port=args.api_port, embed_workers=args.embed_workers)
     pipeline.next_metrics_port = 9100
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import uuid
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -71,23 +72,17 @@ class ChunkBatchReady(Event):
         return f"{self.document_id}/{self.batch_index}".encode()
 
 
-class SparseTerms(BaseModel):
-    """A sparse vector: term indices (sorted) and their weights."""
-
-    model_config = ConfigDict(frozen=True)
-
-    indices: list[int]
-    values: list[float]
-
-
 class ChunkBatchEmbedded(ChunkBatchReady):
     """The same batch with one dense vector per chunk (float32, base64, row-major) and one
-    sparse (BM25-style) vector per chunk."""
+    sparse (BM25-style) vector per chunk (packed: see `encode_sparse`)."""
 
     model: str
     dimensions: int = Field(ge=1)
     dense_b64: str
-    sparse: list[SparseTerms] = Field(default_factory=list)
+    # Per chunk: its number of terms; then all indices (uint32) and all weights (float32).
+    sparse_lengths: list[int] = Field(default_factory=list)
+    sparse_indices_b64: str = ""
+    sparse_values_b64: str = ""
 
     @property
     def key(self) -> bytes:
@@ -103,6 +98,39 @@ class ChunkBatchEmbedded(ChunkBatchReady):
         """The (n, d) matrix of dense vectors, one row per chunk."""
         raw = np.frombuffer(base64.b64decode(self.dense_b64), dtype="<f4")
         return raw.reshape(len(self.chunks), self.dimensions).astype(np.float32)
+
+    @staticmethod
+    def encode_sparse(vectors: list[tuple[list[int], list[float]]]) -> dict[str, Any]:
+        """Packs one (indices, values) sparse vector per chunk into the event's fields."""
+        indices = np.fromiter(
+            (i for ids, _ in vectors for i in ids),
+            dtype="<u4",
+            count=sum(len(v[0]) for v in vectors),
+        )
+        values = np.fromiter(
+            (v for _, vals in vectors for v in vals), dtype="<f4", count=len(indices)
+        )
+        return {
+            "sparse_lengths": [len(ids) for ids, _ in vectors],
+            "sparse_indices_b64": base64.b64encode(indices.tobytes()).decode(),
+            "sparse_values_b64": base64.b64encode(values.tobytes()).decode(),
+        }
+
+    def sparse(self) -> list[tuple[list[int], list[float]]]:
+        """The (indices, values) sparse vector of each chunk."""
+        indices = np.frombuffer(base64.b64decode(self.sparse_indices_b64), dtype="<u4")
+        values = np.frombuffer(base64.b64decode(self.sparse_values_b64), dtype="<f4")
+        out = []
+        start = 0
+        for length in self.sparse_lengths:
+            out.append(
+                (
+                    indices[start : start + length].astype(int).tolist(),
+                    values[start : start + length].astype(float).tolist(),
+                )
+            )
+            start += length
+        return out
 
 
 class RecordPublished(BaseModel):

@@ -15,7 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from infra.embedding.base import Embedder
-from infra.local_stack import LocalServices, Pipeline, free_port
+from infra.local_stack import LocalServices, Pipeline, free_port, pipeline_env
 from infra.mongo import Database, connect
 from infra.settings import (
     EmbeddingSettings,
@@ -116,12 +116,8 @@ def start_pipeline(
     admin_token = secrets.token_urlsafe(16)
     internal_secret = secrets.token_urlsafe(16)
     env = {
-        **os.environ,
-        **services.env(),
-        "RAGLINE_RUN_DIR": str(run_dir),
+        **pipeline_env(services, run_dir, admin_token, internal_secret),
         "RAGLINE_MONGO__DATABASE": unique("e2e"),
-        "RAGLINE_ADMIN_TOKEN": admin_token,
-        "RAGLINE_INTERNAL_SECRET": internal_secret,
         "RAGLINE_KAFKA__GROUP_PREFIX": unique("g"),
         "RAGLINE_QDRANT__OPTIMIZE_IDLE_S": "2",
         "RAGLINE_INGEST__MAX_UPLOAD_MB": "2",

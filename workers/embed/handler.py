@@ -17,7 +17,7 @@ from infra.embedding.base import Embedder
 from infra.metrics import CHUNKS_EMBEDDED, EMBEDDING_CACHE
 from infra.sparse import SparseEncoder
 from schemas.domain import ParseStatus
-from schemas.events import ChunkBatchEmbedded, ChunkBatchReady, SparseTerms
+from schemas.events import ChunkBatchEmbedded, ChunkBatchReady
 from workers.ports import DocumentStatus, StageResult
 
 
@@ -68,7 +68,7 @@ class EmbedHandler:
             model=self._embedder.model_id,
             dimensions=self._embedder.dimensions,
             dense_b64=ChunkBatchEmbedded.encode_vectors(vectors),
-            sparse=[SparseTerms(indices=s.indices, values=s.values) for s in sparse],
+            **ChunkBatchEmbedded.encode_sparse([(s.indices, s.values) for s in sparse]),
         )
         return StageResult(publish=[embedded], finished_document=event.last)
 

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 def chunk_points(event: ChunkBatchEmbedded, document: Document, active: bool) -> list[ChunkPoint]:
     """The points of one embedded batch, with everything needed to filter and cite them."""
     vectors = event.vectors()
+    sparse = event.sparse()
     points = []
     for row, chunk in enumerate(event.chunks):
         payload = {
@@ -44,13 +45,13 @@ def chunk_points(event: ChunkBatchEmbedded, document: Document, active: bool) ->
             "version": document.version,
             "url": document.url,
         }
-        sparse = event.sparse[row] if row < len(event.sparse) else None
+        terms = sparse[row] if row < len(sparse) else None
         points.append(
             ChunkPoint(
                 point_id=chunk_point_id(event.document_id, chunk.chunk_index),
                 dense=vectors[row],
                 payload=payload,
-                sparse=SparseVector(sparse.indices, sparse.values) if sparse else None,
+                sparse=SparseVector(*terms) if terms else None,
             )
         )
     return points
