@@ -22,6 +22,20 @@ from schemas.domain import ExtractedDocument
 _PREFIX = "gridfs:"
 
 
+def _upload_stream(bucket: AsyncGridFSBucket, filename: str, document_id: str) -> AsyncGridIn:
+    """A new GridFS upload stream that does not probe the bucket for its indexes.
+
+    PyMongo checks, before every upload, whether the bucket's collections are empty (an
+    unfiltered `find_one` on each) so as to create the GridFS indexes lazily. `ensure_indexes`
+    creates them at start-up instead, and on the local MongoDB server an unfiltered `find_one`
+    scans the whole collection: each upload would cost time in proportion to all the files
+    stored before it.
+    """
+    stream = bucket.open_upload_stream(filename, metadata={"document_id": document_id})
+    object.__setattr__(stream, "_ensured_index", True)
+    return stream
+
+
 def _key(bucket: str, file_id: ObjectId) -> str:
     return f"{_PREFIX}{bucket}/{file_id}"
 
@@ -86,8 +100,9 @@ class BlobStore:
 
     def start_original(self, filename: str, document_id: str) -> OriginalUpload:
         """Opens a stream for an upload's bytes."""
-        stream = self._originals.open_upload_stream(filename, metadata={"document_id": document_id})
-        return OriginalUpload(ORIGINALS_BUCKET, stream)
+        return OriginalUpload(
+            ORIGINALS_BUCKET, _upload_stream(self._originals, filename, document_id)
+        )
 
     async def store_original(self, data: bytes, filename: str, document_id: str) -> StoredUpload:
         """Stores a document's original bytes in one go (records, which arrive whole)."""
@@ -118,11 +133,11 @@ class BlobStore:
     async def put_extracted(self, document_id: str, extracted: ExtractedDocument) -> str:
         """Stores a document's extracted text (gzip JSON) and returns its key."""
         data = gzip.compress(extracted.model_dump_json().encode(), compresslevel=3)
+        stream = _upload_stream(self._extracted, document_id, document_id)
         async with mongo_errors():
-            file_id = await self._extracted.upload_from_stream(
-                document_id, data, metadata={"document_id": document_id}
-            )
-        return _key(EXTRACTED_BUCKET, file_id)
+            await stream.write(data)
+            await stream.close()
+        return _key(EXTRACTED_BUCKET, stream._id)
 
     async def get_extracted(self, key: str) -> ExtractedDocument:
         """A document's extracted text."""

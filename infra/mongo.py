@@ -1,4 +1,10 @@
-"""MongoDB connection, collection names and indexes (PyMongo's async API)."""
+"""MongoDB connection, collection names and indexes (PyMongo's async API).
+
+Writes made once per document or per message are an `update_one` followed by a read, or both
+inside a transaction where they must be atomic, rather than `find_one_and_update`: the local
+MongoDB server (SecantusDB) scans the whole collection for every find-and-modify, which makes
+each of them slower in proportion to everything stored. Rare administrative writes keep it.
+"""
 
 from __future__ import annotations
 
@@ -85,6 +91,15 @@ async def ensure_indexes(db: Database) -> None:
         await db[BOTS].create_index([("tenant_id", ASCENDING), ("created_at", DESCENDING)])
         await db[BOTS].create_index([("knowledge.kb_ids", ASCENDING)])
         await db[TOKENS].create_index([("tenant_id", ASCENDING)])
+        for bucket in (ORIGINALS_BUCKET, EXTRACTED_BUCKET):
+            # The indexes the GridFS spec asks for (PyMongo would create them lazily, at the
+            # cost of probing both collections before every upload; see `infra.blob_store`).
+            await db[f"{bucket}.files"].create_index(
+                [("filename", ASCENDING), ("uploadDate", ASCENDING)]
+            )
+            await db[f"{bucket}.chunks"].create_index(
+                [("files_id", ASCENDING), ("n", ASCENDING)], unique=True
+            )
 
 
 def from_mongo(doc: MongoDoc) -> MongoDoc:

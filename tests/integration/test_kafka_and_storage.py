@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
+from pymongo import AsyncMongoClient, monitoring
 
 from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
@@ -17,7 +18,7 @@ from infra.kafka import build_broker, ensure_topics
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.local_stack import LocalServices
-from infra.mongo import Database
+from infra.mongo import Database, ensure_indexes
 from schemas.domain import Document, ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import DocumentUploaded
 from schemas.topics import dead_letter_topic
@@ -165,3 +166,45 @@ async def test_an_aborted_upload_leaves_nothing(db: Database) -> None:
     await upload.abort()
     assert await db["originals.files"].count_documents({}) == 0
     assert await db["originals.chunks"].count_documents({}) == 0
+
+
+class _Finds(monitoring.CommandListener):
+    """Records the filters of `find` commands on GridFS collections."""
+
+    def __init__(self) -> None:
+        self.filters: list[tuple[str, dict[str, Any]]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        collection = str(event.command.get("find", ""))
+        if event.command_name == "find" and collection.endswith((".files", ".chunks")):
+            self.filters.append((collection, dict(event.command.get("filter", {}))))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        return None
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        return None
+
+
+async def test_storing_a_file_does_not_scan_what_is_stored(local_services: LocalServices) -> None:
+    # An unfiltered query scans the whole collection on the local MongoDB server: storing must
+    # cost the same with a thousand files stored as with none.
+    settings = settings_for(local_services)
+    finds = _Finds()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        settings.mongo.url, event_listeners=[finds]
+    )
+    db = client[unique("blobs")]
+    try:
+        await ensure_indexes(db)
+        blobs = BlobStore(db)
+        stored = await blobs.store_original(b"first", "a.txt", "doc_1")
+        key = await blobs.put_extracted("doc_1", ExtractedDocument(title="a", segments=[]))
+        assert finds.filters == []
+        assert await blobs.read(stored.storage_key) == b"first"
+        assert (await blobs.get_extracted(key)).title == "a"
+        indexes = [index async for index in await db["originals.chunks"].list_indexes()]
+        assert any(index.get("unique") and "files_id" in index["key"] for index in indexes)
+    finally:
+        await client.drop_database(db.name)
+        await client.close()
