@@ -255,7 +255,10 @@ class DocumentRepository:
             return to_document(doc)
         now = utcnow()
         async with mongo_errors():
-            moved = await self._docs.find_one_and_update(
+            # Only one message moves it (the status must still be an earlier one); whichever
+            # did, it is current if it is now at or past here. (No find-and-modify on this
+            # path: see `infra.mongo`.)
+            await self._docs.update_one(
                 {
                     "_id": document_id,
                     "generation": generation,
@@ -270,17 +273,14 @@ class DocumentRepository:
                     # Counted once per stage entry; the runner adds one per retry.
                     "$inc": {f"attempts.{status.value}": 1},
                 },
-                return_document=ReturnDocument.AFTER,
             )
-            if moved is None:
-                # Another message moved it first; it is current if it is now at or past here.
-                moved = await self._docs.find_one(
-                    {
-                        "_id": document_id,
-                        "generation": generation,
-                        "parse_status": {"$in": sorted(unfinished)},
-                    }
-                )
+            moved = await self._docs.find_one(
+                {
+                    "_id": document_id,
+                    "generation": generation,
+                    "parse_status": {"$in": sorted(unfinished)},
+                }
+            )
         return None if moved is None else to_document(moved)
 
     async def chunking_progress(self, document_id: str, generation: int) -> ChunkingProgress | None:
@@ -361,10 +361,14 @@ class DocumentRepository:
         document is gone or stale.
         """
         async with mongo_errors():
-            doc = await self._docs.find_one_and_update(
+            await self._docs.update_one(
                 {"_id": document_id, "generation": generation},
                 {"$set": {f"indexed_batches.{batch_index}": size, "updated_at": utcnow()}},
-                return_document=ReturnDocument.AFTER,
+            )
+            # Two batches finishing together may both see the last one counted: finishing a
+            # document is idempotent (`DocumentLifecycle.finish`).
+            doc = await self._docs.find_one(
+                {"_id": document_id, "generation": generation},
                 projection={"indexed_batches": 1, "batch_count": 1},
             )
         if doc is None:

@@ -1,7 +1,9 @@
 """Changes that span a document, its knowledge base's counts and its version line.
 
 Each is one MongoDB transaction, so a crash or a replayed event can never leave a KB's document
-and chunk counts off by one, or two versions of one source both marked live.
+and chunk counts off by one, or two versions of one source both marked live. Within a
+transaction a write and then a read of the same record are atomic, so no find-and-modify is
+needed (see `infra.mongo`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pymongo import AsyncMongoClient, ReturnDocument
+from pymongo import AsyncMongoClient
 from pymongo.asynchronous.client_session import AsyncClientSession
 
 from infra.knowledge_bases import RevisionSink
@@ -63,15 +65,20 @@ class DocumentLifecycle:
 
     async def next_version(self, kb_id: str, source_key: str) -> int:
         """The next version number of a source in a KB (1 for a new source)."""
-        async with mongo_errors():
-            record = await self._sources.find_one_and_update(
-                {"_id": _source_id(kb_id, source_key)},
+        source = _source_id(kb_id, source_key)
+
+        async def work(session: AsyncClientSession) -> int:
+            await self._sources.update_one(
+                {"_id": source},
                 {"$inc": {"next_version": 1}, "$setOnInsert": {"kb_id": kb_id, "live_version": 0}},
                 upsert=True,
-                return_document=ReturnDocument.AFTER,
+                session=session,
             )
-        assert record is not None
-        return int(record["next_version"])
+            record = await self._sources.find_one({"_id": source}, session=session)
+            assert record is not None
+            return int(record["next_version"])
+
+        return await self._transaction(work)
 
     async def create(self, document: Document) -> None:
         """Stores a new document and counts it in its KB."""
@@ -196,9 +203,10 @@ class DocumentLifecycle:
         """Deletes a document's record and takes it out of its KB's counts."""
 
         async def work(session: AsyncClientSession) -> Document | None:
-            raw = await self._docs.find_one_and_delete({"_id": document_id}, session=session)
+            raw = await self._docs.find_one({"_id": document_id}, session=session)
             if raw is None:
                 return None
+            await self._docs.delete_one({"_id": document_id}, session=session)
             document = _document(raw)
             await self._count(
                 session, document.kb_id, documents=-1, chunks=-document.indexed_chunk_count
@@ -224,13 +232,8 @@ class DocumentLifecycle:
             "$inc": {"document_count": documents, "chunk_count": chunks, "revision": 1},
             "$set": {"updated_at": utcnow()},
         }
-        kb = await self._kbs.find_one_and_update(
-            {"_id": kb_id},
-            update,
-            session=session,
-            projection={"revision": 1},
-            return_document=ReturnDocument.AFTER,
-        )
+        await self._kbs.update_one({"_id": kb_id}, update, session=session)
+        kb = await self._kbs.find_one({"_id": kb_id}, {"revision": 1}, session=session)
         if kb is not None:
             # Told once the transaction has committed (see `_transaction`).
             session_changes = _changes(session)
