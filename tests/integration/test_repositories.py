@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
+from pymongo import AsyncMongoClient, monitoring
 
 from infra.documents import DocumentRepository
 from infra.errors import NotFound
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle, Finished
+from infra.local_stack import LocalServices
 from infra.mongo import Database, ensure_indexes
 from infra.tokens import TokenRepository
 from schemas.domain import (
@@ -19,6 +22,7 @@ from schemas.domain import (
     ParseStatus,
     Role,
 )
+from tests.conftest import settings_for
 from tests.factories import make_document
 
 
@@ -87,6 +91,74 @@ async def test_advance_moves_forward_once_and_allows_redelivery(db: Database) ->
     assert behind.parse_status is ParseStatus.EMBEDDING
     # A stale generation cannot.
     assert await documents.advance(doc.id, 2, ParseStatus.EXTRACTING) is None
+
+
+async def test_concurrent_messages_enter_a_stage_once_and_versions_never_repeat(
+    db: Database,
+) -> None:
+    documents, doc = await _stored(db)
+    entered = await asyncio.gather(
+        *(documents.advance(doc.id, 1, ParseStatus.EXTRACTING) for _ in range(10))
+    )
+    assert all(d is not None and d.parse_status is ParseStatus.EXTRACTING for d in entered)
+    current = await documents.find(doc.id)
+    assert current is not None
+    assert current.attempts == {"extracting": 1}
+    lifecycle = DocumentLifecycle(db.client, db)
+    versions = await asyncio.gather(
+        *(lifecycle.next_version(doc.kb_id, "file:report.pdf") for _ in range(20))
+    )
+    assert sorted(versions) == list(range(1, 21))
+
+
+class _Commands(monitoring.CommandListener):
+    """Records the names of the commands a client sends."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.names.append(event.command_name)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        return None
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        return None
+
+
+async def test_per_message_writes_use_no_find_and_modify(
+    db: Database, local_services: LocalServices
+) -> None:
+    # The local MongoDB server scans the whole collection for each findAndModify: a pipeline
+    # that sent one per message would slow down with every document stored.
+    commands = _Commands()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        settings_for(local_services).mongo.url, event_listeners=[commands]
+    )
+    watched = client[db.name]
+    try:
+        kb = await KnowledgeBaseRepository(watched).create("acme", "KB", "", "en")
+        lifecycle = DocumentLifecycle(client, watched)
+        document = _document("acme", kb.id)
+        version = await lifecycle.next_version(kb.id, document.source_key)
+        await lifecycle.create(document.model_copy(update={"version": version}))
+        documents = DocumentRepository(watched)
+        for status in (ParseStatus.EXTRACTING, ParseStatus.CHUNKING):
+            assert await documents.advance(document.id, 1, status) is not None
+        assert await documents.record_chunking(
+            document.id, 1, chunk_count=3, text_char_count=300, batch_count=1
+        )
+        assert await documents.advance(document.id, 1, ParseStatus.EMBEDDING) is not None
+        assert await documents.record_batch_embedded(document.id, 1, 0, 3)
+        assert await documents.advance(document.id, 1, ParseStatus.INDEXING) is not None
+        assert await documents.record_batch_indexed(document.id, 1, 0, 3) == (1, 1)
+        assert isinstance(await lifecycle.finish(document.id, 1), Finished)
+        assert await lifecycle.remove(document.id) is not None
+        assert "findAndModify" not in commands.names
+        assert (await KnowledgeBaseRepository(watched).get("acme", kb.id)).document_count == 0
+    finally:
+        await client.close()
 
 
 async def test_batches_are_counted_once_and_the_document_finishes_once(db: Database) -> None:
