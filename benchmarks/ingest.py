@@ -9,7 +9,10 @@ the share of the model's speed the pipeline keeps.
     .venv/bin/python -m benchmarks.ingest [--embed-workers 1 2] [--docs DIR]
 
 The documents are pypdf's own test PDFs (its source distribution, fetched once with pip into
-`.ragline/bench-docs`). The last line printed is one JSON object.
+`.ragline/bench-docs`). Parsing PDFs with pypdf is pure Python and needs the same two CPUs as the
+model, so the run is repeated on plain-text copies of the same documents (`ratio_text_copies`):
+the share the pipeline's own machinery (Kafka, MongoDB, the stages, the vector store) keeps,
+without the PDF parsing. The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -189,6 +192,18 @@ def chunk_texts(paths: list[Path]) -> list[str]:
     return texts
 
 
+def text_copies(paths: list[Path], target: Path) -> list[Path]:
+    """The documents' extracted text as `.txt` files (one paragraph per page)."""
+    target.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for path in paths:
+        document = extract(path.read_bytes(), path.name)
+        copy = target / f"{path.stem}.txt"
+        copy.write_text("\n\n".join(segment.text for segment in document.segments))
+        copies.append(copy)
+    return copies
+
+
 def model_alone(texts: list[str], settings: EmbeddingSettings) -> float:
     """Seconds the embedding model alone takes on the chunks, in the pipeline's batch size."""
     embedder = SentenceTransformerEmbedder(settings)
@@ -208,6 +223,7 @@ def main() -> None:
     parser.add_argument("--docs", type=Path, default=Path(".ragline/bench-docs"))
     args = parser.parse_args()
     paths = fetch_documents(args.docs)
+    copies = text_copies(paths, args.docs / "text")
     sizes = {p.name: p.stat().st_size for p in paths}
     print(f"documents: {len(paths)} PDFs, {sum(sizes.values()) / 1e6:.1f} MB")
     texts = chunk_texts(paths)
@@ -227,6 +243,16 @@ def main() -> None:
             f"= {run.chunks_per_s:.2f} chunks/s; peak RSS MB {run.peak_rss_mb}; "
             f"stage busy s {run.stage_seconds}"
         )
+    copy_texts = chunk_texts(copies)
+    copy_model_seconds = [model_alone(copy_texts, settings)]
+    with tempfile.TemporaryDirectory(prefix="ragline-bench-") as tmp:
+        text_run = run_pipeline(copies, 1, Path(tmp))
+    print(
+        f"pipeline on the text copies: {text_run.chunks} chunks in {text_run.seconds:.1f} s "
+        f"= {text_run.chunks_per_s:.2f} chunks/s; stage busy s {text_run.stage_seconds}"
+    )
+    copy_model_seconds.append(model_alone(copy_texts, settings))
+    copy_model_rate = len(copy_texts) / (sum(copy_model_seconds) / len(copy_model_seconds))
     model_seconds.append(model_alone(texts, settings))
     model_rate = len(texts) / (sum(model_seconds) / len(model_seconds))
     plain = SentenceTransformerEmbedder(EmbeddingSettings(parallelism=1, torch_threads=cpus))
@@ -252,6 +278,9 @@ def main() -> None:
         "ratio": round(first.chunks_per_s / model_rate, 3),
         "ratio_ceiling_cpu": round(model_cpu / (model_cpu + feeder_cpu), 3),
         "model_plain_chunks_per_s": round(plain_rate, 3),
+        "e2e_chunks_per_s_text_copies": round(text_run.chunks_per_s, 3),
+        "model_chunks_per_s_text_copies": round(copy_model_rate, 3),
+        "ratio_text_copies": round(text_run.chunks_per_s / copy_model_rate, 3),
         "embed_workers": first.embed_workers,
         "peak_rss_mb": first.peak_rss_mb,
         "stage_seconds": first.stage_seconds,
