@@ -54,6 +54,20 @@ class ScoredChunk:
     # The indices of its sparse vector (hybrid searches only).
     terms: frozenset[int] = frozenset()
 
+    @classmethod
+    def from_point(cls, point: Any) -> ScoredChunk:
+        """From a scored point of either Qdrant API (both have id, score, payload and vector)."""
+        vector = point.vector if isinstance(point.vector, dict) else {}
+        dense = vector.get(DENSE_VECTOR)
+        indices = getattr(vector.get(SPARSE_VECTOR), "indices", None)
+        return cls(
+            point_id=str(point.id),
+            score=point.score,
+            payload=dict(point.payload or {}),
+            dense=np.asarray(dense, dtype=np.float32) if isinstance(dense, list) else None,
+            terms=frozenset(indices) if indices else frozenset(),
+        )
+
 
 @dataclass(frozen=True)
 class SearchScope:

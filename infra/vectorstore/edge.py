@@ -254,16 +254,7 @@ class EdgeVectorStore:
                 with_vector=[DENSE_VECTOR, SPARSE_VECTOR],
             )
         points = await self._call(lambda shard: shard.query(request))
-        return [
-            ScoredChunk(
-                point_id=str(p.id),
-                score=p.score,
-                payload=dict(p.payload or {}),
-                dense=_dense_of(p.vector),
-                terms=_terms_of(p.vector),
-            )
-            for p in points
-        ]
+        return [ScoredChunk.from_point(p) for p in points]
 
     async def count(
         self,
@@ -338,18 +329,6 @@ class EdgeVectorStore:
                 took = time.monotonic() - started
                 if took > 1.0:
                     log.info("vector store optimised in %.1f s", took)
-
-
-def _terms_of(vector: object) -> frozenset[int]:
-    sparse = vector.get(SPARSE_VECTOR) if isinstance(vector, dict) else None
-    indices = getattr(sparse, "indices", None)
-    return frozenset(indices) if indices else frozenset()
-
-
-def _dense_of(vector: object) -> np.ndarray | None:
-    if isinstance(vector, dict) and isinstance(vector.get(DENSE_VECTOR), list):
-        return np.asarray(vector[DENSE_VECTOR], dtype=np.float32)
-    return None
 
 
 def shard_dense_size(shard: qe.EdgeShard) -> int | None:

@@ -7,7 +7,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
-import numpy as np
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
@@ -237,16 +236,7 @@ class QdrantServerStore:
                     with_payload=True,
                     with_vectors=[DENSE_VECTOR, SPARSE_VECTOR],
                 )
-        return [
-            ScoredChunk(
-                point_id=str(p.id),
-                score=p.score,
-                payload=dict(p.payload or {}),
-                dense=_dense_of(p.vector),
-                terms=_terms_of(p.vector),
-            )
-            for p in response.points
-        ]
+        return [ScoredChunk.from_point(p) for p in response.points]
 
     async def count(
         self,
@@ -279,18 +269,6 @@ class QdrantServerStore:
             await self._client.delete(
                 self._collection, qm.FilterSelector(filter=selector), wait=True
             )
-
-
-def _terms_of(vector: object) -> frozenset[int]:
-    sparse = vector.get(SPARSE_VECTOR) if isinstance(vector, dict) else None
-    indices = getattr(sparse, "indices", None)
-    return frozenset(indices) if indices else frozenset()
-
-
-def _dense_of(vector: object) -> np.ndarray | None:
-    if isinstance(vector, dict) and isinstance(vector.get(DENSE_VECTOR), list):
-        return np.asarray(vector[DENSE_VECTOR], dtype=np.float32)
-    return None
 
 
 def _scope_filter(query: VectorQuery) -> qm.Filter:
