@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.conftest import RunningPipeline
 from tests.e2e.client import Api
 
 pytestmark = pytest.mark.e2e
@@ -18,13 +15,6 @@ RETURNS = (
     "Refunds are paid to the original card within five working days."
 )
 SHIPPING = "# Shipping\n\nOrders ship from Rotterdam every Tuesday and Friday by courier."
-
-
-@pytest.fixture
-async def api(running_pipeline: RunningPipeline) -> AsyncIterator[Api]:
-    """The admin of tenant `default`."""
-    async with httpx.AsyncClient(base_url=running_pipeline.url, timeout=30) as http:
-        yield Api(http, running_pipeline, running_pipeline.admin_token)
 
 
 async def _bot(api: Api, **knowledge: Any) -> dict[str, Any]:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.conftest import RunningPipeline, own_stack
@@ -20,13 +19,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPipeline]
     """A stack of this module's own: its Redis is stopped and started again."""
     with own_stack(tmp_path_factory.mktemp("outage")) as running:
         yield running
-
-
-@pytest.fixture
-async def api(stack: RunningPipeline) -> AsyncIterator[Api]:
-    """The admin of tenant `default`."""
-    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as http:
-        yield Api(http, stack, stack.admin_token)
 
 
 async def test_search_survives_redis_going_away(api: Api, stack: RunningPipeline) -> None:

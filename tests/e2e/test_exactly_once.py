@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -37,13 +36,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPipeline]
     """A stack of this module's own."""
     with own_stack(tmp_path_factory.mktemp("exactly-once")) as running:
         yield running
-
-
-@pytest.fixture
-async def api(stack: RunningPipeline) -> AsyncIterator[Api]:
-    """The admin of tenant `default`."""
-    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as http:
-        yield Api(http, stack, stack.admin_token)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import io
 from collections.abc import AsyncIterator
 
 import docx
-import httpx
 import pytest
 
 from tests.conftest import FIXTURES, RunningPipeline
@@ -16,13 +15,6 @@ from workers.chunk.chunking import SEGMENT_SEPARATOR, chunk_document, normalize_
 from workers.extract.extractors import extract
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-async def api(running_pipeline: RunningPipeline) -> AsyncIterator[Api]:
-    """An admin of tenant `default` talking to the running stack."""
-    async with httpx.AsyncClient(base_url=running_pipeline.url, timeout=30) as http:
-        yield Api(http, running_pipeline, running_pipeline.admin_token)
 
 
 def _docx_with_table() -> bytes:

@@ -1,0 +1,24 @@
+"""Fixtures of the end-to-end tests: the stack a module runs against, and an admin client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from tests.conftest import RunningPipeline
+from tests.e2e.client import Api
+
+
+@pytest.fixture(scope="module")
+def stack(running_pipeline: RunningPipeline) -> RunningPipeline:
+    """The stack this module's tests run against: the session's, unless the module has its own."""
+    return running_pipeline
+
+
+@pytest.fixture
+async def api(stack: RunningPipeline) -> AsyncIterator[Api]:
+    """The admin of tenant `default`."""
+    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as http:
+        yield Api(http, stack, stack.admin_token)
