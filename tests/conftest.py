@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from pymongo import monitoring
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -31,6 +32,24 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def unique(prefix: str) -> str:
     """A name no other test uses."""
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+class MongoCommands(monitoring.CommandListener):
+    """Records what a MongoDB client sends: each command's name, collection and filter."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, dict[str, object]]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        name = event.command_name
+        collection = str(event.command.get(name, ""))
+        self.sent.append((name, collection, dict(event.command.get("filter") or {})))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        return None
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        return None
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
-from pymongo import AsyncMongoClient, monitoring
+from pymongo import AsyncMongoClient
 
 from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
@@ -22,7 +22,7 @@ from infra.mongo import Database, ensure_indexes
 from schemas.domain import Document, ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import DocumentUploaded
 from schemas.topics import dead_letter_topic
-from tests.conftest import settings_for, unique
+from tests.conftest import MongoCommands, settings_for, unique
 from tests.factories import make_document
 from workers.ports import StageResult
 from workers.wiring import RunnerSlot, build_runner, subscribe_stage
@@ -168,31 +168,13 @@ async def test_an_aborted_upload_leaves_nothing(db: Database) -> None:
     assert await db["originals.chunks"].count_documents({}) == 0
 
 
-class _Finds(monitoring.CommandListener):
-    """Records the filters of `find` commands on GridFS collections."""
-
-    def __init__(self) -> None:
-        self.filters: list[tuple[str, dict[str, Any]]] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        collection = str(event.command.get("find", ""))
-        if event.command_name == "find" and collection.endswith((".files", ".chunks")):
-            self.filters.append((collection, dict(event.command.get("filter", {}))))
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        return None
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        return None
-
-
 async def test_storing_a_file_does_not_scan_what_is_stored(local_services: LocalServices) -> None:
     # An unfiltered query scans the whole collection on the local MongoDB server: storing must
     # cost the same with a thousand files stored as with none.
     settings = settings_for(local_services)
-    finds = _Finds()
+    commands = MongoCommands()
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        settings.mongo.url, event_listeners=[finds]
+        settings.mongo.url, event_listeners=[commands]
     )
     db = client[unique("blobs")]
     try:
@@ -200,7 +182,12 @@ async def test_storing_a_file_does_not_scan_what_is_stored(local_services: Local
         blobs = BlobStore(db)
         stored = await blobs.store_original(b"first", "a.txt", "doc_1")
         key = await blobs.put_extracted("doc_1", ExtractedDocument(title="a", segments=[]))
-        assert finds.filters == []
+        gridfs_reads = [
+            (collection, query)
+            for name, collection, query in commands.sent
+            if name == "find" and collection.endswith((".files", ".chunks"))
+        ]
+        assert gridfs_reads == []
         assert await blobs.read(stored.storage_key) == b"first"
         assert (await blobs.get_extracted(key)).title == "a"
         indexes = [index async for index in await db["originals.chunks"].list_indexes()]

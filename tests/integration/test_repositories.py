@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from pymongo import AsyncMongoClient, monitoring
+from pymongo import AsyncMongoClient
 
 from infra.documents import DocumentRepository
 from infra.errors import NotFound
@@ -22,7 +22,7 @@ from schemas.domain import (
     ParseStatus,
     Role,
 )
-from tests.conftest import settings_for
+from tests.conftest import MongoCommands, settings_for
 from tests.factories import make_document
 
 
@@ -111,28 +111,12 @@ async def test_concurrent_messages_enter_a_stage_once_and_versions_never_repeat(
     assert sorted(versions) == list(range(1, 21))
 
 
-class _Commands(monitoring.CommandListener):
-    """Records the names of the commands a client sends."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        self.names.append(event.command_name)
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        return None
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        return None
-
-
 async def test_per_message_writes_use_no_find_and_modify(
     db: Database, local_services: LocalServices
 ) -> None:
     # The local MongoDB server scans the whole collection for each findAndModify: a pipeline
     # that sent one per message would slow down with every document stored.
-    commands = _Commands()
+    commands = MongoCommands()
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
         settings_for(local_services).mongo.url, event_listeners=[commands]
     )
@@ -155,7 +139,7 @@ async def test_per_message_writes_use_no_find_and_modify(
         assert await documents.record_batch_indexed(document.id, 1, 0, 3) == (1, 1)
         assert isinstance(await lifecycle.finish(document.id, 1), Finished)
         assert await lifecycle.remove(document.id) is not None
-        assert "findAndModify" not in commands.names
+        assert "findAndModify" not in [name for name, _, _ in commands.sent]
         assert (await KnowledgeBaseRepository(watched).get("acme", kb.id)).document_count == 0
     finally:
         await client.close()
