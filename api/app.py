@@ -170,6 +170,7 @@ async def _start(settings: Settings, app: FastAPI, stack: AsyncExitStack) -> Ser
             Retriever(embedder, store, cache, SparseEncoder(), settings.search.prefetch),
             cache,
             settings.search.oversample,
+            settings.search.duplicate_threshold,
         ),
         store=store,
     )

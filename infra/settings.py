@@ -135,6 +135,9 @@ class SearchSettings(BaseModel):
     # wanted (merging neighbours and the threshold thin them out).
     prefetch: int = Field(default=40, ge=1, le=1000)
     oversample: int = Field(default=3, ge=1, le=20)
+    # Hits sharing at least this share of their word shingles (of the shorter one) are copies
+    # of one passage: they fold into the best-ranked one (`api.services.duplicates`).
+    duplicate_threshold: float = Field(default=0.5, gt=0, le=1)
 
 
 class ApiSettings(BaseModel):

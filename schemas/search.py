@@ -47,8 +47,20 @@ class TenantSearchRequest(BaseModel):
     _query = field_validator("query")(_not_blank)
 
 
+class AlsoIn(BaseModel):
+    """Another place holding (nearly) the same passage: a copy folded into the hit."""
+
+    document_id: str
+    document_title: str
+    source_name: str
+    kb_id: str
+    page: int | None = None
+    chunk_index: int
+
+
 class SearchHit(BaseModel):
-    """One retrieved passage: adjacent chunks of a document come merged as one."""
+    """One retrieved passage: adjacent chunks of a document come merged as one, and copies of
+    it in other documents are listed in `also_in` instead of taking places of their own."""
 
     score: float
     chunk_text: str
@@ -61,6 +73,7 @@ class SearchHit(BaseModel):
     heading_path: list[str] = Field(default_factory=list)
     url: str | None = None
     retrieval_rationale: str
+    also_in: list[AlsoIn] = Field(default_factory=list)
 
 
 class CacheHits(BaseModel):

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 
 from api.services.access import AccessGuard
+from api.services.duplicates import fold_copies
 from api.services.retrieval import Candidate, Retriever
 from api.services.shaping import Passage, merge_adjacent, newest_versions, within_budget
 from infra.knowledge_bases import KnowledgeBaseRepository
@@ -13,6 +14,7 @@ from infra.metrics import SEARCH_LATENCY, SEARCH_REQUESTS
 from infra.search_cache import SearchCache, result_key
 from infra.vectorstore.base import RetrievalMode, SearchScope
 from schemas.search import (
+    AlsoIn,
     BotSearchRequest,
     CacheHits,
     SearchHit,
@@ -49,12 +51,14 @@ class SearchService:
         retriever: Retriever,
         cache: SearchCache,
         oversample: int,
+        duplicate_threshold: float,
     ) -> None:
         self._guard = guard
         self._kbs = kbs
         self._retriever = retriever
         self._cache = cache
         self._oversample = oversample
+        self._duplicate_threshold = duplicate_threshold
 
     async def search_bot(self, request: BotSearchRequest) -> SearchResponse:
         """A bot's search, within its attached, active KBs."""
@@ -195,7 +199,8 @@ class SearchService:
             for rank, c in enumerate(candidates)
             if id(c.chunk) in newest
         ]
-        shaped = within_budget(merge_adjacent(passages)[: plan.top_k], plan.max_context_tokens)
+        distinct = fold_copies(merge_adjacent(passages), plan.top_k, self._duplicate_threshold)
+        shaped = within_budget(distinct, plan.max_context_tokens)
         hits = [_hit(passage) for passage in shaped]
         metrics.total_ms = _ms(started)
         return SearchResponse(
@@ -223,6 +228,7 @@ def _hit(passage: Passage) -> SearchHit:
         heading_path=[str(part) for part in payload.get("heading_path") or []],
         url=payload.get("url") or None,
         retrieval_rationale=rationale,
+        also_in=[AlsoIn(**vars(source)) for source in passage.also_in],
     )
 
 

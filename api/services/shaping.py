@@ -4,6 +4,8 @@
   is in the same answer (the store swaps versions in one step, this makes sure of it);
 - neighbours merged: adjacent or overlapping chunks of one document become one passage, with
   the overlap removed (seed 004), so an answer is not the same sentences twice;
+- copies folded: near-identical passages of other documents fold into the best-ranked one
+  (`api.services.duplicates`);
 - a token budget: `max_context_tokens` keeps the best passages that fit (seed 003).
 """
 
@@ -21,6 +23,18 @@ CHARS_PER_TOKEN = 4
 
 
 @dataclass(frozen=True)
+class Source:
+    """Where a passage's text is: a document, and the chunk (and page) in it."""
+
+    document_id: str
+    document_title: str
+    source_name: str
+    kb_id: str
+    page: int | None
+    chunk_index: int
+
+
+@dataclass(frozen=True)
 class Passage:
     """One or more adjacent chunks of a document, as one hit."""
 
@@ -33,6 +47,22 @@ class Passage:
     end: int | None
     rationale: str
     rank: int
+    # Other places holding (nearly) the same text, folded into this passage.
+    also_in: tuple[Source, ...] = ()
+
+    @property
+    def source(self) -> Source:
+        """The document and chunk this passage comes from."""
+        payload = self.payload
+        page = payload.get("page")
+        return Source(
+            document_id=str(payload.get("document_id", "")),
+            document_title=str(payload.get("document_title") or payload.get("source_name") or ""),
+            source_name=str(payload.get("source_name", "")),
+            kb_id=str(payload.get("kb_id", "")),
+            page=int(page) if isinstance(page, int | float) else None,
+            chunk_index=self.first_index,
+        )
 
 
 def newest_versions(chunks: list[ScoredChunk]) -> list[ScoredChunk]:
@@ -90,6 +120,7 @@ def _join(left: Passage, right: Passage) -> Passage:
         end=right.end,
         rationale=left.rationale if left.rank <= right.rank else right.rationale,
         rank=min(left.rank, right.rank),
+        also_in=(*left.also_in, *right.also_in),
     )
 
 

@@ -1,0 +1,78 @@
+"""Near-duplicate passages folded into the best-ranked copy. Pure: no I/O.
+
+Knowledge bases hold the same passage several times: a manual as PDF and as DOCX, a page
+crawled twice, a policy pasted into two documents. Without care those copies fill the answer
+and push the passages the caller needed out of the top k.
+
+Each passage is reduced to its set of word shingles (`SHINGLE_WORDS` consecutive words; case,
+punctuation, Unicode forms and line-end hyphenation ignored, so a PDF's text matches the same
+words typed in a DOCX). Two passages are copies when their overlap coefficient — shared
+shingles over the shingles of the smaller one — reaches the threshold
+(`search.duplicate_threshold`): that share of the shorter passage repeats the other word for
+word. The overlap coefficient rather than Jaccard, because copies in different formats are cut
+into chunks at different places: a chunk of the PDF and the DOCX chunk covering the same text
+are offset, and share only part of their windows. A passage shorter than a shingle is compared
+as its whole word sequence.
+
+A copy folds into the higher-ranked passage, which lists it under `also_in`, and the next
+distinct passage moves up, so k distinct passages come back when the candidates hold k.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import replace
+
+from api.services.shaping import Passage
+
+SHINGLE_WORDS = 4
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+# A word broken across lines by a hyphen ("config-\nuration"), as PDFs print them.
+_LINE_END_HYPHEN = re.compile(r"(\w)-[^\S\n]*\n\s*(\w)")
+
+
+def shingles(text: str, size: int = SHINGLE_WORDS) -> frozenset[int]:
+    """Hashes of the text's runs of `size` consecutive words (the whole text if shorter)."""
+    text = _LINE_END_HYPHEN.sub(r"\1\2", unicodedata.normalize("NFKC", text).lower())
+    words = _WORD.findall(text)
+    if len(words) <= size:
+        return frozenset({hash(tuple(words))}) if words else frozenset()
+    return frozenset(hash(tuple(words[i : i + size])) for i in range(len(words) - size + 1))
+
+
+def overlap(first: frozenset[int], second: frozenset[int]) -> float:
+    """Shared shingles over the shingles of the smaller set (0 when either is empty)."""
+    if not first or not second:
+        return 0.0
+    small, large = (first, second) if len(first) <= len(second) else (second, first)
+    return len(small & large) / len(small)
+
+
+def fold_copies(passages: Iterable[Passage], limit: int, threshold: float) -> list[Passage]:
+    """Up to `limit` distinct passages, best first; each lists the lower-ranked copies folded
+    into it in `also_in`. Passages are read only until `limit` distinct ones are found."""
+    kept: list[Passage] = []
+    kept_shingles: list[frozenset[int]] = []
+    for passage in passages:
+        mine = shingles(passage.text)
+        original = next(
+            (i for i, theirs in enumerate(kept_shingles) if overlap(mine, theirs) >= threshold),
+            None,
+        )
+        if original is None:
+            if len(kept) == limit:
+                break
+            kept.append(passage)
+            kept_shingles.append(mine)
+        else:
+            kept[original] = _with_copy(kept[original], passage)
+    return kept
+
+
+def _with_copy(original: Passage, copy: Passage) -> Passage:
+    known = {(s.document_id, s.chunk_index) for s in (original.source, *original.also_in)}
+    extra = [s for s in (copy.source, *copy.also_in) if (s.document_id, s.chunk_index) not in known]
+    return replace(original, also_in=(*original.also_in, *extra))

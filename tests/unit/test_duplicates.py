@@ -1,0 +1,96 @@
+"""Near-duplicate passages fold into the best-ranked copy (pure logic)."""
+
+from __future__ import annotations
+
+from api.services.duplicates import fold_copies, overlap, shingles
+from api.services.shaping import Passage
+
+POLICY = (
+    "Every package must have a maintainer field. The maintainer is responsible for the "
+    "package and receives its bug reports. Uploads without a valid maintainer address are "
+    "rejected by the archive software, and the package is removed after a grace period of "
+    "thirty days unless somebody adopts it."
+)
+# The same text as a PDF prints it: line breaks, a word hyphenated across lines, a ligature,
+# a running header between pages.
+POLICY_FROM_PDF = (
+    "Every package must have a maintainer field. The main-\ntainer is responsible for the\n"
+    "package and receives its bug reports. Uploads without a valid maintainer address are\n"
+    "Debian Policy Manual, page 12\n"
+    "rejected by the archive software, and the package is removed after a grace period of\n"
+    "thirty days unless somebody adopts it."
+)
+OTHER = (
+    "Shared libraries must be placed in a package of their own, named after the soname. "
+    "The development files go into a separate package with the -dev suffix, which depends "
+    "on the library package of the same version."
+)
+
+
+def _passage(document: str, text: str, rank: int, index: int = 0) -> Passage:
+    return Passage(
+        payload={
+            "document_id": document,
+            "document_title": f"Title of {document}",
+            "source_name": f"{document}.pdf",
+            "kb_id": "kb1",
+            "page": index + 1,
+        },
+        text=text,
+        score=1.0 / (rank + 1),
+        first_index=index,
+        last_index=index,
+        start=None,
+        end=None,
+        rationale="",
+        rank=rank,
+    )
+
+
+def test_the_same_passage_in_another_format_is_a_copy() -> None:
+    assert overlap(shingles(POLICY), shingles(POLICY_FROM_PDF)) >= 0.8
+    assert overlap(shingles(POLICY), shingles(OTHER)) == 0.0
+
+
+def test_chunks_cut_at_different_places_still_overlap() -> None:
+    words = (POLICY + " " + OTHER).split()
+    early = " ".join(words[:50])
+    late = " ".join(words[25:75])
+    assert overlap(shingles(early), shingles(late)) >= 0.45
+    assert overlap(shingles(early), shingles(" ".join(words[50:]))) == 0.0
+
+
+def test_short_texts_compare_as_whole_word_sequences() -> None:
+    assert overlap(shingles("Error E42"), shingles("error: e42!")) == 1.0
+    assert overlap(shingles("Error E42"), shingles("Error E43")) == 0.0
+    assert shingles("") == frozenset()
+
+
+def test_copies_fold_into_the_best_ranked_and_the_list_is_refilled() -> None:
+    passages = [
+        _passage("pdf", POLICY_FROM_PDF, 0),
+        _passage("docx", POLICY, 1),
+        _passage("txt", POLICY.upper(), 2),
+        _passage("pdf", OTHER, 3, index=4),
+        _passage("docx", OTHER, 4, index=2),
+        _passage("notes", "Lunch is served at noon in the canteen on the second floor.", 5),
+        _passage("faq", "Parking is free for visitors who register at the front desk.", 6),
+    ]
+    kept = fold_copies(passages, limit=3, threshold=0.5)
+    assert [(p.payload["document_id"], p.first_index) for p in kept] == [
+        ("pdf", 0),
+        ("pdf", 4),
+        ("notes", 0),
+    ]
+    assert [(c.document_id, c.page) for c in kept[0].also_in] == [("docx", 1), ("txt", 1)]
+    assert kept[0].also_in[0].document_title == "Title of docx"
+    assert [(c.document_id, c.chunk_index) for c in kept[1].also_in] == [("docx", 2)]
+    assert kept[2].also_in == ()
+
+
+def test_a_high_threshold_keeps_partial_copies_apart() -> None:
+    words = POLICY.split()
+    first = _passage("a", " ".join(words[:30]), 0)
+    second = _passage("b", " ".join(words[10:]), 1)
+    assert len(fold_copies([first, second], limit=4, threshold=0.5)) == 1
+    assert len(fold_copies([first, second], limit=4, threshold=0.9)) == 2
