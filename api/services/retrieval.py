@@ -14,7 +14,6 @@ same thing whether it searches dense or hybrid:
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from infra.embedding.base import Embedder
+from infra.embedding.batching import QueryBatcher
 from infra.search_cache import SearchCache
 from infra.sparse import SparseEncoder, term_index, tokens
 from infra.vectorstore.base import (
@@ -61,8 +61,11 @@ class Retriever:
         cache: SearchCache,
         sparse: SparseEncoder,
         prefetch: int,
+        batcher: QueryBatcher | None = None,
     ) -> None:
         self._embedder = embedder
+        # Concurrent searches share model calls.
+        self._batcher = batcher or QueryBatcher(embedder.embed_queries)
         self._store = store
         self._cache = cache
         self._sparse = sparse
@@ -75,7 +78,7 @@ class Retriever:
         cached = await self._cache.get_embedding(model, query)
         if cached is not None and cached.shape == (self._embedder.dimensions,):
             return QueryVector(cached, True, _ms(started))
-        vector = await asyncio.to_thread(self._embedder.embed_query, query)
+        vector = await self._batcher.embed(query)
         await self._cache.set_embedding(model, query, vector)
         return QueryVector(vector, False, _ms(started))
 

@@ -26,8 +26,8 @@ class Embedder(Protocol):
         """One normalised vector per text, shape (len(texts), dimensions)."""
         ...
 
-    def embed_query(self, text: str) -> NDArray[np.float32]:
-        """The normalised vector of a search query, shape (dimensions,)."""
+    def embed_queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """One normalised vector per search query, shape (len(texts), dimensions)."""
         ...
 
 

@@ -52,10 +52,9 @@ class GeminiEmbedder:
         """One normalised vector per text."""
         return self._embed(texts, "RETRIEVAL_DOCUMENT")
 
-    def embed_query(self, text: str) -> NDArray[np.float32]:
-        """The normalised vector of a query."""
-        vector: NDArray[np.float32] = self._embed([text], "RETRIEVAL_QUERY")[0]
-        return vector
+    def embed_queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """One normalised vector per query."""
+        return self._embed(texts, "RETRIEVAL_QUERY")
 
     def _embed(self, texts: Sequence[str], task_type: str) -> NDArray[np.float32]:
         rows: list[list[float]] = []

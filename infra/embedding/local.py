@@ -88,10 +88,9 @@ class SentenceTransformerEmbedder:
         ]
         return np.concatenate([future.result() for future in futures], axis=0)
 
-    def embed_query(self, text: str) -> NDArray[np.float32]:
-        """The normalised vector of a query."""
-        vector: NDArray[np.float32] = self.embed_documents([text])[0]
-        return vector
+    def embed_queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """One normalised vector per query (the model is symmetric: as for documents)."""
+        return self.embed_documents(texts)
 
     def close(self) -> None:
         """Stops the replica threads."""

@@ -32,7 +32,7 @@ def test_local_model_ranks_the_related_passage_first(embedder: Embedder) -> None
         "Our office is closed on public holidays.",
         "The espresso machine needs descaling every month.",
     ]
-    query = embedder.embed_query("How do I change my login password?")
+    query = embedder.embed_queries(["How do I change my login password?"])[0]
     scores = embedder.embed_documents(passages) @ query
     assert int(np.argmax(scores)) == 0
 
@@ -110,7 +110,7 @@ def test_gemini_sends_the_documented_request_and_normalises(gemini_api: str) -> 
     assert first["taskType"] == "RETRIEVAL_DOCUMENT"
     assert first["outputDimensionality"] == 768
     assert first["content"]["parts"][0]["text"] == "alpha"
-    embedder.embed_query("a question")
+    embedder.embed_queries(["a question"])
     assert _GeminiApi.requests[-1]["body"]["requests"][0]["taskType"] == "RETRIEVAL_QUERY"
     assert embedder.model_id == "gemini-embedding-001@768"
 
