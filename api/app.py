@@ -167,10 +167,11 @@ async def _start(settings: Settings, app: FastAPI, stack: AsyncExitStack) -> Ser
         search=SearchService(
             guard,
             kbs,
-            Retriever(embedder, store, cache, SparseEncoder(), settings.search.prefetch),
+            Retriever(embedder, store, cache, SparseEncoder(), settings.search.depth),
             cache,
             settings.search.oversample,
             settings.search.duplicate_threshold,
+            (settings.search.lead_ratio, settings.search.lead_gap),
         ),
         store=store,
     )

@@ -132,9 +132,13 @@ class SearchSettings(BaseModel):
     # After a Redis failure, searches skip the cache for this long instead of waiting on it.
     cache_retry_after_s: float = Field(default=2.0, ge=0)
     # Candidates each retriever contributes to a hybrid fusion, and chunks fetched per hit
-    # wanted (merging neighbours and the threshold thin them out).
-    prefetch: int = Field(default=40, ge=1, le=1000)
-    oversample: int = Field(default=3, ge=1, le=20)
+    # wanted (merging neighbours, folding copies and the threshold thin them out).
+    depth: int = Field(default=100, ge=1, le=1000)
+    oversample: int = Field(default=5, ge=1, le=20)
+    # A retriever's first chunk leads clearly, and is placed first by hybrid fusion, when its
+    # BM25 score is this many times the second's, or its cosine this much above the second's.
+    lead_ratio: float = Field(default=1.5, ge=1)
+    lead_gap: float = Field(default=0.1, gt=0)
     # Hits sharing at least this share of their word shingles (of the shorter one) are copies
     # of one passage: they fold into the best-ranked one (`api.services.duplicates`).
     duplicate_threshold: float = Field(default=0.5, gt=0, le=1)

@@ -30,6 +30,10 @@ class KnowledgeConfig(BaseModel):
     trigger_instructions: str = Field(default="", max_length=4000)
     fallback_message: str = Field(default=DEFAULT_FALLBACK, min_length=1, max_length=1000)
     retrieval_mode: Literal["dense", "hybrid"] = "hybrid"
+    # How hybrid retrieval fuses its two rankings (see the README): a weighted sum of
+    # normalised scores (`dense_weight` on the semantic side), or reciprocal rank fusion.
+    fusion: Literal["convex", "rrf"] = "convex"
+    dense_weight: float = Field(default=0.5, ge=0, le=1)
     rrf_k: int = Field(default=60, ge=1, le=1000)
     max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
 
@@ -52,6 +56,8 @@ class KnowledgePatch(BaseModel):
     trigger_instructions: str | None = Field(default=None, max_length=4000)
     fallback_message: str | None = Field(default=None, min_length=1, max_length=1000)
     retrieval_mode: Literal["dense", "hybrid"] | None = None
+    fusion: Literal["convex", "rrf"] | None = None
+    dense_weight: float | None = Field(default=None, ge=0, le=1)
     rrf_k: int | None = Field(default=None, ge=1, le=1000)
     max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
 

@@ -41,6 +41,8 @@ class TenantSearchRequest(BaseModel):
     top_k: int = Field(default=4, ge=1, le=50)
     score_threshold: float = Field(default=0.0, ge=0, le=1)
     retrieval_mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
+    fusion: Literal["convex", "rrf"] = "convex"
+    dense_weight: float = Field(default=0.5, ge=0, le=1)
     rrf_k: int = Field(default=60, ge=1, le=1000)
     max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
 

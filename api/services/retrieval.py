@@ -4,11 +4,12 @@
 same thing whether it searches dense or hybrid:
 
 - dense: chunks ranked by cosine; those below the threshold are dropped. `score` is the cosine.
-- hybrid: the dense and the sparse (BM25) rankings are fused with reciprocal rank fusion in one
-  store query. A fused chunk is kept if its cosine reaches the threshold, or if it contains
-  every term of the query (an exact keyword match, which embeddings often miss: a part number,
-  an error code, a rare name). `score` is the fused score scaled to 0..1, where 1 is first in
-  both rankings.
+- hybrid: the dense and the sparse (BM25) rankings (`depth` chunks each, one store round
+  trip) are fused (`api.services.fusion`), then the best fused chunks are fetched with their
+  payloads and exact cosines. A fused chunk is kept if its cosine reaches the threshold, or if
+  it contains every term of the query (an exact keyword match, which embeddings often miss: a
+  part number, an error code, a rare name). `score` is the fused score, 0..1, where 1 is the
+  best chunk of both rankings (or a retriever's clear winner).
 - sparse (admin tooling only): BM25 alone, no threshold; `score` is the BM25 score.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from api.services.fusion import Fused, FusionParams, fuse
 from infra.embedding.base import Embedder
 from infra.embedding.batching import QueryBatcher
 from infra.search_cache import SearchCache
@@ -28,6 +30,7 @@ from infra.vectorstore.base import (
     RetrievalMode,
     ScoredChunk,
     SearchScope,
+    SparseVector,
     VectorQuery,
     VectorStore,
 )
@@ -60,7 +63,7 @@ class Retriever:
         store: VectorStore,
         cache: SearchCache,
         sparse: SparseEncoder,
-        prefetch: int,
+        depth: int,
         batcher: QueryBatcher | None = None,
     ) -> None:
         self._embedder = embedder
@@ -69,7 +72,7 @@ class Retriever:
         self._store = store
         self._cache = cache
         self._sparse = sparse
-        self._prefetch = prefetch
+        self._depth = depth
 
     async def embed(self, query: str) -> QueryVector:
         """The query's dense vector, from the cache or the model."""
@@ -91,7 +94,7 @@ class Retriever:
         mode: RetrievalMode,
         limit: int,
         threshold: float,
-        rrf_k: int,
+        fusion: FusionParams,
     ) -> list[Candidate]:
         """Chunks for the query, best first, filtered as the module docstring says."""
         if mode is RetrievalMode.DENSE:
@@ -110,36 +113,51 @@ class Retriever:
             return [
                 Candidate(hit, hit.score, f"keyword match (BM25 {hit.score:.2f})") for hit in found
             ]
-        found = await self._store.search(
-            VectorQuery(
-                scope,
-                vector,
-                limit,
-                mode=mode,
-                sparse=sparse,
-                rrf_k=rrf_k,
-                prefetch=max(self._prefetch, limit),
-            )
-        )
-        lists = 2 if sparse.indices else 1
-        best_possible = lists / rrf_k
+        return await self._hybrid(scope, query, vector, sparse, limit, threshold, fusion)
+
+    async def _hybrid(
+        self,
+        scope: SearchScope,
+        query: str,
+        vector: NDArray[np.float32],
+        sparse: SparseVector,
+        limit: int,
+        threshold: float,
+        fusion: FusionParams,
+    ) -> list[Candidate]:
+        rankings = await self._store.rank(scope, vector, sparse, max(self._depth, limit))
+        best = fuse(rankings, fusion)[:limit]
+        fetched = await self._store.fetch(scope, [f.point_id for f in best], vector)
+        chunks = {chunk.point_id: chunk for chunk in fetched}
         # The query's terms, as sparse-vector indices: a chunk contains a term exactly when its
         # own sparse vector has that index, so no chunk text is tokenised again here.
         terms = {term_index(term) for term in tokens(query)}
         kept = []
-        for hit in found:
-            cosine = float(hit.dense @ vector) if hit.dense is not None else 0.0
-            matched = terms & hit.terms
+        for fused in best:
+            chunk = chunks.get(fused.point_id)
+            if chunk is None:  # deleted or hidden since it was ranked
+                continue
+            cosine = chunk.score
+            matched = terms & chunk.terms
             every_term = bool(terms) and matched == terms
             if cosine < threshold and not every_term:
                 continue
-            why = f"hybrid: semantic cosine {cosine:.2f}"
-            if terms:
-                why += f", {len(matched)} of {len(terms)} query terms"
+            why = _why(fused, cosine, len(matched), terms)
             if cosine < threshold:
                 why += " (kept as an exact keyword match below the similarity threshold)"
-            kept.append(Candidate(hit, round(min(1.0, hit.score / best_possible), 6), why))
+            kept.append(Candidate(chunk, fused.score, why))
         return kept
+
+
+def _why(fused: Fused, cosine: float, matched: int, terms: set[int]) -> str:
+    why = f"hybrid: semantic cosine {cosine:.2f}"
+    if terms:
+        why += f", {matched} of {len(terms)} query terms"
+    if fused.lead == "keyword":
+        why += "; first: its keyword match leads the rest by far"
+    elif fused.lead == "semantic":
+        why += "; first: its semantic match leads the rest by far"
+    return why
 
 
 def _ms(started: float) -> float:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from api.services.access import AccessGuard
 from api.services.duplicates import fold_copies
+from api.services.fusion import FusionMethod, FusionParams
 from api.services.retrieval import Candidate, Retriever
 from api.services.shaping import Passage, merge_adjacent, newest_versions, within_budget
 from infra.knowledge_bases import KnowledgeBaseRepository
@@ -34,7 +35,7 @@ class Plan:
     mode: RetrievalMode
     top_k: int
     threshold: float
-    rrf_k: int
+    fusion: FusionParams
     max_context_tokens: int | None
     fallback_message: str | None
     # What else the answer depends on, for its cache key (the bot and its revision).
@@ -52,6 +53,7 @@ class SearchService:
         cache: SearchCache,
         oversample: int,
         duplicate_threshold: float,
+        leads: tuple[float, float] = (1.5, 0.1),
     ) -> None:
         self._guard = guard
         self._kbs = kbs
@@ -59,6 +61,16 @@ class SearchService:
         self._cache = cache
         self._oversample = oversample
         self._duplicate_threshold = duplicate_threshold
+        self._lead_ratio, self._lead_gap = leads
+
+    def _fusion(self, method: str, dense_weight: float, rrf_k: int) -> FusionParams:
+        return FusionParams(
+            method=FusionMethod(method),
+            dense_weight=dense_weight,
+            rrf_k=rrf_k,
+            lead_ratio=self._lead_ratio,
+            lead_gap=self._lead_gap,
+        )
 
     async def search_bot(self, request: BotSearchRequest) -> SearchResponse:
         """A bot's search, within its attached, active KBs."""
@@ -77,7 +89,7 @@ class SearchService:
                 if request.score_threshold is None
                 else request.score_threshold
             ),
-            rrf_k=knowledge.rrf_k,
+            fusion=self._fusion(knowledge.fusion, knowledge.dense_weight, knowledge.rrf_k),
             max_context_tokens=request.max_context_tokens or knowledge.max_context_tokens,
             fallback_message=knowledge.fallback_message if strict else None,
             identity=("bot", access.bot_id, str(access.revision)),
@@ -94,7 +106,7 @@ class SearchService:
             mode=RetrievalMode(request.retrieval_mode),
             top_k=request.top_k,
             threshold=request.score_threshold,
-            rrf_k=request.rrf_k,
+            fusion=self._fusion(request.fusion, request.dense_weight, request.rrf_k),
             max_context_tokens=request.max_context_tokens,
             fallback_message=None,
             identity=("tenant", request.tenant_id),
@@ -133,7 +145,7 @@ class SearchService:
             mode=plan.mode,
             limit=plan.top_k * self._oversample,
             threshold=plan.threshold,
-            rrf_k=plan.rrf_k,
+            fusion=plan.fusion,
         )
         metrics = SearchMetrics(
             embedding_ms=0.0 if query.cached else query.milliseconds,
@@ -170,7 +182,9 @@ class SearchService:
                 plan.mode.value,
                 plan.top_k,
                 plan.threshold,
-                plan.rrf_k,
+                plan.fusion.method.value,
+                plan.fusion.dense_weight,
+                plan.fusion.rrf_k,
                 plan.max_context_tokens,
                 plan.fallback_message,
             ]

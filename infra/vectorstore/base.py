@@ -44,27 +44,23 @@ class ChunkPoint:
 
 @dataclass(frozen=True)
 class ScoredChunk:
-    """A search result: the point, its score (cosine, BM25 or fused), its payload, and (for a
-    hybrid search) its dense vector and its ranks in the two retrievers."""
+    """A search result: the point, its score (cosine or BM25) and its payload, and for a
+    fetched chunk the indices of its sparse vector (which query terms it contains)."""
 
     point_id: str
     score: float
     payload: dict[str, Any]
-    dense: NDArray[np.float32] | None = None
-    # The indices of its sparse vector (hybrid searches only).
     terms: frozenset[int] = frozenset()
 
     @classmethod
     def from_point(cls, point: Any) -> ScoredChunk:
         """From a scored point of either Qdrant API (both have id, score, payload and vector)."""
         vector = point.vector if isinstance(point.vector, dict) else {}
-        dense = vector.get(DENSE_VECTOR)
         indices = getattr(vector.get(SPARSE_VECTOR), "indices", None)
         return cls(
             point_id=str(point.id),
             score=point.score,
             payload=dict(point.payload or {}),
-            dense=np.asarray(dense, dtype=np.float32) if isinstance(dense, list) else None,
             terms=frozenset(indices) if indices else frozenset(),
         )
 
@@ -99,13 +95,11 @@ class RetrievalMode(StrEnum):
 
 @dataclass(frozen=True)
 class VectorQuery:
-    """A query within a scope.
+    """A query within a scope, by one retriever.
 
     dense: by cosine similarity, with `score_threshold` as the minimum cosine.
     sparse: by BM25 (sparse vectors with IDF), no threshold.
-    hybrid: the dense and sparse rankings (`prefetch` candidates each) fused with reciprocal
-    rank fusion (`rrf_k`) in one store query; hits carry their dense vectors so the caller can
-    apply its own threshold.
+    (Hybrid retrieval fuses the two rankings in the search service: see `VectorStore.rank`.)
     """
 
     scope: SearchScope
@@ -114,8 +108,15 @@ class VectorQuery:
     score_threshold: float | None = None
     mode: RetrievalMode = RetrievalMode.DENSE
     sparse: SparseVector | None = None
-    rrf_k: int = 60
-    prefetch: int = 50
+
+
+@dataclass(frozen=True)
+class Rankings:
+    """Each retriever's best points within a scope, best first: (point id, score) pairs,
+    cosine similarities for the dense one and BM25 scores for the sparse one."""
+
+    dense: list[tuple[str, float]]
+    sparse: list[tuple[str, float]]
 
 
 class VectorStore(Protocol):
@@ -155,6 +156,24 @@ class VectorStore(Protocol):
 
     async def search(self, query: VectorQuery) -> list[ScoredChunk]:
         """The best active chunks in scope, best first."""
+        ...
+
+    async def rank(
+        self,
+        scope: SearchScope,
+        dense: NDArray[np.float32],
+        sparse: SparseVector | None,
+        depth: int,
+    ) -> Rankings:
+        """The `depth` best active chunks in scope by each retriever, ids and scores only, in
+        one round trip (no sparse ranking without query terms)."""
+        ...
+
+    async def fetch(
+        self, scope: SearchScope, point_ids: Sequence[str], dense: NDArray[np.float32]
+    ) -> list[ScoredChunk]:
+        """Those of the points that are still active chunks in scope, with their payloads,
+        their cosine similarity with `dense` as score, and their sparse terms; in no order."""
         ...
 
     async def count(

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import qdrant_edge as qe
+from numpy.typing import NDArray
 
 from infra.errors import PermanentError, ServiceUnavailable
 from infra.vectorstore.base import (
@@ -28,8 +29,11 @@ from infra.vectorstore.base import (
     SPARSE_VECTOR,
     ChunkPoint,
     PublishedDocument,
+    Rankings,
     RetrievalMode,
     ScoredChunk,
+    SearchScope,
+    SparseVector,
     VectorQuery,
 )
 
@@ -209,50 +213,65 @@ class EdgeVectorStore:
         return sorted(found, key=lambda payload: int(payload.get("chunk_index", 0)))
 
     async def search(self, query: VectorQuery) -> list[ScoredChunk]:
-        """The best active chunks in scope: dense, sparse, or both fused (RRF)."""
+        """The best active chunks in scope, by cosine (dense) or BM25 (sparse)."""
         if not query.scope.kb_ids:
             return []
-        scope = _scope_filter(query)
-        sparse = (
-            qe.SparseVector(indices=query.sparse.indices, values=query.sparse.values)
-            if query.sparse and query.sparse.indices
-            else None
-        )
-        dense = qe.Query.Nearest(query.dense.tolist(), using=DENSE_VECTOR)
-        if query.mode is RetrievalMode.DENSE:
-            request = qe.QueryRequest(
-                limit=query.limit,
-                query=dense,
-                filter=scope,
-                score_threshold=query.score_threshold,
-                with_payload=True,
-            )
-        elif query.mode is RetrievalMode.SPARSE:
+        if query.mode is RetrievalMode.SPARSE:
+            sparse = _sparse_query(query.sparse)
             if sparse is None:
                 return []
             request = qe.QueryRequest(
                 limit=query.limit,
-                query=qe.Query.Nearest(sparse, using=SPARSE_VECTOR),
-                filter=scope,
+                query=sparse,
+                filter=_scope_filter(query.scope),
                 with_payload=True,
             )
         else:
-            prefetches = [qe.Prefetch(limit=query.prefetch, query=dense, filter=scope)]
-            if sparse is not None:
-                prefetches.append(
-                    qe.Prefetch(
-                        limit=query.prefetch,
-                        query=qe.Query.Nearest(sparse, using=SPARSE_VECTOR),
-                        filter=scope,
-                    )
-                )
             request = qe.QueryRequest(
                 limit=query.limit,
-                prefetches=prefetches,
-                query=qe.Fusion.Rrf(k=query.rrf_k),  # type: ignore[arg-type]  # stub lists Fusion
+                query=_dense_query(query.dense),
+                filter=_scope_filter(query.scope),
+                score_threshold=query.score_threshold,
                 with_payload=True,
-                with_vector=[DENSE_VECTOR, SPARSE_VECTOR],
             )
+        points = await self._call(lambda shard: shard.query(request))
+        return [ScoredChunk.from_point(p) for p in points]
+
+    async def rank(
+        self,
+        scope: SearchScope,
+        dense: NDArray[np.float32],
+        sparse: SparseVector | None,
+        depth: int,
+    ) -> Rankings:
+        """Both retrievers' best ids and scores, in one batch call to the engine."""
+        if not scope.kb_ids:
+            return Rankings([], [])
+        selector = _scope_filter(scope)
+        requests = [qe.QueryRequest(limit=depth, query=_dense_query(dense), filter=selector)]
+        sparse_query = _sparse_query(sparse)
+        if sparse_query is not None:
+            requests.append(qe.QueryRequest(limit=depth, query=sparse_query, filter=selector))
+        batch = qe.QueryBatchRequest(requests)
+        answers = await self._call(lambda shard: shard.query_batch(batch))
+        ranked = [[(str(p.id), float(p.score)) for p in points] for points in answers]
+        return Rankings(ranked[0], ranked[1] if len(ranked) > 1 else [])
+
+    async def fetch(
+        self, scope: SearchScope, point_ids: Sequence[str], dense: NDArray[np.float32]
+    ) -> list[ScoredChunk]:
+        """The points still in scope, scored by cosine with `dense`, with payload and terms."""
+        if not point_ids or not scope.kb_ids:
+            return []
+        selector = _scope_filter(scope, qe.HasIdCondition(point_ids=set(point_ids)))
+        request = qe.QueryRequest(
+            limit=len(point_ids),
+            query=_dense_query(dense),
+            filter=selector,
+            params=qe.SearchParams(exact=True),
+            with_payload=True,
+            with_vector=[SPARSE_VECTOR],
+        )
         points = await self._call(lambda shard: shard.query(request))
         return [ScoredChunk.from_point(p) for p in points]
 
@@ -345,11 +364,23 @@ def _flush_and_close(shard: qe.EdgeShard) -> None:
     shard.close()
 
 
-def _scope_filter(query: VectorQuery) -> qe.Filter:
+def _scope_filter(scope: SearchScope, *more: Any) -> qe.Filter:
     return qe.Filter(
         must=[
-            _match("tenant_id", query.scope.tenant_id),
-            qe.FieldCondition(key="kb_id", match=qe.MatchAny(list(query.scope.kb_ids))),
+            _match("tenant_id", scope.tenant_id),
+            qe.FieldCondition(key="kb_id", match=qe.MatchAny(list(scope.kb_ids))),
             _match("active", True),
+            *more,
         ]
     )
+
+
+def _dense_query(vector: NDArray[np.float32]) -> qe.Query:
+    return qe.Query.Nearest(vector.tolist(), using=DENSE_VECTOR)
+
+
+def _sparse_query(sparse: SparseVector | None) -> qe.Query | None:
+    if sparse is None or not sparse.indices:
+        return None
+    vector = qe.SparseVector(indices=sparse.indices, values=sparse.values)
+    return qe.Query.Nearest(vector, using=SPARSE_VECTOR)

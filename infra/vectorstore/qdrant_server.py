@@ -7,6 +7,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import numpy as np
+from numpy.typing import NDArray
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
@@ -20,8 +22,11 @@ from infra.vectorstore.base import (
     SPARSE_VECTOR,
     ChunkPoint,
     PublishedDocument,
+    Rankings,
     RetrievalMode,
     ScoredChunk,
+    SearchScope,
+    SparseVector,
     VectorQuery,
 )
 
@@ -183,59 +188,79 @@ class QdrantServerStore:
         return sorted(payloads, key=lambda payload: int(payload.get("chunk_index", 0)))
 
     async def search(self, query: VectorQuery) -> list[ScoredChunk]:
-        """The best active chunks in scope: dense, sparse, or both fused (RRF)."""
+        """The best active chunks in scope, by cosine (dense) or BM25 (sparse)."""
         if not query.scope.kb_ids:
             return []
-        scope = _scope_filter(query)
-        sparse = query.sparse if query.sparse and query.sparse.indices else None
-        async with _qdrant_errors():
-            if query.mode is RetrievalMode.DENSE:
+        if query.mode is RetrievalMode.SPARSE:
+            sparse = _sparse_vector(query.sparse)
+            if sparse is None:
+                return []
+            async with _qdrant_errors():
+                response = await self._client.query_points(
+                    self._collection,
+                    query=sparse,
+                    using=SPARSE_VECTOR,
+                    query_filter=_scope_filter(query.scope),
+                    limit=query.limit,
+                    with_payload=True,
+                )
+        else:
+            async with _qdrant_errors():
                 response = await self._client.query_points(
                     self._collection,
                     query=query.dense.tolist(),
                     using=DENSE_VECTOR,
-                    query_filter=scope,
+                    query_filter=_scope_filter(query.scope),
                     limit=query.limit,
                     score_threshold=query.score_threshold,
                     with_payload=True,
                 )
-            elif query.mode is RetrievalMode.SPARSE:
-                if sparse is None:
-                    return []
-                response = await self._client.query_points(
-                    self._collection,
-                    query=qm.SparseVector(indices=sparse.indices, values=sparse.values),
-                    using=SPARSE_VECTOR,
-                    query_filter=scope,
-                    limit=query.limit,
-                    with_payload=True,
+        return [ScoredChunk.from_point(p) for p in response.points]
+
+    async def rank(
+        self,
+        scope: SearchScope,
+        dense: NDArray[np.float32],
+        sparse: SparseVector | None,
+        depth: int,
+    ) -> Rankings:
+        """Both retrievers' best ids and scores, in one batch request."""
+        if not scope.kb_ids:
+            return Rankings([], [])
+        selector = _scope_filter(scope)
+        requests = [
+            qm.QueryRequest(query=dense.tolist(), using=DENSE_VECTOR, filter=selector, limit=depth)
+        ]
+        sparse_vector = _sparse_vector(sparse)
+        if sparse_vector is not None:
+            requests.append(
+                qm.QueryRequest(
+                    query=sparse_vector, using=SPARSE_VECTOR, filter=selector, limit=depth
                 )
-            else:
-                prefetch = [
-                    qm.Prefetch(
-                        query=query.dense.tolist(),
-                        using=DENSE_VECTOR,
-                        filter=scope,
-                        limit=query.prefetch,
-                    )
-                ]
-                if sparse is not None:
-                    prefetch.append(
-                        qm.Prefetch(
-                            query=qm.SparseVector(indices=sparse.indices, values=sparse.values),
-                            using=SPARSE_VECTOR,
-                            filter=scope,
-                            limit=query.prefetch,
-                        )
-                    )
-                response = await self._client.query_points(
-                    self._collection,
-                    prefetch=prefetch,
-                    query=qm.RrfQuery(rrf=qm.Rrf(k=query.rrf_k)),
-                    limit=query.limit,
-                    with_payload=True,
-                    with_vectors=[DENSE_VECTOR, SPARSE_VECTOR],
-                )
+            )
+        async with _qdrant_errors():
+            answers = await self._client.query_batch_points(self._collection, requests)
+        ranked = [[(str(p.id), float(p.score)) for p in answer.points] for answer in answers]
+        return Rankings(ranked[0], ranked[1] if len(ranked) > 1 else [])
+
+    async def fetch(
+        self, scope: SearchScope, point_ids: Sequence[str], dense: NDArray[np.float32]
+    ) -> list[ScoredChunk]:
+        """The points still in scope, scored by cosine with `dense`, with payload and terms."""
+        if not point_ids or not scope.kb_ids:
+            return []
+        ids: list[Any] = list(point_ids)
+        async with _qdrant_errors():
+            response = await self._client.query_points(
+                self._collection,
+                query=dense.tolist(),
+                using=DENSE_VECTOR,
+                query_filter=_scope_filter(scope, qm.HasIdCondition(has_id=ids)),
+                search_params=qm.SearchParams(exact=True),
+                limit=len(ids),
+                with_payload=True,
+                with_vectors=[SPARSE_VECTOR],
+            )
         return [ScoredChunk.from_point(p) for p in response.points]
 
     async def count(
@@ -271,11 +296,18 @@ class QdrantServerStore:
             )
 
 
-def _scope_filter(query: VectorQuery) -> qm.Filter:
+def _scope_filter(scope: SearchScope, *more: qm.Condition) -> qm.Filter:
     return qm.Filter(
         must=[
-            _match("tenant_id", query.scope.tenant_id),
-            qm.FieldCondition(key="kb_id", match=qm.MatchAny(any=list(query.scope.kb_ids))),
+            _match("tenant_id", scope.tenant_id),
+            qm.FieldCondition(key="kb_id", match=qm.MatchAny(any=list(scope.kb_ids))),
             _match("active", True),
+            *more,
         ]
     )
+
+
+def _sparse_vector(sparse: SparseVector | None) -> qm.SparseVector | None:
+    if sparse is None or not sparse.indices:
+        return None
+    return qm.SparseVector(indices=sparse.indices, values=sparse.values)

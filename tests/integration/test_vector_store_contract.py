@@ -249,36 +249,57 @@ async def test_sparse_search_ranks_by_bm25_within_scope(store: VectorStore) -> N
     assert await store.search(empty) == []
 
 
-async def test_hybrid_search_fuses_both_rankings(store: VectorStore) -> None:
+async def test_rank_gives_both_rankings_within_scope_in_one_call(store: VectorStore) -> None:
     encoder = SparseEncoder()
     await store.upsert(
         [
             _text_point("doc_dense", "nothing lexical in common", 7),
             _text_point("doc_lexical", "the zebrafinch manual", 8),
             _text_point("doc_neither", "completely unrelated words", 9),
+            _text_point("doc_foreign", "the zebrafinch manual of another tenant", 7, tenant="t2"),
+            _text_point("doc_other_kb", "a zebrafinch in another kb", 7, kb="kb2"),
         ]
     )
-    query = VectorQuery(
-        scope=SearchScope("t1", ("kb1",)),
-        dense=_unit(7),
-        limit=3,
-        mode=RetrievalMode.HYBRID,
-        sparse=encoder.query("zebrafinch"),
-        rrf_k=60,
+    scope = SearchScope("t1", ("kb1",))
+    ranked = await store.rank(scope, _unit(7), encoder.query("zebrafinch"), depth=10)
+    ids = {chunk_point_id(doc, 0): doc for doc in ("doc_dense", "doc_lexical", "doc_neither")}
+    assert ids[ranked.dense[0][0]] == "doc_dense"
+    assert {ids[point] for point, _ in ranked.dense} == set(ids.values())
+    assert ranked.dense[0][1] == pytest.approx(1.0, abs=1e-4)
+    assert [ids[point] for point, _ in ranked.sparse] == ["doc_lexical"]
+    assert ranked.sparse[0][1] > 0
+    no_terms = await store.rank(scope, _unit(7), encoder.query("the of"), depth=10)
+    assert no_terms.sparse == []
+    assert len(no_terms.dense) == 3
+    shallow = await store.rank(scope, _unit(7), None, depth=1)
+    assert [ids[point] for point, _ in shallow.dense] == ["doc_dense"]
+
+
+async def test_fetch_gives_payload_cosine_and_terms_of_points_still_in_scope(
+    store: VectorStore,
+) -> None:
+    encoder = SparseEncoder()
+    await store.upsert(
+        [
+            _text_point("doc_dense", "nothing lexical in common", 7),
+            _text_point("doc_lexical", "the zebrafinch manual", 8),
+            _text_point("doc_foreign", "the zebrafinch manual", 8, tenant="t2"),
+        ]
     )
-    hits = await store.search(query)
-    ranked = [h.payload["document_id"] for h in hits]
-    # First in one ranking each: dense and lexical both come before the one that is neither.
-    assert set(ranked[:2]) == {"doc_dense", "doc_lexical"}
-    assert ranked[2] == "doc_neither"
-    # Each hit carries its dense vector, for the caller's cosine threshold.
-    for hit in hits:
-        assert hit.dense is not None
-        assert hit.dense.shape == (DIM,)
-    assert float(hits[ranked.index("doc_dense")].dense @ _unit(7)) == pytest.approx(1.0, abs=1e-4)
-    # ... and the indices of its sparse vector: which query terms it contains.
-    assert term_index("zebrafinch") in hits[ranked.index("doc_lexical")].terms
-    assert term_index("zebrafinch") not in hits[ranked.index("doc_dense")].terms
+    hidden = _point("t1", "kb1", "doc_hidden", 0, active=False, seed=7)
+    await store.upsert([hidden])
+    wanted = [chunk_point_id(doc, 0) for doc in ("doc_lexical", "doc_dense", "doc_foreign")]
+    fetched = await store.fetch(SearchScope("t1", ("kb1",)), [*wanted, hidden.point_id], _unit(7))
+    by_doc = {chunk.payload["document_id"]: chunk for chunk in fetched}
+    assert set(by_doc) == {"doc_dense", "doc_lexical"}
+    assert by_doc["doc_dense"].score == pytest.approx(1.0, abs=1e-4)
+    assert by_doc["doc_lexical"].score == pytest.approx(float(_unit(8) @ _unit(7)), abs=1e-4)
+    assert by_doc["doc_lexical"].payload["chunk_text"] == "doc_lexical chunk 0"
+    # Which terms each chunk holds, as indices of its sparse vector.
+    assert term_index("zebrafinch") in by_doc["doc_lexical"].terms
+    assert term_index("zebrafinch") not in by_doc["doc_dense"].terms
+    assert encoder.query("zebrafinch").indices[0] in by_doc["doc_lexical"].terms
+    assert await store.fetch(SearchScope("t1", ("kb1",)), [], _unit(7)) == []
 
 
 async def test_embedded_store_keeps_points_across_restarts(tmp_path: Path) -> None:

@@ -1,0 +1,122 @@
+"""Hybrid fusion: one ranking from the dense and the sparse retrievers' rankings. Pure: no I/O.
+
+Both retrievers bring their `depth` best chunks with scores (cosine similarity, BM25). Two
+methods combine them:
+
+- `convex` (the default): each retriever's scores are divided by its best score, and the
+  fused score is `dense_weight * dense + (1 - dense_weight) * sparse` (a chunk missing from a
+  ranking scores 0 there). Unlike rank fusion it keeps how far ahead a chunk is, so a chunk
+  that one retriever scores far above the rest is not outweighed by chunks that are middling in
+  both. 1.0 is the best chunk of both retrievers.
+- `rrf`: reciprocal rank fusion, `sum 1 / (rrf_k + rank)`, scaled so that 1.0 is first in both.
+
+On top of either, a retriever's clear winner is placed first, whatever the other retriever
+thinks of it: the sparse ranking's first chunk when its BM25 score is at least `lead_ratio`
+times the second's (or it is the only chunk with any query term: an exact code, a rare name),
+and the dense ranking's first when its cosine leads the second's by at least `lead_gap`. Its
+score is raised to 1.0.
+
+Chosen by measurement (`benchmarks/fusion.py` compares the methods offline on the evaluation
+sets): see the README's Search section for the figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from infra.vectorstore.base import Rankings
+
+
+class FusionMethod(StrEnum):
+    """How hybrid retrieval combines its two rankings."""
+
+    CONVEX = "convex"
+    RRF = "rrf"
+
+
+@dataclass(frozen=True)
+class FusionParams:
+    """The knobs of a fusion."""
+
+    method: FusionMethod = FusionMethod.CONVEX
+    dense_weight: float = 0.5
+    rrf_k: int = 60
+    lead_ratio: float = 1.5
+    lead_gap: float = 0.1
+
+
+@dataclass(frozen=True)
+class Fused:
+    """A chunk's place in the fused ranking, and what each retriever made of it."""
+
+    point_id: str
+    score: float
+    dense_rank: int | None
+    sparse_rank: int | None
+    sparse_score: float | None
+    # "keyword" or "semantic" when that retriever's clear winner was placed first.
+    lead: str | None = None
+
+
+def fuse(rankings: Rankings, params: FusionParams) -> list[Fused]:
+    """The fused ranking, best first."""
+    dense_rank = {point: rank for rank, (point, _) in enumerate(rankings.dense)}
+    sparse_rank = {point: rank for rank, (point, _) in enumerate(rankings.sparse)}
+    sparse_score = dict(rankings.sparse)
+    points = list(dict.fromkeys([p for p, _ in rankings.dense] + [p for p, _ in rankings.sparse]))
+    if params.method is FusionMethod.RRF:
+        scores = _rrf(rankings, params.rrf_k)
+    else:
+        scores = _convex(rankings, params.dense_weight)
+    leads = _leads(rankings, params)
+    for point in leads:
+        scores[point] = 1.0
+    lead_order = {point: order for order, point in enumerate(leads)}
+    ordered = sorted(points, key=lambda p: (lead_order.get(p, len(leads)), -scores[p]))
+    return [
+        Fused(
+            point_id=point,
+            score=round(scores[point], 6),
+            dense_rank=dense_rank.get(point),
+            sparse_rank=sparse_rank.get(point),
+            sparse_score=sparse_score.get(point),
+            lead=leads.get(point),
+        )
+        for point in ordered
+    ]
+
+
+def _convex(rankings: Rankings, dense_weight: float) -> dict[str, float]:
+    scores: dict[str, float] = {}
+    for ranking, weight in ((rankings.dense, dense_weight), (rankings.sparse, 1 - dense_weight)):
+        best = max((score for _, score in ranking), default=0.0)
+        if best <= 0:
+            continue
+        for point, score in ranking:
+            scores[point] = scores.get(point, 0.0) + weight * max(score, 0.0) / best
+    for point, _ in (*rankings.dense, *rankings.sparse):
+        scores.setdefault(point, 0.0)
+    return scores
+
+
+def _rrf(rankings: Rankings, k: int) -> dict[str, float]:
+    lists = [ranking for ranking in (rankings.dense, rankings.sparse) if ranking]
+    best = len(lists) / (k + 1) if lists else 1.0
+    scores: dict[str, float] = {}
+    for ranking in lists:
+        for rank, (point, _) in enumerate(ranking, start=1):
+            scores[point] = scores.get(point, 0.0) + 1 / (k + rank) / best
+    return scores
+
+
+def _leads(rankings: Rankings, params: FusionParams) -> dict[str, str]:
+    """Each retriever's clear winner, if it has one, by the retriever that picked it."""
+    leads: dict[str, str] = {}
+    sparse = rankings.sparse
+    if len(sparse) == 1 or (len(sparse) > 1 and sparse[0][1] >= params.lead_ratio * sparse[1][1]):
+        leads[sparse[0][0]] = "keyword"
+    dense = rankings.dense
+    if len(dense) > 1 and dense[0][1] - dense[1][1] >= params.lead_gap:
+        leads.setdefault(dense[0][0], "semantic")
+    return leads

@@ -1,0 +1,85 @@
+"""Hybrid fusion of the dense and sparse rankings (pure logic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from api.services.fusion import FusionMethod, FusionParams, fuse
+from infra.vectorstore.base import Rankings
+
+CONVEX = FusionParams(method=FusionMethod.CONVEX, dense_weight=0.5)
+RRF = FusionParams(method=FusionMethod.RRF, rrf_k=60)
+
+
+def _order(rankings: Rankings, params: FusionParams) -> list[str]:
+    return [f.point_id for f in fuse(rankings, params)]
+
+
+def test_convex_fusion_adds_scores_scaled_by_each_retrievers_best() -> None:
+    rankings = Rankings(
+        dense=[("both", 0.80), ("dense_only", 0.78), ("middle", 0.60)],
+        sparse=[("both", 10.0), ("middle", 9.0), ("sparse_only", 8.0)],
+    )
+    fused = {f.point_id: f for f in fuse(rankings, CONVEX)}
+    assert fused["both"].score == pytest.approx(1.0)
+    assert fused["middle"].score == pytest.approx(0.5 * 0.60 / 0.80 + 0.5 * 0.9)
+    assert fused["dense_only"].score == pytest.approx(0.5 * 0.78 / 0.80)
+    assert fused["sparse_only"].score == pytest.approx(0.5 * 0.8)
+    assert _order(rankings, CONVEX) == ["both", "middle", "dense_only", "sparse_only"]
+    assert (fused["middle"].dense_rank, fused["middle"].sparse_rank) == (2, 1)
+    assert fused["dense_only"].sparse_rank is None
+    weighted = FusionParams(method=FusionMethod.CONVEX, dense_weight=0.9)
+    assert _order(rankings, weighted)[:2] == ["both", "dense_only"]
+
+
+def test_a_keyword_match_far_ahead_of_the_rest_is_not_buried() -> None:
+    # The exact code is only in one chunk: BM25 puts it first by far, dense does not see it.
+    # Chunks that are middling in both rankings would outscore it under either fusion alone.
+    middling = [f"middling_{i}" for i in range(10)]
+    rankings = Rankings(
+        dense=[(point, 0.7 - i * 0.01) for i, point in enumerate(middling)],
+        sparse=[("code", 18.4), *[(point, 10.4 - i * 0.2) for i, point in enumerate(middling)]],
+    )
+    for params in (CONVEX, RRF):
+        fused = fuse(rankings, params)
+        assert fused[0].point_id == "code"
+        assert fused[0].lead == "keyword"
+        assert fused[0].score == 1.0
+        assert fused[0].dense_rank is None
+
+
+def test_the_only_chunk_with_a_query_term_leads() -> None:
+    rankings = Rankings(dense=[("a", 0.5), ("b", 0.49)], sparse=[("rare", 3.0)])
+    assert _order(rankings, CONVEX)[0] == "rare"
+
+
+def test_a_semantic_match_far_ahead_of_the_rest_is_not_buried() -> None:
+    rankings = Rankings(
+        dense=[("meaning", 0.71), ("x", 0.55), ("y", 0.54)],
+        sparse=[("x", 5.0), ("y", 4.9), ("z", 4.8)],
+    )
+    fused = fuse(rankings, RRF)
+    assert fused[0].point_id == "meaning"
+    assert fused[0].lead == "semantic"
+
+
+def test_close_races_are_left_to_the_fusion() -> None:
+    rankings = Rankings(
+        dense=[("a", 0.70), ("b", 0.66), ("c", 0.65)],
+        sparse=[("c", 10.0), ("b", 9.0), ("a", 1.0)],
+    )
+    fused = fuse(rankings, CONVEX)
+    assert all(f.lead is None for f in fused)
+    assert [f.point_id for f in fused] == ["c", "b", "a"]
+
+
+def test_rrf_scales_first_in_both_to_one() -> None:
+    rankings = Rankings(dense=[("a", 0.9), ("b", 0.8)], sparse=[("a", 3.0), ("b", 2.9)])
+    fused = {f.point_id: f.score for f in fuse(rankings, RRF)}
+    assert fused["a"] == pytest.approx(1.0)
+    assert fused["b"] == pytest.approx((2 / 62) / (2 / 61))
+
+
+def test_empty_rankings_fuse_to_nothing() -> None:
+    assert fuse(Rankings([], []), CONVEX) == []
+    assert _order(Rankings([("a", 0.3)], []), CONVEX) == ["a"]
