@@ -169,9 +169,7 @@ async def _start(settings: Settings, app: FastAPI, stack: AsyncExitStack) -> Ser
             kbs,
             Retriever(embedder, store, cache, SparseEncoder(), settings.search.depth),
             cache,
-            settings.search.oversample,
-            settings.search.duplicate_threshold,
-            (settings.search.lead_ratio, settings.search.lead_gap),
+            settings.search,
         ),
         store=store,
     )

@@ -139,6 +139,9 @@ class SearchSettings(BaseModel):
     # BM25 score is this many times the second's, or its cosine this much above the second's.
     lead_ratio: float = Field(default=1.5, ge=1)
     lead_gap: float = Field(default=0.1, gt=0)
+    # A query's identifier term is rare when at most this many chunks in the searched KBs hold
+    # it; chunks holding every rare one are placed first by hybrid fusion.
+    rare_term_chunks: int = Field(default=3, ge=0, le=100)
     # Hits sharing at least this share of their word shingles (of the shorter one) are copies
     # of one passage: they fold into the best-ranked one (`api.services.duplicates`).
     duplicate_threshold: float = Field(default=0.5, gt=0, le=1)

@@ -28,6 +28,10 @@ from infra.vectorstore.base import SparseVector
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Codes: alphanumeric parts joined by - _ . / (XJ-4471, pstore.conf, v2.4.1).
 _CODE = re.compile(r"[0-9a-z]+(?:[-_./][0-9a-z]+)+")
+# Identifiers a user may search for verbatim: option flags (--no-hardlinks), tokens holding a
+# digit (XJ-4471, SHA384, ipv6) and names joined by _ . / (pam_faillock, pstore.conf, etc/group).
+_IDENTIFIER = re.compile(r"(?<![\w-])(?:--?[^\W_][\w.-]*|[\w./-]*\d[\w./-]*|\w+(?:[_./]\w+)+)")
+_LETTER = re.compile(r"[^\W\d_]")
 _CJK = re.compile(
     "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\u31f0-\u31ff]+"
 )
@@ -58,6 +62,16 @@ def tokens(text: str) -> list[str]:
     """The terms of a text, in order (repeats kept: they are term frequencies)."""
     terms, _ = _analyse(text)
     return terms
+
+
+def identifier_terms(text: str) -> list[str]:
+    """The terms of the identifiers in a text (an identifier's whole code and its words), in
+    order, without repeats; identifiers need a letter (a bare number is not one)."""
+    found: list[str] = []
+    for match in _IDENTIFIER.finditer(unicodedata.normalize("NFKC", text)):
+        if _LETTER.search(match.group(0)):
+            found.extend(tokens(match.group(0)))
+    return list(dict.fromkeys(found))
 
 
 def phrases(text: str) -> list[str]:

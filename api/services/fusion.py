@@ -10,11 +10,16 @@ methods combine them:
   both. 1.0 is the best chunk of both retrievers.
 - `rrf`: reciprocal rank fusion, `sum 1 / (rrf_k + rank)`, scaled so that 1.0 is first in both.
 
-On top of either, a retriever's clear winner is placed first, whatever the other retriever
-thinks of it: the sparse ranking's first chunk when its BM25 score is at least `lead_ratio`
-times the second's (or it is the only chunk with any query term: an exact code, a rare name),
-and the dense ranking's first when its cosine leads the second's by at least `lead_gap`. Its
-score is raised to 1.0.
+On top of either, strong signals are placed first, whatever the other retriever thinks:
+
+- exact identifiers: when the query names identifiers (an option flag, a code with digits, a
+  name joined by _ . /) and some of their terms are rare in the searched KBs (held by at most
+  `rare_max` chunks), the chunks holding every rare one come first;
+- a retriever's clear winner: the sparse ranking's first chunk when its BM25 score is at least
+  `lead_ratio` times the second's (or it is the only chunk with any query term), and the dense
+  ranking's first when its cosine leads the second's by at least `lead_gap`.
+
+Their score is raised to 1.0.
 
 Chosen by measurement (`benchmarks/fusion.py` compares the methods offline on the evaluation
 sets): see the README's Search section for the figures.
@@ -44,6 +49,7 @@ class FusionParams:
     rrf_k: int = 60
     lead_ratio: float = 1.5
     lead_gap: float = 0.1
+    rare_max: int = 3
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,8 @@ class Fused:
     dense_rank: int | None
     sparse_rank: int | None
     sparse_score: float | None
-    # "keyword" or "semantic" when that retriever's clear winner was placed first.
+    # Why it was placed first, if it was: "identifier" (it holds the query's rare identifiers),
+    # "keyword" or "semantic" (that retriever's clear winner).
     lead: str | None = None
 
 
@@ -64,12 +71,14 @@ def fuse(rankings: Rankings, params: FusionParams) -> list[Fused]:
     dense_rank = {point: rank for rank, (point, _) in enumerate(rankings.dense)}
     sparse_rank = {point: rank for rank, (point, _) in enumerate(rankings.sparse)}
     sparse_score = dict(rankings.sparse)
-    points = list(dict.fromkeys([p for p, _ in rankings.dense] + [p for p, _ in rankings.sparse]))
     if params.method is FusionMethod.RRF:
         scores = _rrf(rankings, params.rrf_k)
     else:
         scores = _convex(rankings, params.dense_weight)
-    leads = _leads(rankings, params)
+    leads = dict.fromkeys(_holding_rare_identifiers(rankings, params), "identifier")
+    for point, why in _leads(rankings, params).items():
+        leads.setdefault(point, why)
+    points = list(dict.fromkeys([*leads, *(p for p, _ in rankings.dense), *scores]))
     for point in leads:
         scores[point] = 1.0
     lead_order = {point: order for order, point in enumerate(leads)}
@@ -108,6 +117,17 @@ def _rrf(rankings: Rankings, k: int) -> dict[str, float]:
         for rank, (point, _) in enumerate(ranking, start=1):
             scores[point] = scores.get(point, 0.0) + 1 / (k + rank) / best
     return scores
+
+
+def _holding_rare_identifiers(rankings: Rankings, params: FusionParams) -> list[str]:
+    """The chunks holding every probed term that is rare (held by 1..`rare_max` chunks), in
+    sparse-ranking order; none if no probed term is rare."""
+    rare = [set(held) for held in rankings.holding.values() if 0 < len(held) <= params.rare_max]
+    if not rare:
+        return []
+    every = set.intersection(*rare)
+    order = {point: rank for rank, (point, _) in enumerate(rankings.sparse)}
+    return sorted(every, key=lambda point: order.get(point, len(order)))
 
 
 def _leads(rankings: Rankings, params: FusionParams) -> dict[str, str]:

@@ -25,7 +25,7 @@ from api.services.fusion import Fused, FusionParams, fuse
 from infra.embedding.base import Embedder
 from infra.embedding.batching import QueryBatcher
 from infra.search_cache import SearchCache
-from infra.sparse import SparseEncoder, term_index, tokens
+from infra.sparse import SparseEncoder, identifier_terms, term_index, tokens
 from infra.vectorstore.base import (
     RetrievalMode,
     ScoredChunk,
@@ -125,7 +125,12 @@ class Retriever:
         threshold: float,
         fusion: FusionParams,
     ) -> list[Candidate]:
-        rankings = await self._store.rank(scope, vector, sparse, max(self._depth, limit))
+        # Identifiers in the query: the store says which chunks hold each of their terms, so
+        # that fusion can put the chunks holding every rare one first.
+        probes = [term_index(term) for term in identifier_terms(query)]
+        rankings = await self._store.rank(
+            scope, vector, sparse, max(self._depth, limit), probes, fusion.rare_max + 1
+        )
         best = fuse(rankings, fusion)[:limit]
         fetched = await self._store.fetch(scope, [f.point_id for f in best], vector)
         chunks = {chunk.point_id: chunk for chunk in fetched}
@@ -153,7 +158,9 @@ def _why(fused: Fused, cosine: float, matched: int, terms: set[int]) -> str:
     why = f"hybrid: semantic cosine {cosine:.2f}"
     if terms:
         why += f", {matched} of {len(terms)} query terms"
-    if fused.lead == "keyword":
+    if fused.lead == "identifier":
+        why += "; first: it holds the query's rare identifiers"
+    elif fused.lead == "keyword":
         why += "; first: its keyword match leads the rest by far"
     elif fused.lead == "semantic":
         why += "; first: its semantic match leads the rest by far"

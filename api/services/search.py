@@ -13,6 +13,7 @@ from api.services.shaping import Passage, merge_adjacent, newest_versions, withi
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.metrics import SEARCH_LATENCY, SEARCH_REQUESTS
 from infra.search_cache import SearchCache, result_key
+from infra.settings import SearchSettings
 from infra.vectorstore.base import RetrievalMode, SearchScope
 from schemas.search import (
     AlsoIn,
@@ -51,25 +52,22 @@ class SearchService:
         kbs: KnowledgeBaseRepository,
         retriever: Retriever,
         cache: SearchCache,
-        oversample: int,
-        duplicate_threshold: float,
-        leads: tuple[float, float] = (1.5, 0.1),
+        settings: SearchSettings,
     ) -> None:
         self._guard = guard
         self._kbs = kbs
         self._retriever = retriever
         self._cache = cache
-        self._oversample = oversample
-        self._duplicate_threshold = duplicate_threshold
-        self._lead_ratio, self._lead_gap = leads
+        self._settings = settings
 
     def _fusion(self, method: str, dense_weight: float, rrf_k: int) -> FusionParams:
         return FusionParams(
             method=FusionMethod(method),
             dense_weight=dense_weight,
             rrf_k=rrf_k,
-            lead_ratio=self._lead_ratio,
-            lead_gap=self._lead_gap,
+            lead_ratio=self._settings.lead_ratio,
+            lead_gap=self._settings.lead_gap,
+            rare_max=self._settings.rare_term_chunks,
         )
 
     async def search_bot(self, request: BotSearchRequest) -> SearchResponse:
@@ -143,7 +141,7 @@ class SearchService:
             plan.query,
             query.vector,
             mode=plan.mode,
-            limit=plan.top_k * self._oversample,
+            limit=plan.top_k * self._settings.oversample,
             threshold=plan.threshold,
             fusion=plan.fusion,
         )
@@ -213,7 +211,9 @@ class SearchService:
             for rank, c in enumerate(candidates)
             if id(c.chunk) in newest
         ]
-        distinct = fold_copies(merge_adjacent(passages), plan.top_k, self._duplicate_threshold)
+        distinct = fold_copies(
+            merge_adjacent(passages), plan.top_k, self._settings.duplicate_threshold
+        )
         shaped = within_budget(distinct, plan.max_context_tokens)
         hits = [_hit(passage) for passage in shaped]
         metrics.total_ms = _ms(started)

@@ -8,7 +8,7 @@ embedded engine in-process (the local default). Both pass one contract test suit
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -113,10 +113,26 @@ class VectorQuery:
 @dataclass(frozen=True)
 class Rankings:
     """Each retriever's best points within a scope, best first: (point id, score) pairs,
-    cosine similarities for the dense one and BM25 scores for the sparse one."""
+    cosine similarities for the dense one and BM25 scores for the sparse one; and for each
+    probed term, the points holding it (at most the probe limit)."""
 
     dense: list[tuple[str, float]]
     sparse: list[tuple[str, float]]
+    holding: dict[int, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_batch(
+        cls, answers: list[list[tuple[str, float]]], with_sparse: bool, probes: Sequence[int]
+    ) -> Rankings:
+        """From the answers of a batch query: dense, then sparse (if asked), then the probes."""
+        probed = answers[2 if with_sparse else 1 :]
+        return cls(
+            dense=answers[0],
+            sparse=answers[1] if with_sparse else [],
+            holding={
+                term: [p for p, _ in found] for term, found in zip(probes, probed, strict=True)
+            },
+        )
 
 
 class VectorStore(Protocol):
@@ -164,9 +180,12 @@ class VectorStore(Protocol):
         dense: NDArray[np.float32],
         sparse: SparseVector | None,
         depth: int,
+        probes: Sequence[int] = (),
+        probe_limit: int = 0,
     ) -> Rankings:
-        """The `depth` best active chunks in scope by each retriever, ids and scores only, in
-        one round trip (no sparse ranking without query terms)."""
+        """The `depth` best active chunks in scope by each retriever, ids and scores only (no
+        sparse ranking without query terms), and up to `probe_limit` chunks in scope holding
+        each probed term: all in one round trip."""
         ...
 
     async def fetch(

@@ -243,6 +243,8 @@ class EdgeVectorStore:
         dense: NDArray[np.float32],
         sparse: SparseVector | None,
         depth: int,
+        probes: Sequence[int] = (),
+        probe_limit: int = 0,
     ) -> Rankings:
         """Both retrievers' best ids and scores, in one batch call to the engine."""
         if not scope.kb_ids:
@@ -252,10 +254,13 @@ class EdgeVectorStore:
         sparse_query = _sparse_query(sparse)
         if sparse_query is not None:
             requests.append(qe.QueryRequest(limit=depth, query=sparse_query, filter=selector))
+        for term in probes:
+            probe = _sparse_query(SparseVector([term], [1.0]))
+            requests.append(qe.QueryRequest(limit=probe_limit, query=probe, filter=selector))
         batch = qe.QueryBatchRequest(requests)
         answers = await self._call(lambda shard: shard.query_batch(batch))
         ranked = [[(str(p.id), float(p.score)) for p in points] for points in answers]
-        return Rankings(ranked[0], ranked[1] if len(ranked) > 1 else [])
+        return Rankings.from_batch(ranked, sparse_query is not None, probes)
 
     async def fetch(
         self, scope: SearchScope, point_ids: Sequence[str], dense: NDArray[np.float32]

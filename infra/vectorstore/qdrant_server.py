@@ -223,6 +223,8 @@ class QdrantServerStore:
         dense: NDArray[np.float32],
         sparse: SparseVector | None,
         depth: int,
+        probes: Sequence[int] = (),
+        probe_limit: int = 0,
     ) -> Rankings:
         """Both retrievers' best ids and scores, in one batch request."""
         if not scope.kb_ids:
@@ -238,10 +240,19 @@ class QdrantServerStore:
                     query=sparse_vector, using=SPARSE_VECTOR, filter=selector, limit=depth
                 )
             )
+        for term in probes:
+            requests.append(
+                qm.QueryRequest(
+                    query=qm.SparseVector(indices=[term], values=[1.0]),
+                    using=SPARSE_VECTOR,
+                    filter=selector,
+                    limit=probe_limit,
+                )
+            )
         async with _qdrant_errors():
             answers = await self._client.query_batch_points(self._collection, requests)
         ranked = [[(str(p.id), float(p.score)) for p in answer.points] for answer in answers]
-        return Rankings(ranked[0], ranked[1] if len(ranked) > 1 else [])
+        return Rankings.from_batch(ranked, sparse_vector is not None, probes)
 
     async def fetch(
         self, scope: SearchScope, point_ids: Sequence[str], dense: NDArray[np.float32]

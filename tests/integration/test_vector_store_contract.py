@@ -275,6 +275,32 @@ async def test_rank_gives_both_rankings_within_scope_in_one_call(store: VectorSt
     assert [ids[point] for point, _ in shallow.dense] == ["doc_dense"]
 
 
+async def test_rank_probes_which_chunks_hold_a_term(store: VectorStore) -> None:
+    encoder = SparseEncoder()
+    await store.upsert(
+        [
+            _text_point("doc_code", "error XJ-4471 means the fan failed", 1),
+            _text_point("doc_fan_1", "the fan is quiet", 2),
+            _text_point("doc_fan_2", "a fan of kayaks", 3),
+            _text_point("doc_fan_3", "fan speed settings", 4),
+            _text_point("doc_foreign", "error XJ-4471 elsewhere", 5, tenant="t2"),
+        ]
+    )
+    code, fan, absent = term_index("xj-4471"), term_index("fan"), term_index("zebrafinch")
+    ranked = await store.rank(
+        SearchScope("t1", ("kb1",)),
+        _unit(1),
+        encoder.query("XJ-4471 fan"),
+        depth=10,
+        probes=[code, fan, absent],
+        probe_limit=3,
+    )
+    assert ranked.holding[code] == [chunk_point_id("doc_code", 0)]
+    assert len(ranked.holding[fan]) == 3  # at most the probe limit
+    assert ranked.holding[absent] == []
+    assert ranked.sparse and ranked.dense
+
+
 async def test_fetch_gives_payload_cosine_and_terms_of_points_still_in_scope(
     store: VectorStore,
 ) -> None:

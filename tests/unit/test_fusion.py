@@ -83,3 +83,32 @@ def test_rrf_scales_first_in_both_to_one() -> None:
 def test_empty_rankings_fuse_to_nothing() -> None:
     assert fuse(Rankings([], []), CONVEX) == []
     assert _order(Rankings([("a", 0.3)], []), CONVEX) == ["a"]
+
+
+def test_chunks_holding_every_rare_identifier_come_first() -> None:
+    # "--no-hardlinks": the flag is held by one chunk, its word "hardlink" by many; the
+    # hardlink(1) page is closer in meaning and in BM25 not far behind.
+    flag, word = 101, 202
+    rankings = Rankings(
+        dense=[("hardlink_1", 0.63), ("hardlink_2", 0.56), ("git_clone", 0.20)],
+        sparse=[("git_clone", 15.0), ("hardlink_2", 10.9), ("hardlink_1", 10.3)],
+        holding={flag: ["git_clone"], word: ["hardlink_1", "hardlink_2", "git_clone", "x", "y"]},
+    )
+    without = fuse(Rankings(rankings.dense, rankings.sparse), CONVEX)
+    assert without[0].point_id == "hardlink_1"
+    fused = fuse(rankings, CONVEX)
+    assert fused[0].point_id == "git_clone"
+    assert (fused[0].lead, fused[0].score) == ("identifier", 1.0)
+    # A term held by more chunks than `rare_max` is not rare: no promotion for it alone.
+    common = Rankings(rankings.dense, rankings.sparse, {word: rankings.holding[word]})
+    assert fuse(common, CONVEX)[0].point_id == "hardlink_1"
+
+
+def test_every_rare_identifier_must_be_held() -> None:
+    rankings = Rankings(
+        dense=[("a", 0.6), ("b", 0.59), ("c", 0.58)],
+        sparse=[("c", 5.0), ("b", 4.9), ("a", 4.8)],
+        holding={1: ["a", "b"], 2: ["b"], 3: []},
+    )
+    fused = fuse(rankings, CONVEX)
+    assert [(f.point_id, f.lead) for f in fused][:2] == [("b", "identifier"), ("c", None)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.sparse import SparseEncoder, phrases, term_index, tokens
+from infra.sparse import SparseEncoder, identifier_terms, phrases, term_index, tokens
 from infra.vectorstore.base import SparseVector
 
 
@@ -72,3 +72,18 @@ def test_consecutive_words_count_as_phrases() -> None:
         return float(sum(weights.get(i, 0.0) for i in query.indices))
 
     assert score(together) > score(apart)
+
+
+def test_identifiers_in_a_query_are_flags_codes_and_joined_names() -> None:
+    assert identifier_terms("what does --no-hardlinks do") == ["hardlink", "no-hardlinks"]
+    assert identifier_terms("error XJ-4471 on the router") == ["xj", "4471", "xj-4471"]
+    assert identifier_terms("pam_faillock and /etc/gshadow") == [
+        "pam_faillock",
+        "etc",
+        "gshadow",
+        "etc/gshadow",
+    ]
+    assert identifier_terms("SHA384 digests") == ["sha384"]
+    # Plain words, hyphenated words and bare numbers are not identifiers.
+    assert identifier_terms("How do I return a kayak within 30 days?") == []
+    assert identifier_terms("a post-processing tool") == []
