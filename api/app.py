@@ -17,8 +17,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from api.routes import bots as bot_routes
-from api.routes import documents, health, knowledge_bases, search, tokens
+from api.routes import documents, evaluations, health, knowledge_bases, search, tokens
 from api.services.access import AccessGuard
+from api.services.evaluation import Evaluations, Evaluator
 from api.services.retrieval import Retriever
 from api.services.search import SearchService
 from api.state import Services
@@ -38,6 +39,7 @@ from infra.errors import (
     Unauthorized,
     UnsupportedDocumentType,
 )
+from infra.evaluations import EvaluationRepository
 from infra.ingestion import Intake, Removal
 from infra.kafka import build_broker, ensure_topics
 from infra.knowledge_bases import KnowledgeBaseRepository
@@ -112,7 +114,7 @@ def create_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="Ragline", version="0.1.0", lifespan=lifespan)
     app.add_exception_handler(RaglineError, _ragline_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    for module in (health, knowledge_bases, documents, bot_routes, search, tokens):
+    for module in (health, knowledge_bases, documents, evaluations, bot_routes, search, tokens):
         app.include_router(module.router)
     return app
 
@@ -152,6 +154,13 @@ async def _start(settings: Settings, app: FastAPI, stack: AsyncExitStack) -> Ser
 
     bots = BotRepository(db)
     guard = AccessGuard(bots, kbs, cache)
+    search_service = SearchService(
+        guard,
+        kbs,
+        Retriever(embedder, store, cache, SparseEncoder(), settings.search.depth),
+        cache,
+        settings.search,
+    )
     services = Services(
         settings=settings,
         tokens=TokenRepository(
@@ -164,12 +173,9 @@ async def _start(settings: Settings, app: FastAPI, stack: AsyncExitStack) -> Ser
         removal=Removal(documents_repo, kbs, lifecycle, blobs, store),
         bots=bots,
         guard=guard,
-        search=SearchService(
-            guard,
-            kbs,
-            Retriever(embedder, store, cache, SparseEncoder(), settings.search.depth),
-            cache,
-            settings.search,
+        search=search_service,
+        evaluations=Evaluations(
+            kbs, documents_repo, Evaluator(search_service), EvaluationRepository(db)
         ),
         store=store,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from api.services.access import AccessGuard
+from api.services.evaluation import Evaluations
 from api.services.search import SearchService
 from infra.blob_store import BlobStore
 from infra.bots import BotRepository
@@ -30,5 +31,6 @@ class Services:
     bots: BotRepository
     guard: AccessGuard
     search: SearchService
+    evaluations: Evaluations
     store: VectorStore
     ready: bool = False

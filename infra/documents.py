@@ -79,6 +79,17 @@ class DocumentRepository:
             raise NotFound("document", document_id)
         return to_document(doc)
 
+    async def existing_ids(self, tenant_id: str, kb_id: str, ids: set[str]) -> set[str]:
+        """Those of the ids that are documents of the tenant's KB."""
+        if not ids:
+            return set()
+        async with mongo_errors():
+            cursor = self._docs.find(
+                {"_id": {"$in": sorted(ids)}, "tenant_id": tenant_id, "kb_id": kb_id},
+                projection={"_id": 1},
+            )
+            return {str(doc["_id"]) async for doc in cursor}
+
     async def find(self, document_id: str) -> Document | None:
         """A document by id, for the pipeline (which trusts its own events' tenant)."""
         async with mongo_errors():

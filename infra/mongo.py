@@ -25,6 +25,7 @@ TOKENS = "api_tokens"
 BOTS = "bots"
 SOURCES = "document_sources"
 EMBEDDINGS = "embedding_cache"
+EVALUATIONS = "evaluations"
 ORIGINALS_BUCKET = "originals"
 EXTRACTED_BUCKET = "extracted"
 
@@ -91,6 +92,9 @@ async def ensure_indexes(db: Database) -> None:
         await db[BOTS].create_index([("tenant_id", ASCENDING), ("created_at", DESCENDING)])
         await db[BOTS].create_index([("knowledge.kb_ids", ASCENDING)])
         await db[TOKENS].create_index([("tenant_id", ASCENDING)])
+        await db[EVALUATIONS].create_index(
+            [("tenant_id", ASCENDING), ("kb_id", ASCENDING), ("created_at", DESCENDING)]
+        )
         for bucket in (ORIGINALS_BUCKET, EXTRACTED_BUCKET):
             # The indexes the GridFS spec asks for (PyMongo would create them lazily, at the
             # cost of probing both collections before every upload; see `infra.blob_store`).

@@ -298,7 +298,8 @@ async def test_rank_probes_which_chunks_hold_a_term(store: VectorStore) -> None:
     assert ranked.holding[code] == [chunk_point_id("doc_code", 0)]
     assert len(ranked.holding[fan]) == 3  # at most the probe limit
     assert ranked.holding[absent] == []
-    assert ranked.sparse and ranked.dense
+    assert ranked.sparse
+    assert ranked.dense
 
 
 async def test_fetch_gives_payload_cosine_and_terms_of_points_still_in_scope(
