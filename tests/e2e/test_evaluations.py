@@ -94,7 +94,7 @@ def _by_hand(hits: list[Any], expected: list[str], ids: set[str], k: int) -> tup
 
 async def test_an_evaluation_gives_the_figures_a_hand_computation_gives(api: Api) -> None:
     kb_id, ids = await _kb(api)
-    cases = [
+    cases: list[dict[str, Any]] = [
         {"query": "How long do I have to return a kayak?", "expected": [ids["returns.md"]]},
         {"query": "Which days do orders ship?", "expected": ["ship from ROTTERDAM  every"]},
         {
