@@ -7,9 +7,10 @@ same thing whether it searches dense or hybrid:
 - hybrid: the dense and the sparse (BM25) rankings (`depth` chunks each, one store round
   trip) are fused (`api.services.fusion`), then the best fused chunks are fetched with their
   payloads and exact cosines. A fused chunk is kept if its cosine reaches the threshold, or if
-  it contains every term of the query (an exact keyword match, which embeddings often miss: a
-  part number, an error code, a rare name). `score` is the fused score, 0..1, where 1 is the
-  best chunk of both rankings (or a retriever's clear winner).
+  it is an exact keyword match, which embeddings often miss: it contains every term of the
+  query, or every rare identifier the query names (a part number, an error code, a flag).
+  `score` is the fused score, 0..1, where 1 is the best chunk of both rankings (or a chunk
+  placed first for a strong signal).
 - sparse (admin tooling only): BM25 alone, no threshold; `score` is the BM25 score.
 """
 
@@ -144,8 +145,8 @@ class Retriever:
                 continue
             cosine = chunk.score
             matched = terms & chunk.terms
-            every_term = bool(terms) and matched == terms
-            if cosine < threshold and not every_term:
+            exact = (bool(terms) and matched == terms) or fused.lead == "identifier"
+            if cosine < threshold and not exact:
                 continue
             why = _why(fused, cosine, len(matched), terms)
             if cosine < threshold:
