@@ -145,6 +145,8 @@ class SearchSettings(BaseModel):
     # Hits sharing at least this share of their word shingles (of the shorter one) are copies
     # of one passage: they fold into the best-ranked one (`api.services.duplicates`).
     duplicate_threshold: float = Field(default=0.5, gt=0, le=1)
+    # Neighbouring chunks of a document merge into one hit of at most this many chunks.
+    merge_max_chunks: int = Field(default=3, ge=1, le=20)
 
 
 class ApiSettings(BaseModel):

@@ -15,17 +15,14 @@ are offset, and share only part of their windows. A passage shorter than a shing
 as its whole word sequence.
 
 A copy folds into the higher-ranked passage, which lists it under `also_in`, and the next
-distinct passage moves up, so k distinct passages come back when the candidates hold k.
+distinct passage moves up (`api.services.shaping.assemble`), so k distinct passages come back
+when the candidates hold k.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
-from dataclasses import replace
-
-from api.services.shaping import Passage
 
 SHINGLE_WORDS = 4
 
@@ -49,30 +46,3 @@ def overlap(first: frozenset[int], second: frozenset[int]) -> float:
         return 0.0
     small, large = (first, second) if len(first) <= len(second) else (second, first)
     return len(small & large) / len(small)
-
-
-def fold_copies(passages: Iterable[Passage], limit: int, threshold: float) -> list[Passage]:
-    """Up to `limit` distinct passages, best first; each lists the lower-ranked copies folded
-    into it in `also_in`. Passages are read only until `limit` distinct ones are found."""
-    kept: list[Passage] = []
-    kept_shingles: list[frozenset[int]] = []
-    for passage in passages:
-        mine = shingles(passage.text)
-        original = next(
-            (i for i, theirs in enumerate(kept_shingles) if overlap(mine, theirs) >= threshold),
-            None,
-        )
-        if original is None:
-            if len(kept) == limit:
-                break
-            kept.append(passage)
-            kept_shingles.append(mine)
-        else:
-            kept[original] = _with_copy(kept[original], passage)
-    return kept
-
-
-def _with_copy(original: Passage, copy: Passage) -> Passage:
-    known = {(s.document_id, s.chunk_index) for s in (original.source, *original.also_in)}
-    extra = [s for s in (copy.source, *copy.also_in) if (s.document_id, s.chunk_index) not in known]
-    return replace(original, also_in=(*original.also_in, *extra))

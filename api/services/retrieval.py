@@ -47,6 +47,14 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Retrieved:
+    """The candidates, best first, and whether a larger limit would have found more."""
+
+    candidates: list[Candidate]
+    more: bool
+
+
+@dataclass(frozen=True)
 class QueryVector:
     """A query's dense vector, and whether it came from the cache."""
 
@@ -96,24 +104,32 @@ class Retriever:
         limit: int,
         threshold: float,
         fusion: FusionParams,
-    ) -> list[Candidate]:
-        """Chunks for the query, best first, filtered as the module docstring says."""
+    ) -> Retrieved:
+        """Up to `limit` chunks for the query, best first, filtered as the module docstring
+        says."""
         if mode is RetrievalMode.DENSE:
             found = await self._store.search(
                 VectorQuery(scope, vector, limit, score_threshold=threshold or None, mode=mode)
             )
-            return [
-                Candidate(hit, hit.score, f"semantic match (cosine {hit.score:.2f})")
-                for hit in found
-            ]
+            return Retrieved(
+                [
+                    Candidate(hit, hit.score, f"semantic match (cosine {hit.score:.2f})")
+                    for hit in found
+                ],
+                more=len(found) == limit,
+            )
         sparse = self._sparse.query(query)
         if mode is RetrievalMode.SPARSE:
             found = await self._store.search(
                 VectorQuery(scope, vector, limit, mode=mode, sparse=sparse)
             )
-            return [
-                Candidate(hit, hit.score, f"keyword match (BM25 {hit.score:.2f})") for hit in found
-            ]
+            return Retrieved(
+                [
+                    Candidate(hit, hit.score, f"keyword match (BM25 {hit.score:.2f})")
+                    for hit in found
+                ],
+                more=len(found) == limit,
+            )
         return await self._hybrid(scope, query, vector, sparse, limit, threshold, fusion)
 
     async def _hybrid(
@@ -125,14 +141,15 @@ class Retriever:
         limit: int,
         threshold: float,
         fusion: FusionParams,
-    ) -> list[Candidate]:
+    ) -> Retrieved:
         # Identifiers in the query: the store says which chunks hold each of their terms, so
         # that fusion can put the chunks holding every rare one first.
         probes = [term_index(term) for term in identifier_terms(query)]
         rankings = await self._store.rank(
             scope, vector, sparse, max(self._depth, limit), probes, fusion.rare_max + 1
         )
-        best = fuse(rankings, fusion)[:limit]
+        ranked = fuse(rankings, fusion)
+        best = ranked[:limit]
         fetched = await self._store.fetch(scope, [f.point_id for f in best], vector)
         chunks = {chunk.point_id: chunk for chunk in fetched}
         # The query's terms, as sparse-vector indices: a chunk contains a term exactly when its
@@ -152,7 +169,7 @@ class Retriever:
             if cosine < threshold:
                 why += " (kept as an exact keyword match below the similarity threshold)"
             kept.append(Candidate(chunk, fused.score, why))
-        return kept
+        return Retrieved(kept, more=len(ranked) > limit)
 
 
 def _why(fused: Fused, cosine: float, matched: int, terms: set[int]) -> str:

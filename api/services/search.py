@@ -6,10 +6,9 @@ import time
 from dataclasses import dataclass
 
 from api.services.access import AccessGuard
-from api.services.duplicates import fold_copies
 from api.services.fusion import FusionMethod, FusionParams
 from api.services.retrieval import Candidate, Retriever
-from api.services.shaping import Passage, merge_adjacent, newest_versions, within_budget
+from api.services.shaping import Passage, assemble, newest_versions, within_budget
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.metrics import SEARCH_LATENCY, SEARCH_REQUESTS
 from infra.search_cache import SearchCache, result_key
@@ -136,21 +135,30 @@ class SearchService:
         query = await self._retriever.embed(plan.query)
         hits.embedding = query.cached
         searched = time.perf_counter()
-        candidates = await self._retriever.retrieve(
-            SearchScope(plan.tenant_id, tuple(plan.kb_ids)),
-            plan.query,
-            query.vector,
-            mode=plan.mode,
-            limit=plan.top_k * self._settings.oversample,
-            threshold=plan.threshold,
-            fusion=plan.fusion,
-        )
+        scope = SearchScope(plan.tenant_id, tuple(plan.kb_ids))
+        # Copies and neighbours fold together, so the candidates may hold fewer than top_k
+        # distinct passages: then deeper candidates are fetched, up to the retrievers' depth.
+        limit = plan.top_k * self._settings.oversample
+        while True:
+            found = await self._retriever.retrieve(
+                scope,
+                plan.query,
+                query.vector,
+                mode=plan.mode,
+                limit=limit,
+                threshold=plan.threshold,
+                fusion=plan.fusion,
+            )
+            passages = self._distinct(plan, found.candidates)
+            if len(passages) >= plan.top_k or not found.more or limit >= self._settings.depth:
+                break
+            limit = min(limit * 3, self._settings.depth)
         metrics = SearchMetrics(
             embedding_ms=0.0 if query.cached else query.milliseconds,
             vector_search_ms=_ms(searched),
             cache=hits,
         )
-        response = self._finish(plan, candidates, metrics, started)
+        response = self._finish(plan, passages, metrics, started)
         if key is not None:
             stored = response.model_copy(update={"metrics": SearchMetrics()})
             await self._cache.set_result(
@@ -188,13 +196,9 @@ class SearchService:
             ]
         )
 
-    def _finish(
-        self,
-        plan: Plan,
-        candidates: list[Candidate],
-        metrics: SearchMetrics,
-        started: float,
-    ) -> SearchResponse:
+    def _distinct(self, plan: Plan, candidates: list[Candidate]) -> list[Passage]:
+        """The best distinct passages of the candidates: newest versions only, neighbours
+        merged, copies folded; at most top_k."""
         newest = {id(chunk) for chunk in newest_versions([c.chunk for c in candidates])}
         passages = [
             Passage(
@@ -211,11 +215,21 @@ class SearchService:
             for rank, c in enumerate(candidates)
             if id(c.chunk) in newest
         ]
-        distinct = fold_copies(
-            merge_adjacent(passages), plan.top_k, self._settings.duplicate_threshold
+        return assemble(
+            passages,
+            plan.top_k,
+            copy_threshold=self._settings.duplicate_threshold,
+            max_chunks=self._settings.merge_max_chunks,
         )
-        shaped = within_budget(distinct, plan.max_context_tokens)
-        hits = [_hit(passage) for passage in shaped]
+
+    def _finish(
+        self,
+        plan: Plan,
+        passages: list[Passage],
+        metrics: SearchMetrics,
+        started: float,
+    ) -> SearchResponse:
+        hits = [_hit(passage) for passage in within_budget(passages, plan.max_context_tokens)]
         metrics.total_ms = _ms(started)
         return SearchResponse(
             hits=hits,

@@ -2,20 +2,23 @@
 
 - one version per source: chunks of an older version of a source are dropped when a newer one
   is in the same answer (the store swaps versions in one step, this makes sure of it);
-- neighbours merged: adjacent or overlapping chunks of one document become one passage, with
-  the overlap removed (seed 004), so an answer is not the same sentences twice;
-- copies folded: near-identical passages of other documents fold into the best-ranked one
-  (`api.services.duplicates`);
+- neighbours merged: adjacent or overlapping chunks of one document become one passage (of at
+  most `search.merge_max_chunks` chunks), with the overlap removed (seed 004), so an answer is
+  not the same sentences twice;
+- copies folded: near-identical passages, of any document, fold into the best-ranked one and
+  are listed in its `also_in` (`api.services.duplicates`), and the next distinct passage moves
+  up;
 - a token budget: `max_context_tokens` keeps the best passages that fit (seed 003).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from api.services.duplicates import overlap, shingles
 from infra.vectorstore.base import ScoredChunk
 
 # A rough count of tokens for budgets: about four characters each for English text.
@@ -82,23 +85,86 @@ def _source(payload: dict[str, Any]) -> tuple[str, str]:
     return str(payload.get("kb_id")), str(payload.get("source_key") or payload.get("document_id"))
 
 
-def merge_adjacent(passages: Sequence[Passage]) -> list[Passage]:
-    """Merges passages of one document whose chunks are neighbours; keeps the best rank."""
-    by_document: dict[str, list[Passage]] = {}
+def assemble(
+    passages: Iterable[Passage], limit: int, copy_threshold: float, max_chunks: int
+) -> list[Passage]:
+    """Up to `limit` distinct passages from single-chunk passages given best first:
+
+    - a chunk whose text copies a kept passage (`api.services.duplicates`) folds into it and is
+      listed in its `also_in`;
+    - a chunk next to (or overlapping) a kept passage of its own document joins it, as long as
+      that passage spans at most `max_chunks` chunks (seed 004's merging of neighbours); if the
+      grown passage now copies another kept one, the better-ranked keeps the other as a copy;
+    - any other chunk is a passage of its own, while fewer than `limit` are kept.
+
+    Chunks ranked after the last kept passage can still join or fold into one, so a deeper
+    list of candidates refills the answer with distinct passages.
+    """
+    kept: list[Passage] = []
+    prints: list[frozenset[int]] = []
+
+    def copied(mine: frozenset[int], skip: int = -1) -> int | None:
+        return next(
+            (
+                i
+                for i, theirs in enumerate(prints)
+                if i != skip and overlap(mine, theirs) >= copy_threshold
+            ),
+            None,
+        )
+
     for passage in passages:
-        by_document.setdefault(str(passage.payload.get("document_id")), []).append(passage)
-    merged: list[Passage] = []
-    for group in by_document.values():
-        group.sort(key=lambda p: p.first_index)
-        current = group[0]
-        for following in group[1:]:
-            if following.first_index <= current.last_index + 1:
-                current = _join(current, following)
-            else:
-                merged.append(current)
-                current = following
-        merged.append(current)
-    return sorted(merged, key=lambda p: p.rank)
+        mine = shingles(passage.text)
+        original = copied(mine)
+        if original is not None:
+            kept[original] = _with_copy(kept[original], passage)
+            continue
+        place = _neighbour(kept, passage, max_chunks)
+        if place is None:
+            if len(kept) < limit:
+                kept.append(passage)
+                prints.append(mine)
+            continue
+        kept[place] = _join(*sorted((kept[place], passage), key=lambda p: p.first_index))
+        prints[place] = prints[place] | mine
+        # Grown, the passage may now hold the text of another kept one: the better-ranked
+        # of the two keeps the other as a copy.
+        other = copied(prints[place], skip=place)
+        if other is not None:
+            better, worse = sorted((place, other), key=lambda i: kept[i].rank)
+            kept[better] = _with_copy(kept[better], kept[worse])
+            prints[better] = prints[better] | prints[worse]
+            del kept[worse], prints[worse]
+    return kept
+
+
+def _neighbour(kept: Sequence[Passage], passage: Passage, max_chunks: int) -> int | None:
+    """The kept passage of the same document that `passage` touches, if joining stays within
+    `max_chunks` chunks."""
+    document = passage.payload.get("document_id")
+    for position, other in enumerate(kept):
+        if other.payload.get("document_id") != document:
+            continue
+        touches = (
+            passage.first_index <= other.last_index + 1
+            and passage.last_index >= other.first_index - 1
+        )
+        span = max(other.last_index, passage.last_index) - min(
+            other.first_index, passage.first_index
+        )
+        if touches and span < max_chunks:
+            return position
+    return None
+
+
+def _with_copy(original: Passage, copy: Passage) -> Passage:
+    """`original` listing `copy`'s document (and those folded into it), once each."""
+    known = {source.document_id for source in (original.source, *original.also_in)}
+    extra: dict[str, Source] = {}
+    for source in (copy.source, *copy.also_in):
+        if source.document_id not in known:
+            extra.setdefault(source.document_id, source)
+    return replace(original, also_in=(*original.also_in, *extra.values()))
 
 
 def _join(left: Passage, right: Passage) -> Passage:

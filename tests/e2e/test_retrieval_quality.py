@@ -62,9 +62,11 @@ async def _bot(api: Api, kb_ids: list[str], **knowledge: Any) -> str:
 
 
 async def _search(api: Api, body: dict[str, Any]) -> list[dict[str, Any]]:
+    if "bot_id" in body:
+        body = {"session_id": "s", **body}
     response = await api.http.post(
         "/api/v1/internal/knowledge/search",
-        json={"session_id": "s", **body},
+        json=body,
         headers={"X-Internal-Secret": api.running.internal_secret},
     )
     assert response.status_code == 200, response.text
@@ -94,7 +96,19 @@ async def test_a_pdf_and_its_docx_twin_give_four_distinct_passages(api: Api) -> 
         hits = await _search(api, {**search, "query": query})
         assert len(hits) == 4, (search, query)
         for first, second in itertools.combinations(hits, 2):
-            assert _shared(first["chunk_text"], second["chunk_text"]) < 0.5, (search, query)
+            assert _shared(first["chunk_text"], second["chunk_text"]) < 0.5, (
+                search,
+                query,
+                [
+                    (
+                        h["document_id"],
+                        h["chunk_index"],
+                        h["retrieval_rationale"],
+                        [(c["document_id"], c["chunk_index"]) for c in h["also_in"]],
+                    )
+                    for h in hits
+                ],
+            )
         for hit in hits:
             copies = {copy["document_id"] for copy in hit["also_in"]}
             assert copies <= twins - {hit["document_id"]}

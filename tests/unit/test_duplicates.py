@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from api.services.duplicates import fold_copies, overlap, shingles
-from api.services.shaping import Passage
+from api.services.duplicates import overlap, shingles
+from api.services.shaping import Passage, assemble
 
 POLICY = (
     "Every package must have a maintainer field. The maintainer is responsible for the "
@@ -76,7 +76,7 @@ def test_copies_fold_into_the_best_ranked_and_the_list_is_refilled() -> None:
         _passage("notes", "Lunch is served at noon in the canteen on the second floor.", 5),
         _passage("faq", "Parking is free for visitors who register at the front desk.", 6),
     ]
-    kept = fold_copies(passages, limit=3, threshold=0.5)
+    kept = assemble(passages, limit=3, copy_threshold=0.5, max_chunks=3)
     assert [(p.payload["document_id"], p.first_index) for p in kept] == [
         ("pdf", 0),
         ("pdf", 4),
@@ -92,5 +92,5 @@ def test_a_high_threshold_keeps_partial_copies_apart() -> None:
     words = POLICY.split()
     first = _passage("a", " ".join(words[:30]), 0)
     second = _passage("b", " ".join(words[10:]), 1)
-    assert len(fold_copies([first, second], limit=4, threshold=0.5)) == 1
-    assert len(fold_copies([first, second], limit=4, threshold=0.9)) == 2
+    assert len(assemble([first, second], 4, copy_threshold=0.5, max_chunks=3)) == 1
+    assert len(assemble([first, second], 4, copy_threshold=0.9, max_chunks=3)) == 2

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from api.services.shaping import (
     Passage,
+    assemble,
     estimate_tokens,
-    merge_adjacent,
     newest_versions,
     within_budget,
 )
@@ -54,7 +54,7 @@ def test_neighbouring_chunks_merge_without_their_overlap() -> None:
         _passage("d", 3, document[60:], 60, rank=1),
         _passage("e", 1, "Another document.", 0, rank=3),
     ]
-    merged = merge_adjacent(chunks)
+    merged = assemble(sorted(chunks, key=lambda p: p.rank), 4, copy_threshold=0.5, max_chunks=3)
     assert [(p.payload["document_id"], p.first_index, p.last_index) for p in merged] == [
         ("d", 0, 1),
         ("d", 3, 3),
@@ -74,3 +74,41 @@ def test_a_token_budget_keeps_the_best_passages_that_fit() -> None:
     cut = within_budget(passages, 40)
     assert len(cut) == 1
     assert len(cut[0].text) == 160
+
+
+def test_merged_neighbours_are_capped_and_copies_refill_the_answer() -> None:
+    words = [f"w{i}" for i in range(400)]
+    text = " ".join(words)
+    # Document d in chunks of 40 words overlapping by 10; its twin t cut the same way.
+    chunks = [
+        (doc, i, " ".join(words[i * 30 : i * 30 + 40])) for i in range(10) for doc in ("d", "t")
+    ]
+    ranked = [
+        _passage(doc, index, body, text.index(body), rank)
+        for rank, (doc, index, body) in enumerate(chunks)
+    ]
+    kept = assemble(ranked, limit=3, copy_threshold=0.5, max_chunks=3)
+    # d's chunks 0-2 merge (the cap), t's copies fold into them, then 3-5 and 6-8.
+    assert [(p.payload["document_id"], p.first_index, p.last_index) for p in kept] == [
+        ("d", 0, 2),
+        ("d", 3, 5),
+        ("d", 6, 8),
+    ]
+    assert [(copy.document_id, copy.chunk_index) for copy in kept[0].also_in] == [("t", 0)]
+    assert kept[0].text == " ".join(words[0:100])
+
+
+def test_a_grown_passage_takes_in_a_copy_it_now_holds() -> None:
+    words = [f"w{i}" for i in range(80)]
+    text = " ".join(words)
+    first, second = " ".join(words[:40]), " ".join(words[40:])
+    # The twin was cut elsewhere: its chunk straddles d's two chunks, half of each.
+    straddling = " ".join(words[20:60])
+    ranked = [
+        _passage("d", 0, first, 0, rank=0),
+        _passage("t", 3, straddling, 0, rank=1),
+        _passage("d", 1, second, text.index(second), rank=2),
+    ]
+    kept = assemble(ranked, limit=4, copy_threshold=0.5, max_chunks=3)
+    assert [(p.payload["document_id"], p.first_index, p.last_index) for p in kept] == [("d", 0, 1)]
+    assert [(copy.document_id, copy.chunk_index) for copy in kept[0].also_in] == [("t", 3)]
