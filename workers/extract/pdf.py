@@ -116,13 +116,12 @@ def _read_page(
                 text = textpage.get_text_bounded()
             finally:
                 textpage.close()
-            text = clean_text(text)
             scan = _render(page) if render and not text.strip() and _has_images(page) else None
         except pdfium.PdfiumError as exc:
             raise ExtractionFailed(f"the PDF file is damaged: {_reason(exc)}") from exc
         finally:
             page.close()
-    return text, scan
+    return clean_text(text), scan
 
 
 def clean_text(text: str) -> str:
