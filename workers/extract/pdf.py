@@ -9,7 +9,6 @@ that lock, instead of being left to garbage collection in whatever thread it hap
 from __future__ import annotations
 
 import ctypes
-import logging
 import re
 import threading
 import unicodedata
@@ -26,8 +25,6 @@ from schemas.domain import TextSegment
 from workers.extract import ocr
 from workers.extract.stream import ExtractionStream, stem
 
-log = logging.getLogger(__name__)
-
 PDFIUM_LOCK = threading.Lock()
 """Held for every call into PDFium in this process."""
 
@@ -43,9 +40,9 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # some OCR layers draw each word's last letter as a run of its own, and come out as "Nort h
 # Buon a Vist a". A page where a word is followed by a lone letter that often (over 10% of its
 # words: 3 of the 5 pages of such an OCR layer, at 26-30%, and 2 of 1,387 pages of manuals,
-# papers and forms, at 11-14%, which reading again leaves as they were) is read again letter
-# by letter, and a space PDFium inserted is kept only if the gap it stands for is wider than
-# the spacing of the letters around it.
+# papers and forms, at 11-14%, which reading again leaves as they were but for one table cell
+# that overflows into the next) is read again letter by letter, and a space PDFium inserted is
+# kept only if the gap it stands for is wider than the spacing of the letters around it.
 _LETTERS = re.compile(r"[^\W\d_]+")
 _SPLIT_WORD = re.compile(r"\b[^\W\d_]{2,} (?![aAI]\b)[^\W\d_]\b")
 _MIN_WORDS = 30
