@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 _engine: Any = None
 _lock = threading.Lock()
@@ -24,12 +25,11 @@ def _load() -> Any:
         return _engine
 
 
-def recognise(images: list[Any]) -> str:
-    """The text on a page's images (PIL images), in reading order, one line per text line."""
+def recognise(images: list[npt.NDArray[np.uint8]]) -> str:
+    """The text on page pictures (RGB pixel arrays), in reading order, one line per text line."""
     engine = _load()
     lines: list[str] = []
-    for image in images:
-        pixels = np.asarray(image.convert("RGB"))
+    for pixels in images:
         if pixels.shape[0] < 16 or pixels.shape[1] < 16:
             continue
         result = engine(pixels)
