@@ -90,11 +90,11 @@ def assemble(
 ) -> list[Passage]:
     """Up to `limit` distinct passages from single-chunk passages given best first:
 
-    - a chunk whose text copies a kept passage (`api.services.duplicates`) folds into it and is
-      listed in its `also_in`;
     - a chunk next to (or overlapping) a kept passage of its own document joins it, as long as
       that passage spans at most `max_chunks` chunks (seed 004's merging of neighbours); if the
       grown passage now copies another kept one, the better-ranked keeps the other as a copy;
+    - otherwise a chunk whose text copies a kept passage (`api.services.duplicates`) folds
+      into it and is listed in its `also_in`;
     - any other chunk is a passage of its own, while fewer than `limit` are kept.
 
     Chunks ranked after the last kept passage can still join or fold into one, so a deeper
@@ -115,13 +115,14 @@ def assemble(
 
     for passage in passages:
         mine = shingles(passage.text)
-        original = copied(mine)
-        if original is not None:
-            kept[original] = _with_copy(kept[original], passage)
-            continue
+        # A neighbour joins first: a short chunk that lies mostly in the overlap with the
+        # next one repeats its words, but it is more of the same stretch, not a copy.
         place = _neighbour(kept, passage, max_chunks)
         if place is None:
-            if len(kept) < limit:
+            original = copied(mine)
+            if original is not None:
+                kept[original] = _with_copy(kept[original], passage)
+            elif len(kept) < limit:
                 kept.append(passage)
                 prints.append(mine)
             continue

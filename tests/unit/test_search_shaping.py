@@ -112,3 +112,19 @@ def test_a_grown_passage_takes_in_a_copy_it_now_holds() -> None:
     kept = assemble(ranked, limit=4, copy_threshold=0.5, max_chunks=3)
     assert [(p.payload["document_id"], p.first_index, p.last_index) for p in kept] == [("d", 0, 1)]
     assert [(copy.document_id, copy.chunk_index) for copy in kept[0].also_in] == [("t", 3)]
+
+
+def test_a_short_last_chunk_inside_the_overlap_joins_its_neighbour() -> None:
+    words = [f"w{i}" for i in range(50)]
+    text = " ".join(words)
+    # The last chunk is short and mostly the overlap with the one before: more of the same
+    # stretch of the document, not a copy of it.
+    before, tail = " ".join(words[:46]), " ".join(words[36:])
+    ranked = [
+        _passage("d", 5, tail, text.index(tail), rank=0),
+        _passage("d", 4, before, 0, rank=1),
+    ]
+    kept = assemble(ranked, limit=4, copy_threshold=0.5, max_chunks=3)
+    assert [(p.first_index, p.last_index) for p in kept] == [(4, 5)]
+    assert kept[0].text == text
+    assert kept[0].also_in == ()
