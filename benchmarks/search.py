@@ -1,18 +1,20 @@
-"""Search latency and throughput over 100,000 chunks, through the real HTTP endpoint.
+"""Search latency and throughput over 100,000 and 1,000,000 chunks, through the real endpoint.
 
-Fills the local default's vector store with 100,000 chunks (the man-page benchmark's chunks,
-each repeated under 43 documents with its real embedding slightly perturbed, so the store
-holds realistic text and vectors), builds its index, then starts the API and times a bot's
-search (hybrid, the default) at concurrency 1, 8 and 32:
+For each size, fills a fresh local default's vector store with that many chunks (the man-page
+benchmark's chunks, each repeated under many documents with its real embedding slightly
+perturbed, so the store holds realistic text and vectors), builds its index, then starts the
+API and times a bot's search (hybrid, the default) at concurrency 1, 8 and 32:
 
 - uncached: every request a query never asked before (query embedding included);
 - cached: the same query again (the answer comes from the cache).
 
-    .venv/bin/python -m benchmarks.search [--chunks 100000]
+    .venv/bin/python -m benchmarks.search [--chunks 100000 1000000]
 
-The last line printed is one JSON object (`p95_ms_uncached_c1`, `p95_ms_cached_c1`,
-`rps_cached_c32`, ...). The load generator is a lean asyncio HTTP/1.1 client in this process,
-on the same two cores as the server.
+The last line printed is one JSON object: `p95_ms_uncached_c1`, `p95_ms_cached_c1`,
+`rps_uncached_c32`, `rps_cached_c32`, ... for 100,000 chunks, the same keys with `_1m` for
+1,000,000, the API process's peak memory (`api_peak_rss_mb`) and the store's size on disk
+(`store_disk_mb`). The load generator is a lean asyncio HTTP/1.1 client in this process, on
+the same two cores as the server.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from benchmarks.ingest import SECRET, TOKEN
+from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb
 from infra.embedding.local import SentenceTransformerEmbedder
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.local_stack import LocalServices, Pipeline, free_port, pipeline_env
@@ -221,16 +223,22 @@ async def measure(port: int, bot_id: str, questions: list[str]) -> dict[str, Any
     return result
 
 
-def main() -> None:
-    """Runs the benchmark and prints its figures; the last line is JSON."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.search")
-    parser.add_argument("--chunks", type=int, default=100_000)
-    parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
-    args = parser.parse_args()
-    data = json.loads(args.eval.read_text())
-    questions = list(data["queries"].values())
-    # Enough distinct questions for every uncached request.
-    questions = [f"{q} ({n})" if n else q for n in range(3) for q in questions]
+def suffix(chunks: int) -> str:
+    """The JSON keys' suffix of a store size: none for 100,000 (the reference), else `_1m`..."""
+    if chunks == 100_000:
+        return ""
+    if chunks % 1_000_000 == 0:
+        return f"_{chunks // 1_000_000}m"
+    return f"_{chunks // 1000}k"
+
+
+def directory_mb(path: Path) -> float:
+    """Bytes under a directory, in MB."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+def measure_size(chunks: int, data: dict[str, Any], questions: list[str]) -> dict[str, Any]:
+    """One store size: fill, start the API, time the searches."""
     with tempfile.TemporaryDirectory(prefix="ragline-search-") as tmp:
         work = Path(tmp)
         with LocalServices.on_free_ports(work / "services") as services:
@@ -240,7 +248,7 @@ def main() -> None:
             }
             mongo = MongoSettings(url=env["RAGLINE_MONGO__URL"])
             kb_ids = asyncio.run(create_kbs(mongo))
-            asyncio.run(fill_store(work / "run" / "vectors", kb_ids, args.chunks, data["corpus"]))
+            asyncio.run(fill_store(work / "run" / "vectors", kb_ids, chunks, data["corpus"]))
             port = free_port()
             pipeline = Pipeline(work / "run", env, api_port=port)
             try:
@@ -253,12 +261,36 @@ def main() -> None:
                     bot.raise_for_status()
                     bot_id = bot.json()["id"]
                 print(
-                    f"store: {args.chunks} chunks in {KBS} KBs; the bot searches {ATTACHED} of "
-                    f"them (about {args.chunks * ATTACHED // KBS} chunks), hybrid, top 4"
+                    f"store: {chunks} chunks in {KBS} KBs; the bot searches {ATTACHED} of "
+                    f"them (about {chunks * ATTACHED // KBS} chunks), hybrid, top 4"
                 )
                 result = asyncio.run(measure(port, bot_id, questions))
+                api = next(p for p in pipeline.processes if p.name == "api")
+                result["api_peak_rss_mb"] = round(peak_rss_mb(api.pid), 1)
+                result["store_disk_mb"] = round(directory_mb(work / "run" / "vectors"), 1)
+                print(
+                    f"API process peak RSS {result['api_peak_rss_mb']} MB, "
+                    f"store {result['store_disk_mb']} MB on disk"
+                )
             finally:
                 pipeline.stop()
+    return result
+
+
+def main() -> None:
+    """Runs the benchmark and prints its figures; the last line is JSON."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.search")
+    parser.add_argument("--chunks", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
+    args = parser.parse_args()
+    data = json.loads(args.eval.read_text())
+    questions = list(data["queries"].values())
+    # Enough distinct questions for every uncached request.
+    questions = [f"{q} ({n})" if n else q for n in range(3) for q in questions]
+    result: dict[str, Any] = {}
+    for chunks in args.chunks:
+        figures = measure_size(chunks, data, questions)
+        result.update({f"{key}{suffix(chunks)}": value for key, value in figures.items()})
     result["chunks"] = args.chunks
     print(json.dumps(result))
 
