@@ -1,56 +1,237 @@
-"""Retrieval quality: nDCG@10 and recall@10 of dense, sparse and hybrid search.
+"""Retrieval quality: recall@4, recall@10, MRR@10 and nDCG@10 of dense, sparse and hybrid search.
 
-Loads `../shared/eval/manpages.json` (1,481 man pages, 800 queries with one relevant page each)
-through the real ingestion path (the batch endpoint, Kafka, the stage workers) into a fresh
-local stack, asks every query through the real search endpoint in each retrieval mode, and
-scores the rankings with trec_eval's measures (pytrec-eval). Pages are ranked by their best
-passage.
+    .venv/bin/python -m benchmarks.quality [--sets manpages multiformat exact]
+                                           [--eval ../shared/eval/manpages.json]
+                                           [--dump rankings.json]
 
-    .venv/bin/python -m benchmarks.quality [--eval ../shared/eval/manpages.json]
+Starts its own local stack, ingests through the real API and asks every query through the real
+tenant search endpoint (`score_threshold` 0) in each retrieval mode. Three sets:
 
-The last line printed is one JSON object with `ndcg10_dense`, `ndcg10_sparse` and
-`ndcg10_hybrid` (and the recalls).
+- `manpages`: `../shared/eval/manpages.json`, 1,481 man pages (records, through the batch
+  endpoint) and 800 queries, each a page's one-line description; relevant: that page. Pages
+  are ranked by their best passage.
+- `multiformat` (`benchmarks/eval/multiformat.json`): two Debian manuals, each as HTML, plain
+  text and PDF (uploads), and 150 section titles; relevant: a hit of any format that overlaps
+  the section's text (`benchmarks/judging.py`). Asked in two KBs: every format (`all_formats`,
+  each passage three times) and the HTML files alone (`one_copy`).
+- `exact` (`benchmarks/eval/exact_terms.json`): 100 identifiers (option flags, paths, variable
+  and configuration names) that occur in exactly one man page, asked bare and inside a generic
+  question, in the man-page KB; relevant: the hit of that page holding the identifier.
+`benchmarks/build_eval_sets.py` says how the two sets were built.
+
+Every query asks for one known item; only the first relevant hit of a ranking counts (copies of
+the same passage in other formats add nothing). The search service's candidate depth depends
+on `top_k`, so a figure at cutoff k is measured on the answer a caller asking for k hits gets:
+each query is asked with `top_k` 10 (recall@10, MRR@10, nDCG@10) and with `top_k` 4
+(recall@4). `--dump` writes every ranking (document ids, chunk indexes, scores, the first 200
+characters, the service's rationale, relevant or not, and which hits copy a better one from
+another document), and asks each query once more with `top_k` 50 to show where the relevant
+passage was.
+
+The last line printed is one JSON object: the man-page figures keep their keys
+(`ndcg10_dense`, `recall10_hybrid`, and `recall4_*`, `mrr10_*`), the sets' figures are
+prefixed (`multiformat_recall4_hybrid`, `multiformat_one_copy_*`, `exact_*`), and `goals` says
+which of the issue's goals are met.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import hashlib
 import json
+import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytrec_eval
 
+from benchmarks.build_eval_sets import DEBIAN_PACKAGES
 from benchmarks.ingest import SECRET, TOKEN
+from benchmarks.judging import (
+    PASSAGE_THRESHOLD,
+    Fingerprint,
+    Passage,
+    contains_identifier,
+    first_relevant,
+    known_item,
+    mean,
+    ndcg_at,
+    recall_at,
+    reciprocal_rank,
+)
 from infra.local_stack import isolated_stack
 
 MODES = ("dense", "sparse", "hybrid")
+SETS = ("manpages", "multiformat", "exact")
+EVAL_DIR = Path(__file__).parent / "eval"
 BATCH = 500
 IN_PROGRESS = ("queued", "extracting", "chunking", "embedding", "indexing")
+DEEP = 50
+TEXT_CHARS = 200
+
+Hit = dict[str, Any]
 
 
-def ingest(http: httpx.Client, kb: str, corpus: dict[str, str]) -> dict[str, str]:
-    """Upserts the corpus as records; returns document id -> page id once all are indexed."""
+@dataclass(frozen=True)
+class Case:
+    """One query of a set: its text, what is relevant, and how a hit is judged."""
+
+    qid: str
+    text: str
+    relevant: str
+    judge: Callable[[Hit], bool]
+    # Ranks pages rather than hits (the man-page set): hits of one page count once.
+    unit: Callable[[Hit], str] | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One set asked in one KB."""
+
+    name: str
+    kb: str
+    cases: list[Case]
+
+
+@dataclass
+class Figures:
+    """What a run measured, per retrieval mode."""
+
+    means: dict[str, dict[str, float]]
+    # The queries with no relevant hit in the top 4.
+    misses4: dict[str, list[str]]
+
+
+def fail(message: str) -> None:
+    """Stops the benchmark with a message."""
+    sys.exit(f"benchmarks.quality: {message}")
+
+
+def sha256(data: bytes) -> str:
+    """SHA-256, hex."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_document(path: Path) -> bytes:
+    """A document's bytes as uploaded (`.gz` files decompressed)."""
+    data = path.read_bytes()
+    return gzip.decompress(data) if path.suffix == ".gz" else data
+
+
+def load_multiformat(path: Path) -> dict[str, Any]:
+    """The multi-format set, after checking its documents are this machine's."""
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    missing = [d["path"] for d in data["documents"] if not Path(d["path"]).is_file()]
+    if missing:
+        fail(
+            f"{len(missing)} Debian document(s) of the multi-format set are missing (first: "
+            f"{missing[0]}); install them with `apt-get install {' '.join(DEBIAN_PACKAGES)}`"
+        )
+    changed = [
+        d["path"] for d in data["documents"] if sha256(Path(d["path"]).read_bytes()) != d["sha256"]
+    ]
+    if changed:
+        fail(
+            f"{len(changed)} document(s) differ from those the set was built from (first: "
+            f"{changed[0]}; built from {data['packages']}); rebuild the sets with "
+            "`python -m benchmarks.build_eval_sets`"
+        )
+    return data
+
+
+def manpage_cases(data: dict[str, Any], pages: dict[str, str]) -> list[Case]:
+    """The man-page queries: relevant is the page the description belongs to."""
+
+    def page_of(hit: Hit) -> str:
+        document = str(hit["document_id"])
+        return pages.get(document, document)
+
+    def is_page(page: str) -> Callable[[Hit], bool]:
+        return lambda hit: page_of(hit) == page
+
+    cases = []
+    for qid, text in data["queries"].items():
+        (page,) = data["qrels"][qid]
+        cases.append(Case(qid, text, page, is_page(page), page_of))
+    return cases
+
+
+def multiformat_cases(data: dict[str, Any]) -> list[Case]:
+    """The section-title queries: relevant is a hit overlapping the section's text."""
+
+    def overlaps(passage: Passage) -> Callable[[Hit], bool]:
+        return lambda hit: passage.judges_relevant(str(hit["chunk_text"]))
+
+    passages = {key: Passage(section["text"]) for key, section in data["sections"].items()}
+    return [
+        Case(qid, query["text"], query["section"], overlaps(passages[query["section"]]))
+        for qid, query in data["queries"].items()
+    ]
+
+
+def exact_cases(data: dict[str, Any], pages: dict[str, str]) -> list[Case]:
+    """The identifier queries: relevant is the hit of its page that holds the identifier."""
+    cases = []
+    for qid, query in data["queries"].items():
+        item = data["identifiers"][query["identifier"]]
+
+        def judge(hit: Hit, item: dict[str, str] = item) -> bool:
+            return pages.get(hit["document_id"]) == item["page"] and contains_identifier(
+                hit["chunk_text"], item["identifier"]
+            )
+
+        cases.append(Case(qid, query["text"], f"{item['page']}: {item['identifier']}", judge))
+    return cases
+
+
+def create_kb(admin: httpx.Client, name: str) -> str:
+    """A new knowledge base; its id."""
+    response = admin.post("/api/v1/knowledge-bases", json={"name": name})
+    response.raise_for_status()
+    return str(response.json()["id"])
+
+
+def submit_records(admin: httpx.Client, kb: str, corpus: dict[str, str]) -> dict[str, str]:
+    """Upserts the corpus as records; returns document id -> page id."""
     pages: dict[str, str] = {}
     items = list(corpus.items())
     for start in range(0, len(items), BATCH):
         records = [
             {"external_id": page, "content": text} for page, text in items[start : start + BATCH]
         ]
-        response = http.post(
+        response = admin.post(
             f"/api/v1/knowledge-bases/{kb}/documents/batch", json={"records": records}, timeout=300
         )
         response.raise_for_status()
         for result in response.json()["results"]:
             pages[result["document_id"]] = result["external_id"]
+    return pages
+
+
+def submit_files(admin: httpx.Client, kb: str, paths: list[Path]) -> None:
+    """Uploads the files (`.gz` ones decompressed, under their name without `.gz`)."""
+    for path in paths:
+        response = admin.post(
+            f"/api/v1/knowledge-bases/{kb}/documents",
+            files={"file": (path.name.removesuffix(".gz"), read_document(path))},
+            timeout=300,
+        )
+        response.raise_for_status()
+
+
+def wait_indexed(admin: httpx.Client, kb: str) -> dict[str, int]:
+    """Waits until nothing in the KB is in progress; raises if a document failed."""
     deadline = time.monotonic() + 3600
     while time.monotonic() < deadline:
         busy = sum(
             len(
-                http.get(
+                admin.get(
                     f"/api/v1/knowledge-bases/{kb}/documents",
                     params={"status": status, "limit": 1},
                 ).json()["items"]
@@ -58,52 +239,200 @@ def ingest(http: httpx.Client, kb: str, corpus: dict[str, str]) -> dict[str, str
             for status in IN_PROGRESS
         )
         if not busy:
-            failed = http.get(
+            failed = admin.get(
                 f"/api/v1/knowledge-bases/{kb}/documents", params={"status": "failed"}
             ).json()["items"]
             if failed:
-                raise RuntimeError(f"{len(failed)} pages failed: {failed[0]['parse_error']}")
-            return pages
+                raise RuntimeError(
+                    f"{len(failed)} document(s) failed: {failed[0]['filename']}: "
+                    f"{failed[0]['parse_error']}"
+                )
+            body = admin.get(f"/api/v1/knowledge-bases/{kb}").json()
+            return {"documents": int(body["document_count"]), "chunks": int(body["chunk_count"])}
         time.sleep(2)
-    raise TimeoutError("the corpus was not indexed within an hour")
+    raise TimeoutError("the KB was not indexed within an hour")
 
 
-def rank(
-    search: httpx.Client, kb: str, query: str, mode: str, pages: dict[str, str]
-) -> dict[str, float]:
-    """The pages a search returns, best first, as trec_eval scores."""
-    response = search.post(
+def search(client: httpx.Client, kb: str, query: str, mode: str, top_k: int) -> list[Hit]:
+    """The hits of one tenant search."""
+    response = client.post(
         "/api/v1/internal/knowledge/search",
         json={
             "tenant_id": "default",
             "kb_ids": [kb],
             "query": query,
-            "top_k": 20,
+            "top_k": top_k,
             "retrieval_mode": mode,
             "score_threshold": 0.0,
         },
     )
     response.raise_for_status()
-    ranked: list[str] = []
-    for hit in response.json()["hits"]:
-        page = pages.get(hit["document_id"])
-        if page is not None and page not in ranked:
-            ranked.append(page)
-    return {page: float(len(ranked) - position) for position, page in enumerate(ranked[:10])}
+    hits: list[Hit] = response.json()["hits"]
+    return hits
+
+
+def judged(case: Case, hits: list[Hit]) -> tuple[list[bool], list[bool]]:
+    """Per ranked unit, whether it is relevant; and per hit."""
+    per_hit = [case.judge(hit) for hit in hits]
+    if case.unit is None:
+        return per_hit, per_hit
+    units: dict[str, bool] = {}
+    for hit, flag in zip(hits, per_hit, strict=True):
+        unit = case.unit(hit)
+        units[unit] = units.get(unit, False) or flag
+    return list(units.values()), per_hit
+
+
+def trec_check(flags: dict[str, list[bool]]) -> dict[str, float]:
+    """nDCG@10 and recall@10 of known-item rankings by trec_eval (a cross-check)."""
+    qrels = {qid: {"relevant": 1} for qid in flags}
+    run = {
+        qid: {
+            ("relevant" if flag else f"other-{rank}"): float(len(ranking) - rank)
+            for rank, flag in enumerate(known_item(ranking))
+        }
+        for qid, ranking in flags.items()
+    }
+    scores = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.10"}).evaluate(run)
+    return {
+        "ndcg10": sum(s["ndcg_cut_10"] for s in scores.values()) / len(flags),
+        "recall10": sum(s["recall_10"] for s in scores.values()) / len(flags),
+    }
+
+
+def shown(
+    hits: list[Hit], flags: list[bool], pages: dict[str, str], text: bool = True
+) -> list[dict[str, Any]]:
+    """An answer's hits as the dump keeps them. With `text`: the first characters, the
+    service's rationale, and `copy_of`, the rank of a better hit of another document whose
+    text is near-identical (the judge's similarity reaches its threshold)."""
+    prints = [Fingerprint.of(hit["chunk_text"]) for hit in hits] if text else []
+    kept = []
+    for rank, (hit, relevant) in enumerate(zip(hits, flags, strict=True)):
+        entry: dict[str, Any] = {
+            "document_id": hit["document_id"],
+            "source": pages.get(hit["document_id"], hit["source_name"]),
+            "chunk_index": hit["chunk_index"],
+            "score": hit["score"],
+            "relevant": relevant,
+        }
+        if text:
+            entry["text"] = hit["chunk_text"][:TEXT_CHARS]
+            entry["rationale"] = hit["retrieval_rationale"]
+            copy_of = next(
+                (
+                    better + 1
+                    for better in range(rank)
+                    if hits[better]["document_id"] != hit["document_id"]
+                    and prints[rank].similarity(prints[better]) >= PASSAGE_THRESHOLD
+                ),
+                None,
+            )
+            if copy_of:
+                entry["copy_of"] = copy_of
+        kept.append(entry)
+    return kept
+
+
+def evaluate(
+    client: httpx.Client,
+    run: Run,
+    pages: dict[str, str],
+    dump: list[dict[str, Any]] | None,
+) -> Figures:
+    """Asks every query of a run in every mode; returns the means and the misses."""
+    figures = Figures({}, {})
+    for mode in MODES:
+        started = time.perf_counter()
+        per_query: dict[str, dict[str, float]] = {}
+        rankings: dict[str, list[bool]] = {}
+        for case in run.cases:
+            answers = {k: search(client, run.kb, case.text, mode, k) for k in (10, 4)}
+            flags10, hit_flags10 = judged(case, answers[10])
+            flags4, hit_flags4 = judged(case, answers[4])
+            rankings[case.qid] = flags10
+            top10, top4 = known_item(flags10), known_item(flags4)
+            per_query[case.qid] = {
+                "recall4": recall_at(top4, 4),
+                "recall10": recall_at(top10, 10),
+                "mrr10": reciprocal_rank(top10, 10),
+                "ndcg10": ndcg_at(top10, 10),
+            }
+            if dump is not None:
+                deep = search(client, run.kb, case.text, mode, DEEP)
+                deep_flags = [case.judge(hit) for hit in deep]
+                dump.append(
+                    {
+                        "set": run.name,
+                        "kb": run.kb,
+                        "qid": case.qid,
+                        "query": case.text,
+                        "relevant": case.relevant,
+                        "mode": mode,
+                        "first_relevant": {
+                            "4": first_relevant(flags4),
+                            "10": first_relevant(flags10),
+                            str(DEEP): first_relevant(deep_flags),
+                        },
+                        "hits4": shown(answers[4], hit_flags4, pages),
+                        "hits10": shown(answers[10], hit_flags10, pages),
+                        f"hits{DEEP}": shown(deep, deep_flags, pages, text=False),
+                    }
+                )
+        means = {
+            metric: mean([scores[metric] for scores in per_query.values()])
+            for metric in ("recall4", "recall10", "mrr10", "ndcg10")
+        }
+        for metric, value in trec_check(rankings).items():
+            if abs(value - means[metric]) > 1e-9:
+                raise AssertionError(f"{run.name} {mode} {metric}: {means[metric]} vs {value}")
+        took = (time.perf_counter() - started) / len(run.cases) * 1000
+        figures.means[mode] = means
+        figures.misses4[mode] = [qid for qid, scores in per_query.items() if not scores["recall4"]]
+        print(
+            f"{run.name} [{mode}]: recall@4 {means['recall4']:.4f}, "
+            f"recall@10 {means['recall10']:.4f}, MRR@10 {means['mrr10']:.4f}, "
+            f"nDCG@10 {means['ndcg10']:.4f} ({len(run.cases)} queries, {took:.0f} ms/query)"
+        )
+    return figures
+
+
+def keyed(prefix: str, figures: Figures) -> dict[str, float]:
+    """The figures as flat JSON keys: `{prefix}{metric}_{mode}`."""
+    return {
+        f"{prefix}{metric}_{mode}": round(figures.means[mode][metric], 4)
+        for mode in MODES
+        for metric in ("recall4", "recall10", "mrr10", "ndcg10")
+    }
 
 
 def main() -> None:
     """Runs the benchmark and prints its figures; the last line is JSON."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality")
+    parser.add_argument("--sets", nargs="+", choices=SETS, default=list(SETS))
     parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
+    parser.add_argument("--eval-dir", type=Path, default=EVAL_DIR)
+    parser.add_argument("--dump", type=Path, help="write every ranking to this JSON file")
     args = parser.parse_args()
-    data = json.loads(args.eval.read_text())
-    corpus: dict[str, str] = data["corpus"]
-    queries: dict[str, str] = data["queries"]
-    qrels: dict[str, dict[str, int]] = data["qrels"]
-    print(f"corpus: {len(corpus)} pages, {len(queries)} queries")
+    sets = set(args.sets)
+    begun = time.time()
+
+    manpages: dict[str, Any] = {}
+    if sets & {"manpages", "exact"}:
+        if not args.eval.is_file():
+            fail(f"{args.eval} not found (the man-page corpus, ../shared/eval/manpages.json)")
+        manpages = json.loads(args.eval.read_text())
+    multiformat = (
+        load_multiformat(args.eval_dir / "multiformat.json") if "multiformat" in sets else {}
+    )
+    exact: dict[str, Any] = {}
+    if "exact" in sets:
+        exact = json.loads((args.eval_dir / "exact_terms.json").read_text(encoding="utf-8"))
+        if sha256(args.eval.read_bytes()) != exact["corpus"]["sha256"]:
+            fail(f"{args.eval} is not the corpus the exact-term set was built from; rebuild it")
 
     results: dict[str, Any] = {}
+    dump: list[dict[str, Any]] | None = [] if args.dump else None
     with (
         tempfile.TemporaryDirectory(prefix="ragline-quality-") as tmp,
         isolated_stack(Path(tmp), TOKEN, SECRET) as (_, pipeline),
@@ -111,25 +440,88 @@ def main() -> None:
         admin = httpx.Client(
             base_url=pipeline.api_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60
         )
-        search = httpx.Client(
+        client = httpx.Client(
             base_url=pipeline.api_url, headers={"X-Internal-Secret": SECRET}, timeout=60
         )
-        kb = admin.post("/api/v1/knowledge-bases", json={"name": "man pages"}).json()["id"]
+        kbs: dict[str, str] = {}
+        pages: dict[str, str] = {}
         started = time.time()
-        pages = ingest(admin, kb, corpus)
-        print(f"ingested in {time.time() - started:.0f} s")
-        for mode in MODES:
-            started = time.time()
-            run = {qid: rank(search, kb, text, mode, pages) for qid, text in queries.items()}
-            evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.10"})
-            scores = evaluator.evaluate(run)
-            ndcg = sum(s["ndcg_cut_10"] for s in scores.values()) / len(queries)
-            recall = sum(s["recall_10"] for s in scores.values()) / len(queries)
-            results[f"ndcg10_{mode}"] = round(ndcg, 4)
-            results[f"recall10_{mode}"] = round(recall, 4)
-            took = (time.time() - started) / len(queries) * 1000
-            print(f"{mode}: nDCG@10 {ndcg:.4f}, recall@10 {recall:.4f} ({took:.0f} ms/query)")
+        # The man pages and every format go in together; the single copy follows, so that its
+        # chunks find their vectors in the embedding cache.
+        if manpages:
+            kbs["manpages"] = create_kb(admin, "man pages")
+            pages = submit_records(admin, kbs["manpages"], manpages["corpus"])
+        if multiformat:
+            for name in ("all_formats", "one_copy"):
+                kbs[name] = create_kb(admin, f"multi-format: {name}")
+            submit_files(
+                admin, kbs["all_formats"], [Path(p) for p in multiformat["kbs"]["all_formats"]]
+            )
+        sizes = {name: wait_indexed(admin, kb) for name, kb in kbs.items() if name != "one_copy"}
+        if multiformat:
+            submit_files(admin, kbs["one_copy"], [Path(p) for p in multiformat["kbs"]["one_copy"]])
+            sizes["one_copy"] = wait_indexed(admin, kbs["one_copy"])
+        ingest_s = time.time() - started
+        for name, size in sizes.items():
+            print(f"KB {name}: {size['documents']} documents, {size['chunks']} chunks")
+        print(f"ingested in {ingest_s:.0f} s")
+        results["ingest_s"] = round(ingest_s)
+        results["kbs"] = sizes
+
+        if "manpages" in sets:
+            run = Run("manpages", kbs["manpages"], manpage_cases(manpages, pages))
+            results.update(keyed("", evaluate(client, run, pages, dump)))
+        if "multiformat" in sets:
+            cases = multiformat_cases(multiformat)
+            for name, prefix in (
+                ("all_formats", "multiformat_"),
+                ("one_copy", "multiformat_one_copy_"),
+            ):
+                run = Run(f"multiformat/{name}", kbs[name], cases)
+                results.update(keyed(prefix, evaluate(client, run, pages, dump)))
+            results["multiformat_queries"] = len(cases)
+        if "exact" in sets:
+            run = Run("exact", kbs["manpages"], exact_cases(exact, pages))
+            figures = evaluate(client, run, pages, dump)
+            results.update(keyed("exact_", figures))
+            missed = figures.misses4["hybrid"]
+            results["exact_queries"] = len(run.cases)
+            results["exact_misses_hybrid_top4"] = len(missed)
+            for style in ("bare", "words"):
+                results[f"exact_misses_hybrid_top4_{style}"] = sum(
+                    1 for qid in missed if exact["queries"][qid]["style"] == style
+                )
+    results["goals"] = goals(results, sets)
+    results["total_s"] = round(time.time() - begun)
+    for goal, met in results["goals"].items():
+        print(f"goal {goal}: {'met' if met else 'NOT met'}")
+    if dump is not None:
+        args.dump.write_text(json.dumps(dump, ensure_ascii=False))
+        print(f"rankings written to {args.dump}")
     print(json.dumps(results))
+
+
+def goals(results: dict[str, Any], sets: set[str]) -> dict[str, bool]:
+    """The issue's retrieval goals this run can judge, and whether each is met."""
+    met: dict[str, bool] = {}
+    if "manpages" in sets:
+        met["manpages: ndcg10_hybrid >= 0.85"] = results["ndcg10_hybrid"] >= 0.85
+    if "multiformat" in sets:
+        hybrid = results["multiformat_recall4_hybrid"]
+        met["multiformat: hybrid recall@4 with duplicates >= one copy alone"] = (
+            hybrid >= results["multiformat_one_copy_recall4_hybrid"]
+        )
+        met["multiformat: hybrid recall@4 with duplicates >= dense and sparse"] = hybrid >= max(
+            results["multiformat_recall4_dense"], results["multiformat_recall4_sparse"]
+        )
+    if "exact" in sets:
+        met["exact: hybrid MRR@10 >= sparse MRR@10"] = (
+            results["exact_mrr10_hybrid"] >= results["exact_mrr10_sparse"]
+        )
+        met["exact: every identifier's chunk in the hybrid top 4"] = (
+            results["exact_misses_hybrid_top4"] == 0
+        )
+    return met
 
 
 if __name__ == "__main__":
