@@ -25,6 +25,8 @@ TOKENS = "api_tokens"
 BOTS = "bots"
 SOURCES = "document_sources"
 EMBEDDINGS = "embedding_cache"
+# LLM-written chunk contexts, by hash of provider, model, prompt version and chunk.
+CONTEXTS = "context_cache"
 ORIGINALS_BUCKET = "originals"
 EXTRACTED_BUCKET = "extracted"
 
