@@ -118,7 +118,7 @@ class ContextualSettings(BaseModel):
     around_chars: int = Field(default=1000, ge=0, le=20_000)
     # The model's answer is cut to this many characters (at a word), so that the prefix
     # leaves most of the embedding model's window to the chunk itself.
-    max_answer_chars: int = Field(default=300, ge=40, le=2000)
+    max_answer_chars: int = Field(default=240, ge=40, le=2000)
 
     @model_validator(mode="after")
     def _provider_needs_a_model(self) -> ContextualSettings:
