@@ -43,9 +43,11 @@ from workers.embed.handler import EmbedHandler
 
 OPENAI_MODEL = "small-chat-model"
 GEMINI_MODEL = "gemini-2.5-flash-lite"
-# The server's slow answers take this long; the provider's timeout is far shorter.
+# The server's slow answers take this long; the provider's timeout in those tests is far
+# shorter. Elsewhere the timeout is generous, so that a loaded machine never hits it.
 SLOW_S = 3.0
-TIMEOUT_S = 0.3
+SHORT_TIMEOUT_S = 0.5
+TIMEOUT_S = 30.0
 DEAD_URL = "http://127.0.0.1:9"
 CHUNK = re.compile(r"<chunk>(.*?)</chunk>", re.DOTALL)
 
@@ -158,7 +160,7 @@ def chat_api() -> Iterator[str]:
     server.server_close()
 
 
-def contextual(flavor: str, url: str) -> ContextualSettings:
+def contextual(flavor: str, url: str, timeout_s: float = TIMEOUT_S) -> ContextualSettings:
     """Settings of one provider pointed at `url` (the local server, or a dead port)."""
     if flavor == "openai":
         return ContextualSettings(
@@ -166,7 +168,7 @@ def contextual(flavor: str, url: str) -> ContextualSettings:
             model=OPENAI_MODEL,
             base_url=f"{url}/v1",
             api_key=SecretStr("sk-test"),
-            timeout_s=TIMEOUT_S,
+            timeout_s=timeout_s,
             concurrency=2,
         )
     return ContextualSettings(
@@ -174,7 +176,7 @@ def contextual(flavor: str, url: str) -> ContextualSettings:
         model=GEMINI_MODEL,
         base_url=url,
         api_key=SecretStr("gemini-test-key"),
-        timeout_s=TIMEOUT_S,
+        timeout_s=timeout_s,
         concurrency=2,
     )
 
@@ -369,7 +371,8 @@ async def test_a_failing_provider_leaves_the_generic_prefix_and_the_chunks_embed
 ) -> None:
     _ChatApi.flavor = flavor
     _ChatApi.behaviour = failure
-    settings = contextual(flavor, DEAD_URL if failure == "dead port" else chat_api)
+    url = DEAD_URL if failure == "dead port" else chat_api
+    settings = contextual(flavor, url, SHORT_TIMEOUT_S if failure == "slow" else TIMEOUT_S)
     outcome = "timeout" if failure == "slow" else "failed"
     before = counted("ragline_context_requests_total", provider=flavor, outcome=outcome)
     event = await stages.extracted()
@@ -390,12 +393,12 @@ async def test_a_failing_provider_leaves_the_generic_prefix_and_the_chunks_embed
     # Nothing was cached: once the provider answers, the same part is situated by the model.
     _ChatApi.behaviour = "ok"
     if failure != "dead port":
-        again = chunks_of(await stages.chunk(event, settings))
+        again = chunks_of(await stages.chunk(event, contextual(flavor, chat_api)))
         assert all("\nPart of the returns policy that begins with" in c.context for c in again)
 
 
-async def _provider(flavor: str, url: str) -> ContextProvider:
-    provider = build_context_provider(contextual(flavor, url))
+async def _provider(flavor: str, url: str, timeout_s: float = TIMEOUT_S) -> ContextProvider:
+    provider = build_context_provider(contextual(flavor, url, timeout_s))
     assert provider is not None
     return provider
 
@@ -415,7 +418,8 @@ async def test_provider_errors_are_typed(
 ) -> None:
     _ChatApi.flavor = flavor
     _ChatApi.behaviour = failure
-    provider = await _provider(flavor, DEAD_URL if failure == "dead port" else chat_api)
+    url = DEAD_URL if failure == "dead port" else chat_api
+    provider = await _provider(flavor, url, SHORT_TIMEOUT_S if failure == "slow" else TIMEOUT_S)
     try:
         with pytest.raises(error):
             await provider.complete("<chunk>Anything.</chunk>")
