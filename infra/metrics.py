@@ -50,6 +50,16 @@ EMBEDDING_CACHE = Counter(
     "Chunk embeddings looked up in the cache, by result (hit, miss).",
     ["result"],
 )
+CONTEXT_REQUESTS = Counter(
+    "ragline_context_requests_total",
+    "Chunk contexts asked of an LLM, by provider and outcome (ok, cached, failed, timeout).",
+    ["provider", "outcome"],
+)
+CONTEXT_TOKENS = Counter(
+    "ragline_context_tokens_total",
+    "Tokens the context LLM calls used, by provider and kind (prompt, completion).",
+    ["provider", "kind"],
+)
 ASSIGNED_PARTITIONS = Gauge(
     "ragline_assigned_partitions",
     "Partitions of its input topic this process consumes, by stage.",

@@ -26,6 +26,8 @@ BOTS = "bots"
 SOURCES = "document_sources"
 EMBEDDINGS = "embedding_cache"
 EVALUATIONS = "evaluations"
+# LLM-written chunk contexts, by hash of provider, model, prompt version and chunk.
+CONTEXTS = "context_cache"
 ORIGINALS_BUCKET = "originals"
 EXTRACTED_BUCKET = "extracted"
 

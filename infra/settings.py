@@ -97,6 +97,40 @@ class ChunkingSettings(BaseModel):
         return self
 
 
+class ContextualSettings(BaseModel):
+    """The context prefix each chunk is embedded with: generic, or written by an LLM."""
+
+    # `none`: the generic prefix (document title, heading path, page), no model. `openai`: any
+    # OpenAI-compatible chat endpoint; `gemini`: google-genai. Either falls back to the generic
+    # prefix for a chunk whose call fails or times out.
+    provider: Literal["none", "openai", "gemini"] = "none"
+    model: str = ""
+    # OpenAI-compatible: the API root that `/chat/completions` is under (unset: OpenAI's).
+    # Gemini: only for pointing the client at a compatible endpoint (tests, proxies).
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    # One call's limit; past it the chunk gets the generic prefix.
+    timeout_s: float = Field(default=10.0, gt=0)
+    # Calls in flight at once for one message of the chunk stage.
+    concurrency: int = Field(default=4, ge=1, le=64)
+    max_tokens: int = Field(default=100, ge=8, le=2000)
+    # Characters of the text before and after the chunk the model is shown, each side.
+    around_chars: int = Field(default=1000, ge=0, le=20_000)
+    # The model's answer is cut to this many characters (at a word), so that the prefix
+    # leaves most of the embedding model's window to the chunk itself.
+    max_answer_chars: int = Field(default=240, ge=40, le=2000)
+
+    @model_validator(mode="after")
+    def _provider_needs_a_model(self) -> ContextualSettings:
+        if self.provider != "none" and not self.model.strip():
+            raise ValueError(f"contextual.model must be set for the {self.provider} provider")
+        if self.provider == "gemini" and (
+            self.api_key is None or not self.api_key.get_secret_value()
+        ):
+            raise ValueError("contextual.api_key must be set for the gemini provider")
+        return self
+
+
 class IngestSettings(BaseModel):
     """Upload limits and the pipeline's failure policy."""
 
@@ -182,6 +216,7 @@ class Settings(BaseSettings):
     redis: RedisSettings = RedisSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     chunking: ChunkingSettings = ChunkingSettings()
+    contextual: ContextualSettings = ContextualSettings()
     ingest: IngestSettings = IngestSettings()
     search: SearchSettings = SearchSettings()
     api: ApiSettings = ApiSettings()

@@ -126,6 +126,8 @@ class StoredChunk(BaseModel):
 
     chunk_index: int
     chunk_text: str
+    # The prefix the chunk was embedded with (`chunk_text` is the exact source text).
+    context: str = ""
     active: bool
     page: int | None = None
     heading_path: list[str] = Field(default_factory=list)

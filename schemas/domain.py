@@ -13,6 +13,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 CHUNK_POINT_NAMESPACE = uuid.NAMESPACE_URL
+# Between a chunk's context prefix and its text in what is embedded.
+CONTEXT_SEPARATOR = "\n\n"
 
 
 def utcnow() -> datetime:
@@ -229,3 +231,12 @@ class ChunkRecord(BaseModel):
     end: int
     page: int | None = None
     heading_path: list[str] = Field(default_factory=list)
+    # A short prefix that situates the chunk in its document (title, heading path, page; maybe
+    # a model's sentence too). It is embedded and sparse-indexed with the chunk; `text` stays
+    # the exact source text that is cited. Empty in events made before contexts existed.
+    context: str = ""
+
+    @property
+    def embedding_text(self) -> str:
+        """The exact string embedded (dense and sparse) for this chunk: context, then text."""
+        return f"{self.context}{CONTEXT_SEPARATOR}{self.text}" if self.context else self.text

@@ -4,6 +4,9 @@ The chunker's small carried-over state lives on the document, so the parts of on
 be chunked one message at a time. Progress is saved only after the part's batches are
 published: a crash in between re-publishes the same batches (same indices, same chunk ids),
 which the later stages take idempotently.
+
+Each chunk gets its context prefix here (`context.py`): this stage knows the document's title
+and headings, and waiting on an LLM costs it no CPU.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from infra.settings import ChunkingSettings
 from schemas.domain import ChunkingProgress, ChunkRecord, ParseStatus
 from schemas.events import ChunkBatchReady, DocumentExtracted
 from workers.chunk.chunking import ChunkerState, feed
+from workers.chunk.context import Contextualizer
 from workers.ports import DocumentStatus, StageResult, TextStore
 
 
@@ -27,11 +31,13 @@ class ChunkHandler:
         texts: TextStore,
         chunking: ChunkingSettings,
         batch_size: int,
+        contexts: Contextualizer,
     ) -> None:
         self._documents = documents
         self._texts = texts
         self._chunking = chunking
         self._batch_size = batch_size
+        self._contexts = contexts
 
     async def __call__(self, event: DocumentExtracted) -> StageResult:
         """Handles one `DocumentExtracted` part."""
@@ -56,6 +62,8 @@ class ChunkHandler:
             final=event.last,
             batch_size=self._batch_size,
         )
+        # The chunks held back for the next part are known already: text after the last one.
+        chunks = await self._contexts.contextualize(document.title, chunks, following=state.held)
         batches = [
             chunks[start : start + self._batch_size]
             for start in range(0, len(chunks), self._batch_size)

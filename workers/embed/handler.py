@@ -1,7 +1,8 @@
-"""Embed stage: a batch of chunk texts in, the same batch with dense vectors out.
+"""Embed stage: a batch of chunks in, the same batch with dense and sparse vectors out.
 
-Vectors come from the embedding cache when the same text was embedded by the same model
-before; only the rest goes through the model, and is then cached.
+What is embedded is each chunk's `embedding_text`: its context prefix, then its text. Vectors
+come from the embedding cache when the same string was embedded by the same model before; only
+the rest goes through the model, and is then cached.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class EmbedHandler:
         )
         if document is None:
             return StageResult(skipped=True)
-        texts = [chunk.text for chunk in event.chunks]
+        texts = [chunk.embedding_text for chunk in event.chunks]
         vectors = await self._vectors(texts)
         sparse = [self._sparse.document(text) for text in texts]
         await self._documents.record_batch_embedded(

@@ -34,6 +34,7 @@ def chunk_points(event: ChunkBatchEmbedded, document: Document, active: bool) ->
             "chunk_id": chunk_id(event.document_id, chunk.chunk_index),
             "chunk_index": chunk.chunk_index,
             "chunk_text": chunk.text,
+            "context": chunk.context,
             "active": active,
             "source_name": document.filename,
             "document_title": document.title,
