@@ -3,6 +3,7 @@
     .venv/bin/python -m benchmarks.quality [--sets manpages multiformat exact]
                                            [--eval ../shared/eval/manpages.json]
                                            [--dump rankings.json]
+                                           [--fusions convex:0.6 rrf:60 ...]
 
 Starts its own local stack, ingests through the real API and asks every query through the real
 tenant search endpoint (`score_threshold` 0) in each retrieval mode. Three sets:
@@ -40,6 +41,7 @@ import argparse
 import gzip
 import hashlib
 import json
+import re
 import sys
 import tempfile
 import time
@@ -68,6 +70,9 @@ from benchmarks.judging import (
 from infra.local_stack import isolated_stack
 
 MODES = ("dense", "sparse", "hybrid")
+# With `--fusions`, more hybrid configurations are asked beside the three modes, each under a
+# name of its own (`hybrid_convex0.6`, `hybrid_rrf60`): how fusion defaults are chosen.
+FUSION_NAME = re.compile(r"^(convex|rrf):(\d+(?:\.\d+)?)$")
 SETS = ("manpages", "multiformat", "exact")
 EVAL_DIR = Path(__file__).parent / "eval"
 BATCH = 500
@@ -253,8 +258,25 @@ def wait_indexed(admin: httpx.Client, kb: str) -> dict[str, int]:
     raise TimeoutError("the KB was not indexed within an hour")
 
 
-def search(client: httpx.Client, kb: str, query: str, mode: str, top_k: int) -> list[Hit]:
-    """The hits of one tenant search."""
+def fusion_modes(specs: list[str]) -> dict[str, dict[str, Any]]:
+    """The modes asked: the three retrieval modes with the service's defaults, then a hybrid
+    one per `--fusions` entry (`convex:<dense weight>` or `rrf:<k>`), by name."""
+    modes: dict[str, dict[str, Any]] = {mode: {"retrieval_mode": mode} for mode in MODES}
+    for spec in specs:
+        match = FUSION_NAME.match(spec)
+        if match is None:
+            fail(f"--fusions {spec!r}: expected convex:<dense weight> or rrf:<k>")
+            continue
+        method, value = match.groups()
+        knob = {"dense_weight": float(value)} if method == "convex" else {"rrf_k": int(value)}
+        modes[f"hybrid_{method}{value}"] = {"retrieval_mode": "hybrid", "fusion": method, **knob}
+    return modes
+
+
+def search(
+    client: httpx.Client, kb: str, query: str, mode: dict[str, Any], top_k: int
+) -> list[Hit]:
+    """The hits of one tenant search in a mode (`fusion_modes`)."""
     response = client.post(
         "/api/v1/internal/knowledge/search",
         json={
@@ -262,8 +284,8 @@ def search(client: httpx.Client, kb: str, query: str, mode: str, top_k: int) -> 
             "kb_ids": [kb],
             "query": query,
             "top_k": top_k,
-            "retrieval_mode": mode,
             "score_threshold": 0.0,
+            **mode,
         },
     )
     response.raise_for_status()
@@ -339,15 +361,16 @@ def evaluate(
     run: Run,
     pages: dict[str, str],
     dump: list[dict[str, Any]] | None,
+    modes: dict[str, dict[str, Any]],
 ) -> Figures:
     """Asks every query of a run in every mode; returns the means and the misses."""
     figures = Figures({}, {})
-    for mode in MODES:
+    for mode, body in modes.items():
         started = time.perf_counter()
         per_query: dict[str, dict[str, float]] = {}
         rankings: dict[str, list[bool]] = {}
         for case in run.cases:
-            answers = {k: search(client, run.kb, case.text, mode, k) for k in (10, 4)}
+            answers = {k: search(client, run.kb, case.text, body, k) for k in (10, 4)}
             flags10, hit_flags10 = judged(case, answers[10])
             flags4, hit_flags4 = judged(case, answers[4])
             rankings[case.qid] = flags10
@@ -359,7 +382,7 @@ def evaluate(
                 "ndcg10": ndcg_at(top10, 10),
             }
             if dump is not None:
-                deep = search(client, run.kb, case.text, mode, DEEP)
+                deep = search(client, run.kb, case.text, body, DEEP)
                 deep_flags = [case.judge(hit) for hit in deep]
                 dump.append(
                     {
@@ -400,8 +423,8 @@ def evaluate(
 def keyed(prefix: str, figures: Figures) -> dict[str, float]:
     """The figures as flat JSON keys: `{prefix}{metric}_{mode}`."""
     return {
-        f"{prefix}{metric}_{mode}": round(figures.means[mode][metric], 4)
-        for mode in MODES
+        f"{prefix}{metric}_{mode}": round(means[metric], 4)
+        for mode, means in figures.means.items()
         for metric in ("recall4", "recall10", "mrr10", "ndcg10")
     }
 
@@ -413,7 +436,15 @@ def main() -> None:
     parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
     parser.add_argument("--eval-dir", type=Path, default=EVAL_DIR)
     parser.add_argument("--dump", type=Path, help="write every ranking to this JSON file")
+    parser.add_argument(
+        "--fusions",
+        nargs="*",
+        default=[],
+        metavar="METHOD:VALUE",
+        help="more hybrid configurations to compare: convex:<dense weight>, rrf:<k>",
+    )
     args = parser.parse_args()
+    modes = fusion_modes(args.fusions)
     sets = set(args.sets)
     begun = time.time()
 
@@ -470,7 +501,7 @@ def main() -> None:
 
         if "manpages" in sets:
             run = Run("manpages", kbs["manpages"], manpage_cases(manpages, pages))
-            results.update(keyed("", evaluate(client, run, pages, dump)))
+            results.update(keyed("", evaluate(client, run, pages, dump, modes)))
         if "multiformat" in sets:
             cases = multiformat_cases(multiformat)
             for name, prefix in (
@@ -478,11 +509,11 @@ def main() -> None:
                 ("one_copy", "multiformat_one_copy_"),
             ):
                 run = Run(f"multiformat/{name}", kbs[name], cases)
-                results.update(keyed(prefix, evaluate(client, run, pages, dump)))
+                results.update(keyed(prefix, evaluate(client, run, pages, dump, modes)))
             results["multiformat_queries"] = len(cases)
         if "exact" in sets:
             run = Run("exact", kbs["manpages"], exact_cases(exact, pages))
-            figures = evaluate(client, run, pages, dump)
+            figures = evaluate(client, run, pages, dump, modes)
             results.update(keyed("exact_", figures))
             missed = figures.misses4["hybrid"]
             results["exact_queries"] = len(run.cases)

@@ -9,6 +9,7 @@ import pytest
 from benchmarks.judging import known_item, ndcg_at, recall_at
 from benchmarks.quality import (
     exact_cases,
+    fusion_modes,
     judged,
     manpage_cases,
     multiformat_cases,
@@ -96,3 +97,16 @@ def test_the_dump_marks_copies_of_a_better_hit_from_another_document() -> None:
     assert [entry.get("copy_of") for entry in entries] == [None, None, 1, None]
     assert entries[0]["text"] == text[:200]
     assert "text" not in shown(hits, [False] * 4, {}, text=False)[0]
+
+
+def test_fusions_name_extra_hybrid_modes_beside_the_three() -> None:
+    modes = fusion_modes(["convex:0.6", "rrf:20"])
+    assert modes == {
+        "dense": {"retrieval_mode": "dense"},
+        "sparse": {"retrieval_mode": "sparse"},
+        "hybrid": {"retrieval_mode": "hybrid"},
+        "hybrid_convex0.6": {"retrieval_mode": "hybrid", "fusion": "convex", "dense_weight": 0.6},
+        "hybrid_rrf20": {"retrieval_mode": "hybrid", "fusion": "rrf", "rrf_k": 20},
+    }
+    with pytest.raises(SystemExit):
+        fusion_modes(["dbsf:1"])
