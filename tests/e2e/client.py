@@ -67,9 +67,15 @@ class Api:
         self, kb_ids: list[str], query: str, top_k: int = 5, tenant_id: str = "default"
     ) -> list[dict[str, Any]]:
         """The tenant-form internal search; returns the hits."""
+        return await self.internal_search(
+            {"tenant_id": tenant_id, "kb_ids": kb_ids, "query": query, "top_k": top_k}
+        )
+
+    async def internal_search(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The internal search with this body (a bot's or the tenant form); returns the hits."""
         response = await self.http.post(
             "/api/v1/internal/knowledge/search",
-            json={"tenant_id": tenant_id, "kb_ids": kb_ids, "query": query, "top_k": top_k},
+            json=body,
             headers={"X-Internal-Secret": self.running.internal_secret},
         )
         assert response.status_code == 200, response.text

@@ -57,13 +57,7 @@ async def _ranking(api: Api, kb_id: str, query: str, config: dict[str, Any]) -> 
         "score_threshold": 0.0,
         **{key: value for key, value in config.items() if value is not None},
     }
-    response = await api.http.post(
-        "/api/v1/internal/knowledge/search",
-        json=body,
-        headers={"X-Internal-Secret": api.running.internal_secret},
-    )
-    assert response.status_code == 200, response.text
-    return list(response.json()["hits"])
+    return await api.internal_search(body)
 
 
 def _by_hand(hits: list[Any], expected: list[str], ids: set[str], k: int) -> tuple[float, ...]:

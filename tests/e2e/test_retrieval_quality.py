@@ -64,13 +64,7 @@ async def _bot(api: Api, kb_ids: list[str], **knowledge: Any) -> str:
 async def _search(api: Api, body: dict[str, Any]) -> list[dict[str, Any]]:
     if "bot_id" in body:
         body = {"session_id": "s", **body}
-    response = await api.http.post(
-        "/api/v1/internal/knowledge/search",
-        json=body,
-        headers={"X-Internal-Secret": api.running.internal_secret},
-    )
-    assert response.status_code == 200, response.text
-    return list(response.json()["hits"])
+    return await api.internal_search(body)
 
 
 async def test_a_pdf_and_its_docx_twin_give_four_distinct_passages(api: Api) -> None:
