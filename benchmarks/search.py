@@ -40,8 +40,9 @@ from infra.settings import EmbeddingSettings, MongoSettings
 from infra.sparse import SparseEncoder
 from infra.vectorstore.base import ChunkPoint
 from infra.vectorstore.edge import EdgeVectorStore
-from schemas.domain import Record, chunk_id, chunk_point_id
+from schemas.domain import ChunkRecord, Record, chunk_id, chunk_point_id
 from workers.chunk.chunking import chunk_document
+from workers.chunk.context import with_generic_context
 from workers.extract.extractors import extract
 
 KBS = 10
@@ -49,23 +50,25 @@ ATTACHED = 3
 LEVELS = (1, 8, 32)
 
 
-def base_chunks(corpus: dict[str, str]) -> list[str]:
-    """The man pages, chunked as the pipeline chunks them."""
-    texts: list[str] = []
+def base_chunks(corpus: dict[str, str]) -> list[ChunkRecord]:
+    """The man pages, chunked and given their context prefix as the pipeline does."""
+    chunks: list[ChunkRecord] = []
     for text in corpus.values():
         document = extract(Record(content=text).as_markdown().encode(), "page.md")
-        texts.extend(chunk.text for chunk in chunk_document(document)[0])
-    return texts
+        chunks.extend(with_generic_context(document.title, chunk_document(document)[0]))
+    return chunks
 
 
 async def fill_store(path: Path, kb_ids: list[str], total: int, corpus: dict[str, str]) -> None:
     """Writes `total` chunks across the KBs and builds the HNSW index."""
-    texts = base_chunks(corpus)
+    chunks = base_chunks(corpus)
+    texts = [chunk.text for chunk in chunks]
+    embedded = [chunk.embedding_text for chunk in chunks]
     started = time.time()
-    vectors = SentenceTransformerEmbedder(EmbeddingSettings()).embed_documents(texts)
+    vectors = SentenceTransformerEmbedder(EmbeddingSettings()).embed_documents(embedded)
     print(f"embedded {len(texts)} distinct chunks in {time.time() - started:.0f} s")
     encoder = SparseEncoder()
-    sparse = [encoder.document(text) for text in texts]
+    sparse = [encoder.document(text) for text in embedded]
     rng = np.random.default_rng(7)
     store = EdgeVectorStore(path, 384)
     await store.ensure_collection()
@@ -87,6 +90,7 @@ async def fill_store(path: Path, kb_ids: list[str], total: int, corpus: dict[str
                     "chunk_id": chunk_id(document_id, 0),
                     "chunk_index": 0,
                     "chunk_text": texts[base],
+                    "context": chunks[base].context,
                     "active": True,
                     "source_name": f"{document_id}.md",
                     "document_title": document_id,
