@@ -26,10 +26,12 @@ def extension_for(content_type: str) -> str:
 
 
 def extraction_name(filename: str, content_type: str) -> str:
-    """A file name whose extension picks the right extractor for a stored document."""
+    """A file name whose extension picks the right extractor for a stored document, and whose
+    stem is still its name (`pstore.conf.5` -> `pstore.conf.5.md`): an extractor falls back to
+    the stem for a title."""
     if extension_of(filename) in CONTENT_TYPES:
         return filename
-    return f"document{extension_for(content_type)}"
+    return f"{filename}{extension_for(content_type)}"
 
 
 def extension_of(filename: str) -> str:

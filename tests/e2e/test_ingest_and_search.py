@@ -103,6 +103,20 @@ async def test_multi_page_pdf_streams_through_in_parts(api: Api) -> None:
         assert full[first.start :].startswith(hit["chunk_text"])
 
 
+async def test_a_record_without_a_title_is_named_by_its_external_id(api: Api) -> None:
+    kb = await api.create_kb()
+    (result,) = await api.batch(
+        kb["id"], [{"external_id": "pstore.conf.5", "content": "Configures systemd-pstore."}]
+    )
+    document = await api.wait_final(kb["id"], result["document_id"])
+    assert document["parse_status"] == "indexed"
+    assert document["title"] == "pstore.conf.5"
+    (chunk,) = await api.chunks(kb["id"], result["document_id"])
+    assert chunk["context"] == "pstore.conf.5"
+    (hit,) = await api.search([kb["id"]], "systemd pstore", top_k=1)
+    assert hit["document_title"] == "pstore.conf.5"
+
+
 async def test_deleted_document_never_comes_back(api: Api) -> None:
     kb = await api.create_kb()
     text = b"The warehouse in Rotterdam ships orders every Tuesday and Friday."
