@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 
 from tests.conftest import FIXTURES, RunningPipeline, own_stack
 from tests.e2e.client import Api
+from tests.local_http import JsonHandler, serving
 
 pytestmark = pytest.mark.e2e
 
 
-class _BrokenChatApi(BaseHTTPRequestHandler):
+class _BrokenChatApi(JsonHandler):
     """An OpenAI-compatible endpoint that answers every request with a server error."""
 
     paths: list[str] = []  # noqa: RUF012 - shared by the test and the server
@@ -24,26 +21,14 @@ class _BrokenChatApi(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
         type(self).paths.append(self.path)
-        data = json.dumps({"error": {"message": "overloaded", "type": "server_error"}}).encode()
-        self.send_response(500)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+        self.send_json(500, {"error": {"message": "overloaded", "type": "server_error"}})
 
 
 @pytest.fixture(scope="module")
 def broken_llm() -> Iterator[str]:
     """The failing endpoint's base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _BrokenChatApi)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving(_BrokenChatApi) as url:
+        yield f"{url}/v1"
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
@@ -37,6 +35,7 @@ from infra.sparse import SparseEncoder
 from schemas.domain import ChunkRecord, ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import ChunkBatchEmbedded, ChunkBatchReady, DocumentExtracted
 from tests.factories import make_document
+from tests.local_http import JsonHandler, serving
 from workers.chunk.context import Contextualizer, generic_context
 from workers.chunk.handler import ChunkHandler
 from workers.embed.handler import EmbedHandler
@@ -59,7 +58,7 @@ def answer_for(prompt: str) -> str:
     return f"Part of the returns policy that begins with {' '.join(words)}."
 
 
-class _ChatApi(BaseHTTPRequestHandler):
+class _ChatApi(JsonHandler):
     """An OpenAI-compatible chat endpoint or the Gemini API, as each documents its shape."""
 
     flavor = "openai"
@@ -81,10 +80,10 @@ class _ChatApi(BaseHTTPRequestHandler):
             time.sleep(SLOW_S)
         if self.behaviour in ("500", "400"):
             status = int(self.behaviour)
-            self._send(status, {"error": {"code": status, "message": "nope", "status": "ERR"}})
+            self.send_json(status, {"error": {"code": status, "message": "nope", "status": "ERR"}})
             return
         if self.behaviour == "malformed":
-            self._send(200, {"unexpected": True})
+            self.send_json(200, {"unexpected": True})
             return
         if self.flavor == "openai":
             prompt = body["messages"][0]["content"]
@@ -93,7 +92,7 @@ class _ChatApi(BaseHTTPRequestHandler):
         answer = "" if self.behaviour == "empty" else answer_for(prompt)
         prompt_tokens, completion_tokens = len(prompt.split()), len(answer.split())
         if self.flavor == "openai":
-            self._send(
+            self.send_json(
                 200,
                 {
                     "id": "chatcmpl-1",
@@ -115,7 +114,7 @@ class _ChatApi(BaseHTTPRequestHandler):
                 },
             )
             return
-        self._send(
+        self.send_json(
             200,
             {
                 "candidates": [
@@ -134,17 +133,6 @@ class _ChatApi(BaseHTTPRequestHandler):
             },
         )
 
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
 
 @pytest.fixture
 def chat_api() -> Iterator[str]:
@@ -152,12 +140,8 @@ def chat_api() -> Iterator[str]:
     _ChatApi.requests = []
     _ChatApi.flavor = "openai"
     _ChatApi.behaviour = "ok"
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ChatApi)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(_ChatApi) as url:
+        yield url
 
 
 def contextual(flavor: str, url: str, timeout_s: float = TIMEOUT_S) -> ContextualSettings:

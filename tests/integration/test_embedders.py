@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
@@ -16,6 +14,7 @@ from infra.embedding.base import Embedder
 from infra.embedding.gemini import GeminiEmbedder
 from infra.errors import PermanentError, ServiceUnavailable
 from infra.settings import EmbeddingSettings
+from tests.local_http import JsonHandler, serving
 
 
 def test_local_model_embeds_normalised_384_dim_vectors(embedder: Embedder) -> None:
@@ -37,7 +36,7 @@ def test_local_model_ranks_the_related_passage_first(embedder: Embedder) -> None
     assert int(np.argmax(scores)) == 0
 
 
-class _GeminiApi(BaseHTTPRequestHandler):
+class _GeminiApi(JsonHandler):
     """Answers batchEmbedContents as the Gemini API documents it."""
 
     requests: list[dict[str, Any]] = []  # noqa: RUF012 - shared by the test and the server
@@ -49,7 +48,7 @@ class _GeminiApi(BaseHTTPRequestHandler):
             {"path": self.path, "body": body, "key": self.headers.get("x-goog-api-key")}
         )
         if self.fail_with is not None:
-            self._send(
+            self.send_json(
                 self.fail_with,
                 {"error": {"code": self.fail_with, "message": "nope", "status": "ERR"}},
             )
@@ -60,18 +59,7 @@ class _GeminiApi(BaseHTTPRequestHandler):
             size = request["outputDimensionality"]
             rng = np.random.default_rng(len(text))
             embeddings.append({"values": (rng.normal(size=size) * 3).tolist()})
-        self._send(200, {"embeddings": embeddings})
-
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+        self.send_json(200, {"embeddings": embeddings})
 
 
 @pytest.fixture
@@ -79,12 +67,8 @@ def gemini_api() -> Iterator[str]:
     """A local server speaking the batchEmbedContents request/response shape."""
     _GeminiApi.requests = []
     _GeminiApi.fail_with = None
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _GeminiApi)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(_GeminiApi) as url:
+        yield url
 
 
 def _gemini(base_url: str) -> GeminiEmbedder:
