@@ -55,14 +55,46 @@ class ScoredChunk:
     @classmethod
     def from_point(cls, point: Any) -> ScoredChunk:
         """From a scored point of either Qdrant API (both have id, score, payload and vector)."""
-        vector = point.vector if isinstance(point.vector, dict) else {}
-        indices = getattr(vector.get(SPARSE_VECTOR), "indices", None)
         return cls(
             point_id=str(point.id),
             score=point.score,
             payload=dict(point.payload or {}),
-            terms=frozenset(indices) if indices else frozenset(),
+            terms=_sparse_terms(point),
         )
+
+    @classmethod
+    def from_records(
+        cls, records: Sequence[Any], query: NDArray[np.float32], scope: SearchScope
+    ) -> list[ScoredChunk]:
+        """From points retrieved by id with both vectors (either Qdrant API): those in
+        `scope`, scored by cosine similarity with the unit vector `query`."""
+        visible = [record for record in records if scope.admits(record.payload or {})]
+        if not visible:
+            return []
+        # Each record's vectors are converted once: the bindings build them anew on access.
+        vectors = [record.vector if isinstance(record.vector, dict) else {} for record in visible]
+        missing = np.zeros_like(query)
+        dense = np.array([v.get(DENSE_VECTOR, missing) for v in vectors], dtype=np.float32)
+        norms = np.linalg.norm(dense, axis=1)
+        cosines = (dense @ query) / np.where(norms > 0, norms, 1.0)
+        return [
+            cls(
+                point_id=str(record.id),
+                score=float(cosine),
+                payload=dict(record.payload or {}),
+                terms=_terms(vector),
+            )
+            for record, vector, cosine in zip(visible, vectors, cosines, strict=True)
+        ]
+
+
+def _sparse_terms(point: Any) -> frozenset[int]:
+    return _terms(point.vector if isinstance(point.vector, dict) else {})
+
+
+def _terms(vectors: dict[str, Any]) -> frozenset[int]:
+    indices = getattr(vectors.get(SPARSE_VECTOR), "indices", None)
+    return frozenset(indices) if indices else frozenset()
 
 
 @dataclass(frozen=True)
@@ -71,6 +103,15 @@ class SearchScope:
 
     tenant_id: str
     kb_ids: tuple[str, ...]
+
+    def admits(self, payload: dict[str, Any]) -> bool:
+        """Whether a chunk with this payload is one the search may see (what both stores'
+        scope filters select, for points fetched by id)."""
+        return (
+            payload.get("tenant_id") == self.tenant_id
+            and payload.get("kb_id") in self.kb_ids
+            and payload.get("active") is True
+        )
 
 
 @dataclass(frozen=True)

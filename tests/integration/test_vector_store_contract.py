@@ -302,7 +302,7 @@ async def test_rank_probes_which_chunks_hold_a_term(store: VectorStore) -> None:
     assert ranked.dense
 
 
-async def test_fetch_gives_payload_cosine_and_terms_of_points_still_in_scope(
+async def test_fetch_gives_payload_cosine_and_terms_of_the_points_in_scope_only(
     store: VectorStore,
 ) -> None:
     encoder = SparseEncoder()
@@ -311,11 +311,15 @@ async def test_fetch_gives_payload_cosine_and_terms_of_points_still_in_scope(
             _text_point("doc_dense", "nothing lexical in common", 7),
             _text_point("doc_lexical", "the zebrafinch manual", 8),
             _text_point("doc_foreign", "the zebrafinch manual", 8, tenant="t2"),
+            _text_point("doc_other_kb", "the zebrafinch manual", 8, kb="kb2"),
         ]
     )
     hidden = _point("t1", "kb1", "doc_hidden", 0, active=False, seed=7)
     await store.upsert([hidden])
-    wanted = [chunk_point_id(doc, 0) for doc in ("doc_lexical", "doc_dense", "doc_foreign")]
+    wanted = [
+        chunk_point_id(doc, 0)
+        for doc in ("doc_lexical", "doc_dense", "doc_foreign", "doc_other_kb", "doc_never_stored")
+    ]
     fetched = await store.fetch(SearchScope("t1", ("kb1",)), [*wanted, hidden.point_id], _unit(7))
     by_doc = {chunk.payload["document_id"]: chunk for chunk in fetched}
     assert set(by_doc) == {"doc_dense", "doc_lexical"}
