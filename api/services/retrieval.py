@@ -47,11 +47,23 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class HybridRanking:
+    """A hybrid search's fused ranking and the chunks fetched for it so far (None: gone from
+    the store or out of scope since it was ranked)."""
+
+    fused: list[Fused]
+    fetched: dict[str, ScoredChunk | None]
+
+
+@dataclass(frozen=True)
 class Retrieved:
     """The candidates, best first, and whether a larger limit would have found more."""
 
     candidates: list[Candidate]
     more: bool
+    # Hybrid only: what a deeper look at the same search starts from, so the store does not
+    # rank again and only chunks not fetched yet are fetched.
+    ranking: HybridRanking | None = None
 
 
 @dataclass(frozen=True)
@@ -104,9 +116,10 @@ class Retriever:
         limit: int,
         threshold: float,
         fusion: FusionParams,
+        previous: Retrieved | None = None,
     ) -> Retrieved:
         """Up to `limit` chunks for the query, best first, filtered as the module docstring
-        says."""
+        says. `previous` is this same search's answer for a smaller limit, to look deeper."""
         if mode is RetrievalMode.DENSE:
             found = await self._store.search(
                 VectorQuery(scope, vector, limit, score_threshold=threshold or None, mode=mode)
@@ -130,34 +143,48 @@ class Retriever:
                 ],
                 more=len(found) == limit,
             )
-        return await self._hybrid(scope, query, vector, sparse, limit, threshold, fusion)
+        ranking = previous.ranking if previous is not None else None
+        if ranking is None:
+            ranking = await self._rank(scope, query, vector, sparse, limit, fusion)
+        return await self._hybrid(scope, query, vector, ranking, limit, threshold)
 
-    async def _hybrid(
+    async def _rank(
         self,
         scope: SearchScope,
         query: str,
         vector: NDArray[np.float32],
         sparse: SparseVector,
         limit: int,
-        threshold: float,
         fusion: FusionParams,
-    ) -> Retrieved:
+    ) -> HybridRanking:
         # Identifiers in the query: the store says which chunks hold each of their terms, so
         # that fusion can put the chunks holding every rare one first.
         probes = [term_index(term) for term in identifier_terms(query)]
         rankings = await self._store.rank(
             scope, vector, sparse, max(self._depth, limit), probes, fusion.rare_max + 1
         )
-        ranked = fuse(rankings, fusion)
-        best = ranked[:limit]
-        fetched = await self._store.fetch(scope, [f.point_id for f in best], vector)
-        chunks = {chunk.point_id: chunk for chunk in fetched}
+        return HybridRanking(fuse(rankings, fusion), {})
+
+    async def _hybrid(
+        self,
+        scope: SearchScope,
+        query: str,
+        vector: NDArray[np.float32],
+        ranking: HybridRanking,
+        limit: int,
+        threshold: float,
+    ) -> Retrieved:
+        best = ranking.fused[:limit]
+        wanted = [f.point_id for f in best if f.point_id not in ranking.fetched]
+        if wanted:
+            found = {c.point_id: c for c in await self._store.fetch(scope, wanted, vector)}
+            ranking.fetched.update({point_id: found.get(point_id) for point_id in wanted})
         # The query's terms, as sparse-vector indices: a chunk contains a term exactly when its
         # own sparse vector has that index, so no chunk text is tokenised again here.
         terms = {term_index(term) for term in tokens(query)}
         kept = []
         for fused in best:
-            chunk = chunks.get(fused.point_id)
+            chunk = ranking.fetched[fused.point_id]
             if chunk is None:  # deleted or hidden since it was ranked
                 continue
             cosine = chunk.score
@@ -169,7 +196,7 @@ class Retriever:
             if cosine < threshold:
                 why += " (kept as an exact keyword match below the similarity threshold)"
             kept.append(Candidate(chunk, fused.score, why))
-        return Retrieved(kept, more=len(ranked) > limit)
+        return Retrieved(kept, more=len(ranking.fused) > limit, ranking=ranking)
 
 
 def _why(fused: Fused, cosine: float, matched: int, terms: set[int]) -> str:

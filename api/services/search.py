@@ -139,6 +139,7 @@ class SearchService:
         # Copies and neighbours fold together, so the candidates may hold fewer than top_k
         # distinct passages: then deeper candidates are fetched, up to the retrievers' depth.
         limit = plan.top_k * self._settings.oversample
+        found = None
         while True:
             found = await self._retriever.retrieve(
                 scope,
@@ -148,6 +149,7 @@ class SearchService:
                 limit=limit,
                 threshold=plan.threshold,
                 fusion=plan.fusion,
+                previous=found,
             )
             passages = self._distinct(plan, found.candidates)
             if len(passages) >= plan.top_k or not found.more or limit >= self._settings.depth:

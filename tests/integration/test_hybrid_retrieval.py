@@ -1,0 +1,138 @@
+"""Hybrid retrieval over the embedded store: a deeper look at a search continues its ranking."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis.asyncio as redis
+from numpy.typing import NDArray
+
+from api.services.fusion import FusionParams
+from api.services.retrieval import Retrieved, Retriever
+from infra.embedding.base import Embedder
+from infra.local_stack import LocalServices
+from infra.search_cache import SearchCache
+from infra.settings import SearchSettings
+from infra.sparse import SparseEncoder
+from infra.vectorstore.base import (
+    ChunkPoint,
+    Rankings,
+    RetrievalMode,
+    SearchScope,
+    SparseVector,
+)
+from infra.vectorstore.edge import EdgeVectorStore
+from schemas.domain import chunk_point_id
+
+TOPICS = [
+    "restart the router after a firmware update",
+    "the router fan is loud when the room is hot",
+    "reset the router to factory settings with the pin",
+    "router lights blink orange when the uplink is down",
+    "kayaks are returned within thirty days",
+    "the warranty covers the router for two years",
+    "replace the router's power supply",
+    "port forwarding on the router for game consoles",
+    "the router's guest network has its own password",
+    "update the router firmware from the admin page",
+    "paddles are sold separately from kayaks",
+    "the router logs are kept for seven days",
+]
+
+
+class CountingStore(EdgeVectorStore):
+    """The embedded store, counting how often it is asked to rank."""
+
+    rankings = 0
+
+    async def rank(
+        self,
+        scope: SearchScope,
+        dense: NDArray[np.float32],
+        sparse: SparseVector | None,
+        depth: int,
+        probes: Sequence[int] = (),
+        probe_limit: int = 0,
+    ) -> Rankings:
+        self.rankings += 1
+        return await super().rank(scope, dense, sparse, depth, probes, probe_limit)
+
+
+@pytest.fixture
+async def store(tmp_path: Path, embedder: Embedder) -> AsyncIterator[CountingStore]:
+    opened = CountingStore(tmp_path / "vectors", embedder.dimensions)
+    await opened.ensure_collection()
+    encoder = SparseEncoder()
+    vectors = embedder.embed_documents(TOPICS)
+    await opened.upsert(
+        [
+            ChunkPoint(
+                point_id=chunk_point_id("doc_manual", index),
+                dense=vectors[index],
+                sparse=encoder.document(text),
+                payload={
+                    "tenant_id": "t1",
+                    "kb_id": "kb1",
+                    "document_id": "doc_manual",
+                    "chunk_index": index,
+                    "chunk_text": text,
+                    "active": True,
+                },
+            )
+            for index, text in enumerate(TOPICS)
+        ]
+    )
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def retriever(
+    store: CountingStore, embedder: Embedder, local_services: LocalServices
+) -> AsyncIterator[Retriever]:
+    client = redis.Redis.from_url(f"redis://127.0.0.1:{local_services.redis_port}/0")
+    cache = SearchCache(client, SearchSettings())
+    yield Retriever(embedder, store, cache, SparseEncoder(), depth=100)
+    await cache.close()
+
+
+def _ids(found: Retrieved) -> list[str]:
+    return [candidate.chunk.point_id for candidate in found.candidates]
+
+
+async def test_a_deeper_look_continues_the_ranking_without_ranking_again(
+    store: CountingStore, retriever: Retriever
+) -> None:
+    query = "router firmware"
+    scope = SearchScope("t1", ("kb1",))
+    vector = (await retriever.embed(query)).vector
+
+    async def retrieve(limit: int, previous: Retrieved | None = None) -> Retrieved:
+        return await retriever.retrieve(
+            scope,
+            query,
+            vector,
+            mode=RetrievalMode.HYBRID,
+            limit=limit,
+            threshold=0.0,
+            fusion=FusionParams(),
+            previous=previous,
+        )
+
+    first = await retrieve(3)
+    deeper = await retrieve(9, first)
+    assert store.rankings == 1
+    at_once = await retrieve(9)
+    assert _ids(deeper) == _ids(at_once)
+    assert len(_ids(deeper)) == 9
+    assert _ids(deeper)[:3] == _ids(first)
+    assert [c.score for c in deeper.candidates] == [c.score for c in at_once.candidates]
+    # A chunk deleted between the two looks is not handed out by the deeper one.
+    seventh = deeper.candidates[6].chunk.point_id
+    first = await retrieve(3)
+    await store.delete_points([seventh])
+    again = await retrieve(9, first)
+    assert _ids(again) == [i for i in _ids(at_once) if i != seventh]
