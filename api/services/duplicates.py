@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 SHINGLE_WORDS = 4
 
@@ -31,6 +32,12 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _LINE_END_HYPHEN = re.compile(r"(\w)-[^\S\n]*\n\s*(\w)")
 
 
+# Shingle sets of recent texts: a deeper look at the same search, a popular chunk, or a copy
+# stored with the very same text, costs nothing again (about 10 kB per cached set).
+SHINGLE_CACHE_SIZE = 2048
+
+
+@lru_cache(maxsize=SHINGLE_CACHE_SIZE)
 def shingles(text: str, size: int = SHINGLE_WORDS) -> frozenset[int]:
     """Hashes of the text's runs of `size` consecutive words (the whole text if shorter)."""
     text = _LINE_END_HYPHEN.sub(r"\1\2", unicodedata.normalize("NFKC", text).lower())
