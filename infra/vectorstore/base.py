@@ -59,7 +59,7 @@ class ScoredChunk:
             point_id=str(point.id),
             score=point.score,
             payload=dict(point.payload or {}),
-            terms=_sparse_terms(point),
+            terms=_terms(point.vector if isinstance(point.vector, dict) else {}),
         )
 
     @classmethod
@@ -86,10 +86,6 @@ class ScoredChunk:
             )
             for record, vector, cosine in zip(visible, vectors, cosines, strict=True)
         ]
-
-
-def _sparse_terms(point: Any) -> frozenset[int]:
-    return _terms(point.vector if isinstance(point.vector, dict) else {})
 
 
 def _terms(vectors: dict[str, Any]) -> frozenset[int]:

@@ -366,13 +366,12 @@ def _flush_and_close(shard: qe.EdgeShard) -> None:
     shard.close()
 
 
-def _scope_filter(scope: SearchScope, *more: Any) -> qe.Filter:
+def _scope_filter(scope: SearchScope) -> qe.Filter:
     return qe.Filter(
         must=[
             _match("tenant_id", scope.tenant_id),
             qe.FieldCondition(key="kb_id", match=qe.MatchAny(list(scope.kb_ids))),
             _match("active", True),
-            *more,
         ]
     )
 

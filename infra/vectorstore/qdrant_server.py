@@ -305,13 +305,12 @@ class QdrantServerStore:
             )
 
 
-def _scope_filter(scope: SearchScope, *more: qm.Condition) -> qm.Filter:
+def _scope_filter(scope: SearchScope) -> qm.Filter:
     return qm.Filter(
         must=[
             _match("tenant_id", scope.tenant_id),
             qm.FieldCondition(key="kb_id", match=qm.MatchAny(any=list(scope.kb_ids))),
             _match("active", True),
-            *more,
         ]
     )
 
