@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m infra.local_stack run $(RUN_ARGS)
+	$(PY) -m devstack run $(RUN_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -18,16 +18,8 @@ from fastapi.responses import JSONResponse
 
 from api.routes import bots as bot_routes
 from api.routes import documents, evaluations, health, knowledge_bases, search, tokens
-from api.services.access import AccessGuard
-from api.services.evaluation import Evaluations, Evaluator
-from api.services.retrieval import Retriever
-from api.services.search import SearchService
 from api.state import Services
-from infra.blob_store import BlobStore
-from infra.bots import BotRepository
-from infra.documents import DocumentRepository
-from infra.embedding.factory import build_embedder
-from infra.errors import (
+from core.errors import (
     Conflict,
     DocumentTooLarge,
     Forbidden,
@@ -39,8 +31,12 @@ from infra.errors import (
     Unauthorized,
     UnsupportedDocumentType,
 )
+from core.filters import chunks_where
+from infra.blob_store import BlobStore
+from infra.bots import BotRepository
+from infra.documents import DocumentRepository
+from infra.embedding.factory import build_embedder
 from infra.evaluations import EvaluationRepository
-from infra.ingestion import Intake, Removal
 from infra.kafka import build_broker, ensure_topics
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
@@ -55,6 +51,11 @@ from infra.vectorstore.factory import open_vector_store
 from schemas.domain import utcnow
 from schemas.events import ChunkBatchEmbedded
 from schemas.topics import ALL_TOPICS
+from services.evaluation import Evaluations, Evaluator
+from services.intake import Intake, Removal
+from services.search.access import AccessGuard
+from services.search.retrieval import Retriever
+from services.search.service import SearchService
 from workers.index.handler import IndexHandler
 from workers.wiring import RunnerSlot, build_runner, kafka_publisher, subscribe_stage
 
@@ -187,7 +188,7 @@ async def _start(settings: Settings, app: FastAPI, stack: AsyncExitStack) -> Ser
         checks["mongodb"] = await _probe(lambda: client.admin.command("ping"))
         checks["kafka"] = await _probe(lambda: broker.ping(timeout=1.0))
         checks["vector_store"] = await _probe(
-            lambda: store.count(settings.bootstrap_tenant, kb_id="__readiness__")
+            lambda: store.count(chunks_where(settings.bootstrap_tenant, kb_id="__readiness__"))
         )
         return checks
 

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 
 from api.state import Services
-from infra.errors import Forbidden, ServiceUnavailable, Unauthorized
+from core.errors import Forbidden, ServiceUnavailable, Unauthorized
 from schemas.domain import Principal, Role
 
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from api.services.access import AccessGuard
-from api.services.evaluation import Evaluations
-from api.services.search import SearchService
 from infra.blob_store import BlobStore
 from infra.bots import BotRepository
 from infra.documents import DocumentRepository
-from infra.ingestion import Intake, Removal
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.settings import Settings
 from infra.tokens import TokenRepository
 from infra.vectorstore.base import VectorStore
+from services.evaluation import Evaluations
+from services.intake import Intake, Removal
+from services.search.access import AccessGuard
+from services.search.service import SearchService
 
 
 @dataclass

@@ -38,8 +38,8 @@ import httpx
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from devstack.launcher import isolated_stack
 from infra.embedding.local import SentenceTransformerEmbedder
-from infra.local_stack import isolated_stack
 from infra.settings import ChunkingSettings, EmbeddingSettings
 from workers.chunk.chunking import chunk_document
 from workers.extract.extractors import extract

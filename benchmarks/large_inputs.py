@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb, wait_all_indexed
-from infra.local_stack import isolated_stack
+from devstack.launcher import isolated_stack
 from tests.factories import long_pdf, stock_csv
 
 INPUTS: dict[str, tuple[str, Callable[[], bytes]]] = {

@@ -67,7 +67,7 @@ from benchmarks.judging import (
     recall_at,
     reciprocal_rank,
 )
-from infra.local_stack import isolated_stack
+from devstack.launcher import isolated_stack
 
 MODES = ("dense", "sparse", "hybrid")
 # With `--fusions`, more hybrid configurations are asked beside the three modes, each under a

@@ -32,14 +32,15 @@ import httpx
 import numpy as np
 
 from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb
+from devstack.launcher import LocalServices, Pipeline, free_port, pipeline_env
 from infra.embedding.local import SentenceTransformerEmbedder
 from infra.knowledge_bases import KnowledgeBaseRepository
-from infra.local_stack import LocalServices, Pipeline, free_port, pipeline_env
 from infra.mongo import connect, ensure_indexes
 from infra.settings import EmbeddingSettings, MongoSettings
 from infra.sparse import SparseEncoder
 from infra.vectorstore.base import ChunkPoint
 from infra.vectorstore.edge import EdgeVectorStore
+from schemas.chunks import ChunkPayload
 from schemas.domain import ChunkRecord, Record, chunk_id, chunk_point_id
 from workers.chunk.chunking import chunk_document
 from workers.chunk.context import with_generic_context
@@ -83,25 +84,25 @@ async def fill_store(path: Path, kb_ids: list[str], total: int, corpus: dict[str
                 point_id=chunk_point_id(document_id, 0),
                 dense=(noisy / np.linalg.norm(noisy)).astype(np.float32),
                 sparse=sparse[base],
-                payload={
-                    "tenant_id": "default",
-                    "kb_id": kb_ids[n % len(kb_ids)],
-                    "document_id": document_id,
-                    "chunk_id": chunk_id(document_id, 0),
-                    "chunk_index": 0,
-                    "chunk_text": texts[base],
-                    "context": chunks[base].context,
-                    "active": True,
-                    "source_name": f"{document_id}.md",
-                    "document_title": document_id,
-                    "page": None,
-                    "heading_path": [],
-                    "start": 0,
-                    "end": len(texts[base]),
-                    "source_key": f"file:{document_id}.md",
-                    "version": 1,
-                    "url": None,
-                },
+                payload=ChunkPayload(
+                    tenant_id="default",
+                    kb_id=kb_ids[n % len(kb_ids)],
+                    document_id=document_id,
+                    chunk_id=chunk_id(document_id, 0),
+                    chunk_index=0,
+                    chunk_text=texts[base],
+                    context=chunks[base].context,
+                    active=True,
+                    source_name=f"{document_id}.md",
+                    document_title=document_id,
+                    page=None,
+                    heading_path=[],
+                    start=0,
+                    end=len(texts[base]),
+                    source_key=f"file:{document_id}.md",
+                    version=1,
+                    url=None,
+                ),
             )
         )
         if len(batch) == 1000:

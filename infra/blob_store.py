@@ -15,7 +15,7 @@ from bson.errors import InvalidId
 from gridfs import AsyncGridFSBucket, NoFile
 from gridfs.asynchronous.grid_file import AsyncGridIn
 
-from infra.errors import NotFound
+from core.errors import NotFound
 from infra.mongo import EXTRACTED_BUCKET, ORIGINALS_BUCKET, Database, mongo_errors
 from schemas.domain import ExtractedDocument
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pymongo import ReturnDocument
 
-from infra.errors import NotFound
+from core.errors import NotFound
 from infra.mongo import BOTS, Database, from_mongo, mongo_errors
 from schemas.bots import Bot, BotCreate, BotUpdate, KnowledgeConfig, new_bot_id
 from schemas.domain import utcnow

@@ -16,7 +16,7 @@ from typing import Any
 
 from pymongo import DESCENDING, ReturnDocument
 
-from infra.errors import InvalidRequest, NotFound
+from core.errors import InvalidRequest, NotFound
 from infra.mongo import DOCUMENTS, Database, MongoDoc, from_mongo, mongo_errors
 from schemas.domain import PIPELINE_ORDER, ChunkingProgress, Document, ParseStatus, utcnow
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pymongo import DESCENDING
 
-from infra.errors import NotFound
+from core.errors import NotFound
 from infra.mongo import EVALUATIONS, Database, from_mongo, mongo_errors
 from schemas.evaluation import Evaluation
 

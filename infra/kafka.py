@@ -11,7 +11,7 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 
-from infra.errors import ServiceUnavailable
+from core.errors import ServiceUnavailable
 from infra.settings import KafkaSettings
 
 log = logging.getLogger(__name__)

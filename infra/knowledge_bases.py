@@ -6,7 +6,7 @@ from typing import Any, Protocol
 
 from pymongo import ReturnDocument
 
-from infra.errors import NotFound
+from core.errors import NotFound
 from infra.mongo import KNOWLEDGE_BASES, Database, from_mongo, mongo_errors
 from schemas.domain import KbStatus, KnowledgeBase, new_kb_id, utcnow
 

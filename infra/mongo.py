@@ -16,7 +16,7 @@ from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
-from infra.errors import ServiceUnavailable
+from core.errors import ServiceUnavailable
 from infra.settings import MongoSettings
 
 KNOWLEDGE_BASES = "knowledge_bases"

@@ -177,7 +177,7 @@ class SearchSettings(BaseModel):
     # it; chunks holding every rare one are placed first by hybrid fusion.
     rare_term_chunks: int = Field(default=3, ge=0, le=100)
     # Hits sharing at least this share of their word shingles (of the shorter one) are copies
-    # of one passage: they fold into the best-ranked one (`api.services.duplicates`).
+    # of one passage: they fold into the best-ranked one (`services.search.duplicates`).
     duplicate_threshold: float = Field(default=0.5, gt=0, le=1)
     # Neighbouring chunks of a document merge into one hit of at most this many chunks.
     merge_max_chunks: int = Field(default=3, ge=1, le=20)

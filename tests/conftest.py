@@ -15,8 +15,8 @@ from pymongo import monitoring
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from devstack.launcher import LocalServices, Pipeline, free_port, pipeline_env
 from infra.embedding.base import Embedder
-from infra.local_stack import LocalServices, Pipeline, free_port, pipeline_env
 from infra.mongo import Database, connect
 from infra.settings import (
     EmbeddingSettings,

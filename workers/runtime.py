@@ -22,7 +22,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from infra.errors import PermanentError, RetryableError
+from core.errors import PermanentError, RetryableError
 from infra.metrics import (
     DOCUMENTS_FAILED,
     DOCUMENTS_PROCESSED,

@@ -14,9 +14,9 @@ from faststream import AckPolicy, FastStream
 from faststream.kafka import KafkaBroker, KafkaMessage
 from pydantic import BaseModel
 
+from core.errors import ServiceUnavailable
 from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
-from infra.errors import ServiceUnavailable
 from infra.kafka import build_broker, consumer_options, ensure_topics
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle

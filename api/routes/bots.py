@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response, status
 
 from api.deps import AdminPrincipal, ServicesDep
 from api.state import Services
-from infra.errors import InvalidRequest
+from core.errors import InvalidRequest
 from schemas.bots import Bot, BotCreate, BotList, BotUpdate
 
 router = APIRouter(prefix="/api/v1/bots", tags=["bots"])

@@ -11,9 +11,8 @@ from fastapi.responses import JSONResponse
 from api.deps import AdminPrincipal, ServicesDep
 from api.state import Services
 from api.uploads import receive_upload
+from core.errors import InvalidRequest, UnsupportedDocumentType
 from infra.blob_store import StoredUpload
-from infra.errors import InvalidRequest, UnsupportedDocumentType
-from infra.ingestion import Ingested, Outcome
 from infra.metrics import UPLOADS
 from schemas.api import (
     BatchIn,
@@ -27,6 +26,7 @@ from schemas.api import (
 )
 from schemas.domain import ParseStatus, new_document_id, utcnow
 from schemas.formats import CONTENT_TYPES, SUPPORTED_EXTENSIONS, extension_of
+from services.intake import Ingested, Outcome
 
 router = APIRouter(prefix="/api/v1/knowledge-bases/{kb_id}/documents", tags=["documents"])
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 
 from api.deps import AdminPrincipal, ServicesDep
-from infra.errors import Conflict
+from core.errors import Conflict
 from schemas.api import (
     KnowledgeBaseCreate,
     KnowledgeBaseList,

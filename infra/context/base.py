@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from infra.errors import PermanentError, ServiceUnavailable
+from core.errors import PermanentError, ServiceUnavailable
 
 # Part of every cache key: a new prompt wording makes new contexts.
 PROMPT_VERSION = 1

@@ -7,8 +7,8 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
+from core.errors import PermanentError
 from infra.context.base import Completion, ContextRefused, ContextTimedOut, ContextUnavailable
-from infra.errors import PermanentError
 from infra.settings import ContextualSettings
 
 

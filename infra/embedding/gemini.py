@@ -13,8 +13,8 @@ from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 from numpy.typing import NDArray
 
+from core.errors import PermanentError, ServiceUnavailable
 from infra.embedding.base import normalise
-from infra.errors import PermanentError, ServiceUnavailable
 from infra.settings import EmbeddingSettings
 
 # The API takes at most this many texts per batchEmbedContents call.

@@ -15,6 +15,15 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from core.filters import (
+    Filter,
+    SearchScope,
+    chunks_from,
+    chunks_of_document,
+    older_versions,
+)
+from schemas.chunks import ChunkPayload
+
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "sparse"
 
@@ -38,7 +47,7 @@ class ChunkPoint:
 
     point_id: str
     dense: NDArray[np.float32]
-    payload: dict[str, Any]
+    payload: ChunkPayload
     sparse: SparseVector | None = None
 
 
@@ -49,7 +58,7 @@ class ScoredChunk:
 
     point_id: str
     score: float
-    payload: dict[str, Any]
+    payload: ChunkPayload
     terms: frozenset[int] = frozenset()
 
     @classmethod
@@ -58,7 +67,7 @@ class ScoredChunk:
         return cls(
             point_id=str(point.id),
             score=point.score,
-            payload=dict(point.payload or {}),
+            payload=ChunkPayload.from_store(point.payload),
             terms=_terms(point.vector if isinstance(point.vector, dict) else {}),
         )
 
@@ -68,7 +77,8 @@ class ScoredChunk:
     ) -> list[ScoredChunk]:
         """From points retrieved by id with both vectors (either Qdrant API): those in
         `scope`, scored by cosine similarity with the unit vector `query`."""
-        visible = [record for record in records if scope.admits(record.payload or {})]
+        selector = scope.filter()
+        visible = [record for record in records if selector.matches(record.payload or {})]
         if not visible:
             return []
         # Each record's vectors are converted once: the bindings build them anew on access.
@@ -81,7 +91,7 @@ class ScoredChunk:
             cls(
                 point_id=str(record.id),
                 score=float(cosine),
-                payload=dict(record.payload or {}),
+                payload=ChunkPayload.from_store(record.payload),
                 terms=_terms(vector),
             )
             for record, vector, cosine in zip(visible, vectors, cosines, strict=True)
@@ -94,23 +104,6 @@ def _terms(vectors: dict[str, Any]) -> frozenset[int]:
 
 
 @dataclass(frozen=True)
-class SearchScope:
-    """What a search may see: active chunks of these KBs of this tenant, and nothing else."""
-
-    tenant_id: str
-    kb_ids: tuple[str, ...]
-
-    def admits(self, payload: dict[str, Any]) -> bool:
-        """Whether a chunk with this payload is one the search may see (what both stores'
-        scope filters select, for points fetched by id)."""
-        return (
-            payload.get("tenant_id") == self.tenant_id
-            and payload.get("kb_id") in self.kb_ids
-            and payload.get("active") is True
-        )
-
-
-@dataclass(frozen=True)
 class PublishedDocument:
     """A version of a source that has all its chunks written and is to be shown."""
 
@@ -120,6 +113,15 @@ class PublishedDocument:
     source_key: str
     version: int
     keep_chunks: int
+
+    def selections(self) -> tuple[Filter, Filter, Filter]:
+        """What publishing touches: the chunks to show, and the two sets to delete (older
+        versions of the source, the document's own chunks from `keep_chunks` on)."""
+        return (
+            chunks_of_document(self.tenant_id, self.document_id),
+            older_versions(self.tenant_id, self.kb_id, self.source_key, self.version),
+            chunks_from(self.tenant_id, self.document_id, self.keep_chunks),
+        )
 
 
 class RetrievalMode(StrEnum):
@@ -203,7 +205,7 @@ class VectorStore(Protocol):
 
     async def document_chunks(
         self, tenant_id: str, document_id: str, limit: int = 10_000
-    ) -> list[dict[str, Any]]:
+    ) -> list[ChunkPayload]:
         """The stored payloads of a document's chunks (active or not), by chunk index."""
         ...
 
@@ -232,15 +234,8 @@ class VectorStore(Protocol):
         their cosine similarity with `dense` as score, and their sparse terms; in no order."""
         ...
 
-    async def count(
-        self,
-        tenant_id: str,
-        *,
-        kb_id: str | None = None,
-        document_id: str | None = None,
-        active: bool | None = None,
-    ) -> int:
-        """How many points match (exact)."""
+    async def count(self, selector: Filter) -> int:
+        """How many points the filter selects (exact)."""
         ...
 
     async def close(self) -> None:

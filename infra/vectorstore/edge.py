@@ -20,7 +20,17 @@ import numpy as np
 import qdrant_edge as qe
 from numpy.typing import NDArray
 
-from infra.errors import PermanentError, ServiceUnavailable
+from core.errors import PermanentError, ServiceUnavailable
+from core.filters import (
+    Condition,
+    Filter,
+    Match,
+    MatchAny,
+    Range,
+    SearchScope,
+    chunks_of_document,
+    chunks_of_kb,
+)
 from infra.vectorstore.base import (
     DENSE_VECTOR,
     INDEXED_BOOL_FIELDS,
@@ -32,20 +42,13 @@ from infra.vectorstore.base import (
     Rankings,
     RetrievalMode,
     ScoredChunk,
-    SearchScope,
     SparseVector,
     VectorQuery,
 )
+from schemas.chunks import ChunkPayload
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def _match(key: str, value: str | bool) -> qe.FieldCondition:
-    # The binding turns a Python bool into an integer (bool subclasses int), which then matches
-    # nothing; numpy's bool_ reaches the engine as a boolean.
-    matched: Any = np.bool_(value) if isinstance(value, bool) else value
-    return qe.FieldCondition(key=key, match=qe.MatchValue(matched))
 
 
 class EdgeVectorStore:
@@ -125,38 +128,19 @@ class EdgeVectorStore:
                 vector[SPARSE_VECTOR] = qe.SparseVector(
                     indices=point.sparse.indices, values=point.sparse.values
                 )
-            edge_points.append(qe.Point(id=point.point_id, vector=vector, payload=point.payload))
+            edge_points.append(
+                qe.Point(id=point.point_id, vector=vector, payload=point.payload.to_store())
+            )
         await self._write(lambda shard: shard.update(qe.UpdateOperation.upsert_points(edge_points)))
 
     async def publish_document(self, document: PublishedDocument) -> None:
         """Shows the document, drops older versions and its own stale tail, atomically: all
         three run under the store's lock, so no search sees a state in between."""
-        own: list[Any] = [
-            _match("tenant_id", document.tenant_id),
-            _match("document_id", document.document_id),
-        ]
+        shown, older, tail = (edge_filter(selector) for selector in document.selections())
         operations = [
-            qe.UpdateOperation.set_payload_by_filter(qe.Filter(must=own), {"active": True}),
-            qe.UpdateOperation.delete_points_by_filter(
-                qe.Filter(
-                    must=[
-                        _match("tenant_id", document.tenant_id),
-                        _match("kb_id", document.kb_id),
-                        _match("source_key", document.source_key),
-                        qe.FieldCondition(key="version", range=qe.RangeFloat(lt=document.version)),
-                    ]
-                )
-            ),
-            qe.UpdateOperation.delete_points_by_filter(
-                qe.Filter(
-                    must=[
-                        *own,
-                        qe.FieldCondition(
-                            key="chunk_index", range=qe.RangeFloat(gte=document.keep_chunks)
-                        ),
-                    ]
-                )
-            ),
+            qe.UpdateOperation.set_payload_by_filter(shown, {"active": True}),
+            qe.UpdateOperation.delete_points_by_filter(older),
+            qe.UpdateOperation.delete_points_by_filter(tail),
         ]
 
         def apply(shard: qe.EdgeShard) -> None:
@@ -167,9 +151,7 @@ class EdgeVectorStore:
 
     async def delete_document(self, tenant_id: str, document_id: str) -> None:
         """Deletes all of a document's chunks."""
-        await self._delete_by(
-            qe.Filter(must=[_match("tenant_id", tenant_id), _match("document_id", document_id)])
-        )
+        await self._delete_by(chunks_of_document(tenant_id, document_id))
 
     async def delete_points(self, point_ids: Sequence[str]) -> None:
         """Deletes points by id."""
@@ -180,20 +162,16 @@ class EdgeVectorStore:
 
     async def delete_kb(self, tenant_id: str, kb_id: str) -> None:
         """Deletes all chunks of a knowledge base."""
-        await self._delete_by(
-            qe.Filter(must=[_match("tenant_id", tenant_id), _match("kb_id", kb_id)])
-        )
+        await self._delete_by(chunks_of_kb(tenant_id, kb_id))
 
     async def document_chunks(
         self, tenant_id: str, document_id: str, limit: int = 10_000
-    ) -> list[dict[str, Any]]:
+    ) -> list[ChunkPayload]:
         """The stored payloads of a document's chunks (active or not), by chunk index."""
-        selector = qe.Filter(
-            must=[_match("tenant_id", tenant_id), _match("document_id", document_id)]
-        )
+        selector = edge_filter(chunks_of_document(tenant_id, document_id))
 
-        def scroll(shard: qe.EdgeShard) -> list[dict[str, Any]]:
-            payloads: list[dict[str, Any]] = []
+        def scroll(shard: qe.EdgeShard) -> list[ChunkPayload]:
+            payloads: list[ChunkPayload] = []
             offset: Any = None
             while len(payloads) < limit:
                 records, offset = shard.scroll(
@@ -204,13 +182,13 @@ class EdgeVectorStore:
                         with_payload=True,
                     )
                 )
-                payloads.extend(dict(record.payload or {}) for record in records)
+                payloads.extend(ChunkPayload.from_store(record.payload) for record in records)
                 if offset is None:
                     break
             return payloads
 
         found = await self._call(scroll)
-        return sorted(found, key=lambda payload: int(payload.get("chunk_index", 0)))
+        return sorted(found, key=lambda payload: payload.chunk_index)
 
     async def search(self, query: VectorQuery) -> list[ScoredChunk]:
         """The best active chunks in scope, by cosine (dense) or BM25 (sparse)."""
@@ -223,14 +201,14 @@ class EdgeVectorStore:
             request = qe.QueryRequest(
                 limit=query.limit,
                 query=sparse,
-                filter=_scope_filter(query.scope),
+                filter=edge_filter(query.scope.filter()),
                 with_payload=True,
             )
         else:
             request = qe.QueryRequest(
                 limit=query.limit,
                 query=_dense_query(query.dense),
-                filter=_scope_filter(query.scope),
+                filter=edge_filter(query.scope.filter()),
                 score_threshold=query.score_threshold,
                 with_payload=True,
             )
@@ -249,7 +227,7 @@ class EdgeVectorStore:
         """Both retrievers' best ids and scores, in one batch call to the engine."""
         if not scope.kb_ids:
             return Rankings([], [])
-        selector = _scope_filter(scope)
+        selector = edge_filter(scope.filter())
         requests = [qe.QueryRequest(limit=depth, query=_dense_query(dense), filter=selector)]
         sparse_query = _sparse_query(sparse)
         if sparse_query is not None:
@@ -277,23 +255,9 @@ class EdgeVectorStore:
         )
         return ScoredChunk.from_records(records, dense, scope)
 
-    async def count(
-        self,
-        tenant_id: str,
-        *,
-        kb_id: str | None = None,
-        document_id: str | None = None,
-        active: bool | None = None,
-    ) -> int:
-        """How many points match (exact)."""
-        must: list[Any] = [_match("tenant_id", tenant_id)]
-        if kb_id is not None:
-            must.append(_match("kb_id", kb_id))
-        if document_id is not None:
-            must.append(_match("document_id", document_id))
-        if active is not None:
-            must.append(_match("active", active))
-        request = qe.CountRequest(filter=qe.Filter(must=must), exact=True)
+    async def count(self, selector: Filter) -> int:
+        """How many points the filter selects (exact)."""
+        request = qe.CountRequest(filter=edge_filter(selector), exact=True)
         return await self._call(lambda shard: shard.count(request))
 
     async def optimize(self) -> None:
@@ -313,9 +277,10 @@ class EdgeVectorStore:
                 shard, self._shard = self._shard, None
                 await asyncio.to_thread(_flush_and_close, shard)
 
-    async def _delete_by(self, selector: qe.Filter) -> None:
+    async def _delete_by(self, selector: Filter) -> None:
+        native = edge_filter(selector)
         await self._write(
-            lambda shard: shard.update(qe.UpdateOperation.delete_points_by_filter(selector))
+            lambda shard: shard.update(qe.UpdateOperation.delete_points_by_filter(native))
         )
 
     async def _write(self, fn: Callable[[qe.EdgeShard], T]) -> T:
@@ -366,14 +331,28 @@ def _flush_and_close(shard: qe.EdgeShard) -> None:
     shard.close()
 
 
-def _scope_filter(scope: SearchScope) -> qe.Filter:
+def edge_filter(selector: Filter) -> qe.Filter:
+    """The engine's filter for a store-neutral one: the only translation in this module."""
     return qe.Filter(
-        must=[
-            _match("tenant_id", scope.tenant_id),
-            qe.FieldCondition(key="kb_id", match=qe.MatchAny(list(scope.kb_ids))),
-            _match("active", True),
-        ]
+        must=[_edge_condition(c) for c in selector.must] or None,
+        should=[_edge_condition(c) for c in selector.should] or None,
+        must_not=[_edge_condition(c) for c in selector.must_not] or None,
     )
+
+
+def _edge_condition(condition: Condition) -> Any:
+    match condition:
+        case Match(key, value):
+            # The binding turns a Python bool into an integer (bool subclasses int), which then
+            # matches nothing; numpy's bool_ reaches the engine as a boolean.
+            matched: Any = np.bool_(value) if isinstance(value, bool) else value
+            return qe.FieldCondition(key=key, match=qe.MatchValue(matched))
+        case MatchAny(key, values):
+            return qe.FieldCondition(key=key, match=qe.MatchAny(list(values)))
+        case Range(key, gte, lt):
+            return qe.FieldCondition(key=key, range=qe.RangeFloat(gte=gte, lt=lt))
+        case Filter():
+            return edge_filter(condition)
 
 
 def _dense_query(vector: NDArray[np.float32]) -> qe.Query:

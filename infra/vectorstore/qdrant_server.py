@@ -13,7 +13,17 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from infra.errors import PermanentError, ServiceUnavailable
+from core.errors import PermanentError, ServiceUnavailable
+from core.filters import (
+    Condition,
+    Filter,
+    Match,
+    MatchAny,
+    Range,
+    SearchScope,
+    chunks_of_document,
+    chunks_of_kb,
+)
 from infra.vectorstore.base import (
     DENSE_VECTOR,
     INDEXED_BOOL_FIELDS,
@@ -25,10 +35,10 @@ from infra.vectorstore.base import (
     Rankings,
     RetrievalMode,
     ScoredChunk,
-    SearchScope,
     SparseVector,
     VectorQuery,
 )
+from schemas.chunks import ChunkPayload
 
 
 @asynccontextmanager
@@ -41,10 +51,6 @@ async def _qdrant_errors() -> AsyncIterator[None]:
         raise PermanentError(f"qdrant rejected the request: {exc}") from exc
     except (ResponseHandlingException, httpx.TransportError, ConnectionError, TimeoutError) as exc:
         raise ServiceUnavailable("qdrant", str(exc)) from exc
-
-
-def _match(key: str, value: str | bool) -> qm.FieldCondition:
-    return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
 
 
 class QdrantServerStore:
@@ -103,7 +109,9 @@ class QdrantServerStore:
                 vector[SPARSE_VECTOR] = qm.SparseVector(
                     indices=point.sparse.indices, values=point.sparse.values
                 )
-            structs.append(qm.PointStruct(id=point.point_id, vector=vector, payload=point.payload))
+            structs.append(
+                qm.PointStruct(id=point.point_id, vector=vector, payload=point.payload.to_store())
+            )
         async with _qdrant_errors():
             await self._client.upsert(self._collection, structs, wait=True)
 
@@ -113,29 +121,13 @@ class QdrantServerStore:
         The server applies the three operations in order; a search landing between the first
         two can see both versions, which the search service's version guard hides.
         """
-        own = [_match("tenant_id", document.tenant_id), _match("document_id", document.document_id)]
-        older = qm.Filter(
-            must=[
-                _match("tenant_id", document.tenant_id),
-                _match("kb_id", document.kb_id),
-                _match("source_key", document.source_key),
-                qm.FieldCondition(key="version", range=qm.Range(lt=document.version)),
-            ]
-        )
-        tail = qm.Filter(
-            must=[
-                *own,
-                qm.FieldCondition(key="chunk_index", range=qm.Range(gte=document.keep_chunks)),
-            ]
-        )
+        shown, older, tail = (qdrant_filter(selector) for selector in document.selections())
         async with _qdrant_errors():
             await self._client.batch_update_points(
                 self._collection,
                 [
                     qm.SetPayloadOperation(
-                        set_payload=qm.SetPayload(
-                            payload={"active": True}, filter=qm.Filter(must=own)
-                        )
+                        set_payload=qm.SetPayload(payload={"active": True}, filter=shown)
                     ),
                     qm.DeleteOperation(delete=qm.FilterSelector(filter=older)),
                     qm.DeleteOperation(delete=qm.FilterSelector(filter=tail)),
@@ -145,9 +137,7 @@ class QdrantServerStore:
 
     async def delete_document(self, tenant_id: str, document_id: str) -> None:
         """Deletes all of a document's chunks."""
-        await self._delete_by(
-            qm.Filter(must=[_match("tenant_id", tenant_id), _match("document_id", document_id)])
-        )
+        await self._delete_by(chunks_of_document(tenant_id, document_id))
 
     async def delete_points(self, point_ids: Sequence[str]) -> None:
         """Deletes points by id."""
@@ -160,18 +150,14 @@ class QdrantServerStore:
 
     async def delete_kb(self, tenant_id: str, kb_id: str) -> None:
         """Deletes all chunks of a knowledge base."""
-        await self._delete_by(
-            qm.Filter(must=[_match("tenant_id", tenant_id), _match("kb_id", kb_id)])
-        )
+        await self._delete_by(chunks_of_kb(tenant_id, kb_id))
 
     async def document_chunks(
         self, tenant_id: str, document_id: str, limit: int = 10_000
-    ) -> list[dict[str, Any]]:
+    ) -> list[ChunkPayload]:
         """The stored payloads of a document's chunks (active or not), by chunk index."""
-        selector = qm.Filter(
-            must=[_match("tenant_id", tenant_id), _match("document_id", document_id)]
-        )
-        payloads: list[dict[str, Any]] = []
+        selector = qdrant_filter(chunks_of_document(tenant_id, document_id))
+        payloads: list[ChunkPayload] = []
         offset: Any = None
         async with _qdrant_errors():
             while len(payloads) < limit:
@@ -182,10 +168,10 @@ class QdrantServerStore:
                     offset=offset,
                     with_payload=True,
                 )
-                payloads.extend(dict(record.payload or {}) for record in records)
+                payloads.extend(ChunkPayload.from_store(record.payload) for record in records)
                 if offset is None:
                     break
-        return sorted(payloads, key=lambda payload: int(payload.get("chunk_index", 0)))
+        return sorted(payloads, key=lambda payload: payload.chunk_index)
 
     async def search(self, query: VectorQuery) -> list[ScoredChunk]:
         """The best active chunks in scope, by cosine (dense) or BM25 (sparse)."""
@@ -200,7 +186,7 @@ class QdrantServerStore:
                     self._collection,
                     query=sparse,
                     using=SPARSE_VECTOR,
-                    query_filter=_scope_filter(query.scope),
+                    query_filter=qdrant_filter(query.scope.filter()),
                     limit=query.limit,
                     with_payload=True,
                 )
@@ -210,7 +196,7 @@ class QdrantServerStore:
                     self._collection,
                     query=query.dense.tolist(),
                     using=DENSE_VECTOR,
-                    query_filter=_scope_filter(query.scope),
+                    query_filter=qdrant_filter(query.scope.filter()),
                     limit=query.limit,
                     score_threshold=query.score_threshold,
                     with_payload=True,
@@ -229,7 +215,7 @@ class QdrantServerStore:
         """Both retrievers' best ids and scores, in one batch request."""
         if not scope.kb_ids:
             return Rankings([], [])
-        selector = _scope_filter(scope)
+        selector = qdrant_filter(scope.filter())
         requests = [
             qm.QueryRequest(query=dense.tolist(), using=DENSE_VECTOR, filter=selector, limit=depth)
         ]
@@ -272,25 +258,11 @@ class QdrantServerStore:
             )
         return ScoredChunk.from_records(records, dense, scope)
 
-    async def count(
-        self,
-        tenant_id: str,
-        *,
-        kb_id: str | None = None,
-        document_id: str | None = None,
-        active: bool | None = None,
-    ) -> int:
-        """How many points match (exact)."""
-        must = [_match("tenant_id", tenant_id)]
-        if kb_id is not None:
-            must.append(_match("kb_id", kb_id))
-        if document_id is not None:
-            must.append(_match("document_id", document_id))
-        if active is not None:
-            must.append(_match("active", active))
+    async def count(self, selector: Filter) -> int:
+        """How many points the filter selects (exact)."""
         async with _qdrant_errors():
             result = await self._client.count(
-                self._collection, count_filter=qm.Filter(must=list(must)), exact=True
+                self._collection, count_filter=qdrant_filter(selector), exact=True
             )
         return result.count
 
@@ -298,21 +270,32 @@ class QdrantServerStore:
         """Closes the client."""
         await self._client.close()
 
-    async def _delete_by(self, selector: qm.Filter) -> None:
+    async def _delete_by(self, selector: Filter) -> None:
         async with _qdrant_errors():
             await self._client.delete(
-                self._collection, qm.FilterSelector(filter=selector), wait=True
+                self._collection, qm.FilterSelector(filter=qdrant_filter(selector)), wait=True
             )
 
 
-def _scope_filter(scope: SearchScope) -> qm.Filter:
+def qdrant_filter(selector: Filter) -> qm.Filter:
+    """The server's filter for a store-neutral one: the only translation in this module."""
     return qm.Filter(
-        must=[
-            _match("tenant_id", scope.tenant_id),
-            qm.FieldCondition(key="kb_id", match=qm.MatchAny(any=list(scope.kb_ids))),
-            _match("active", True),
-        ]
+        must=[_qdrant_condition(c) for c in selector.must] or None,
+        should=[_qdrant_condition(c) for c in selector.should] or None,
+        must_not=[_qdrant_condition(c) for c in selector.must_not] or None,
     )
+
+
+def _qdrant_condition(condition: Condition) -> qm.Condition:
+    match condition:
+        case Match(key, value):
+            return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
+        case MatchAny(key, values):
+            return qm.FieldCondition(key=key, match=qm.MatchAny(any=list(values)))
+        case Range(key, gte, lt):
+            return qm.FieldCondition(key=key, range=qm.Range(gte=gte, lt=lt))
+        case Filter():
+            return qdrant_filter(condition)
 
 
 def _sparse_vector(sparse: SparseVector | None) -> qm.SparseVector | None:

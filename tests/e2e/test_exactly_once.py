@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from core.filters import chunks_where
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import DOCUMENTS, ORIGINALS_BUCKET, Database, connect
 from infra.vectorstore.edge import EdgeVectorStore
@@ -449,13 +450,17 @@ async def test_the_vector_store_holds_exactly_what_mongo_says(
     try:
         assert EXPECTED_POINTS
         for document_id, (tenant, points) in EXPECTED_POINTS.items():
-            assert await store.count(tenant, document_id=document_id) == points, document_id
+            assert await store.count(chunks_where(tenant, document_id=document_id)) == points, (
+                document_id
+            )
         for document_id, record in documents.items():
             if record["parse_status"] == "indexed":
-                stored = await store.count(record["tenant_id"], document_id=document_id)
+                stored = await store.count(
+                    chunks_where(record["tenant_id"], document_id=document_id)
+                )
                 assert stored == record["chunk_count"], document_id
                 active = await store.count(
-                    record["tenant_id"], document_id=document_id, active=True
+                    chunks_where(record["tenant_id"], document_id=document_id, active=True)
                 )
                 assert active == stored
     finally:

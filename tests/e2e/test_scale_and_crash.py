@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from core.filters import chunks_where
 from infra.vectorstore.edge import EdgeVectorStore
 from tests.conftest import FIXTURES, RunningPipeline, own_stack
 from tests.e2e.client import Api
@@ -102,11 +103,15 @@ async def test_load_is_shared_and_a_killed_worker_loses_nothing(
     await store.ensure_collection()
     try:
         for name, state in states.items():
-            assert await store.count("default", document_id=state["id"]) == expected[name], name
             assert (
-                await store.count("default", document_id=state["id"], active=True) == expected[name]
+                await store.count(chunks_where("default", document_id=state["id"]))
+                == expected[name]
+            ), name
+            assert (
+                await store.count(chunks_where("default", document_id=state["id"], active=True))
+                == expected[name]
             )
-        assert await store.count("default", kb_id=kb["id"]) == sum(expected.values())
+        assert await store.count(chunks_where("default", kb_id=kb["id"])) == sum(expected.values())
     finally:
         await store.close()
 

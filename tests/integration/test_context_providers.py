@@ -15,6 +15,7 @@ import pytest
 from prometheus_client import REGISTRY
 from pydantic import SecretStr
 
+from core.errors import ServiceUnavailable
 from infra.blob_store import BlobStore
 from infra.context.base import (
     ContextProvider,
@@ -27,7 +28,6 @@ from infra.context.factory import build_context_provider
 from infra.documents import DocumentRepository
 from infra.embedding.base import Embedder
 from infra.embedding_cache import EmbeddingCache
-from infra.errors import ServiceUnavailable
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database, connect
 from infra.settings import ChunkingSettings, ContextualSettings, MongoSettings

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from pydantic import SecretStr
 
+from core.errors import PermanentError, ServiceUnavailable
 from infra.embedding.base import Embedder
 from infra.embedding.gemini import GeminiEmbedder
-from infra.errors import PermanentError, ServiceUnavailable
 from infra.settings import EmbeddingSettings
 from tests.local_http import JsonHandler, serving
 

@@ -10,22 +10,18 @@ import pytest
 import redis.asyncio as redis
 from numpy.typing import NDArray
 
-from api.services.fusion import FusionParams
-from api.services.retrieval import Retrieved, Retriever
+from core.filters import SearchScope
+from devstack.launcher import LocalServices
 from infra.embedding.base import Embedder
-from infra.local_stack import LocalServices
 from infra.search_cache import SearchCache
 from infra.settings import SearchSettings
 from infra.sparse import SparseEncoder
-from infra.vectorstore.base import (
-    ChunkPoint,
-    Rankings,
-    RetrievalMode,
-    SearchScope,
-    SparseVector,
-)
+from infra.vectorstore.base import ChunkPoint, Rankings, RetrievalMode, SparseVector
 from infra.vectorstore.edge import EdgeVectorStore
+from schemas.chunks import ChunkPayload
 from schemas.domain import chunk_point_id
+from services.search.fusion import FusionParams
+from services.search.retrieval import Retrieved, Retriever
 
 TOPICS = [
     "restart the router after a firmware update",
@@ -73,14 +69,14 @@ async def store(tmp_path: Path, embedder: Embedder) -> AsyncIterator[CountingSto
                 point_id=chunk_point_id("doc_manual", index),
                 dense=vectors[index],
                 sparse=encoder.document(text),
-                payload={
-                    "tenant_id": "t1",
-                    "kb_id": "kb1",
-                    "document_id": "doc_manual",
-                    "chunk_index": index,
-                    "chunk_text": text,
-                    "active": True,
-                },
+                payload=ChunkPayload(
+                    tenant_id="t1",
+                    kb_id="kb1",
+                    document_id="doc_manual",
+                    chunk_index=index,
+                    chunk_text=text,
+                    active=True,
+                ),
             )
             for index, text in enumerate(TOPICS)
         ]

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from qdrant_client import AsyncQdrantClient
 
+from core.filters import SearchScope, chunks_where
 from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database
-from infra.vectorstore.base import SearchScope, VectorQuery, VectorStore
+from infra.vectorstore.base import VectorQuery, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
 from infra.vectorstore.qdrant_server import QdrantServerStore
 from schemas.domain import ChunkRecord, Document, ParseStatus, file_source_key
@@ -74,7 +75,7 @@ class Stage:
                 limit=100,
             )
         )
-        return {str(hit.payload["document_id"]) for hit in hits}
+        return {str(hit.payload.document_id) for hit in hits}
 
 
 def _batches(document: Document, chunks: int = 7) -> list[ChunkBatchEmbedded]:
@@ -116,15 +117,15 @@ async def test_a_document_becomes_searchable_only_when_complete(
     # The last batch arrives first (batches travel on different partitions) ...
     assert not (await stage.handler(last)).finished_document
     assert await stage.visible(kb.id) == set()
-    assert await store.count("acme", document_id=document.id, active=False) == 3
+    assert await store.count(chunks_where("acme", document_id=document.id, active=False)) == 3
     # ... and the document appears whole when the other one is in.
     assert (await stage.handler(first)).finished_document
     assert await stage.visible(kb.id) == {document.id}
-    assert await store.count("acme", document_id=document.id, active=True) == 7
+    assert await store.count(chunks_where("acme", document_id=document.id, active=True)) == 7
     # Replaying either batch changes nothing: no duplicates, no recount.
     for batch in (first, last):
         assert (await stage.handler(batch)).skipped
-    assert await store.count("acme", document_id=document.id) == 7
+    assert await store.count(chunks_where("acme", document_id=document.id)) == 7
     finished = await stage.documents.find(document.id)
     assert finished is not None
     assert finished.parse_status is ParseStatus.INDEXED
@@ -133,8 +134,13 @@ async def test_a_document_becomes_searchable_only_when_complete(
     hit = (await store.search(
         VectorQuery(SearchScope("acme", (kb.id,)), np.ones(DIM, dtype=np.float32), limit=1)
     ))[0]  # fmt: skip
-    for field in ("document_title", "page", "start", "end", "chunk_id", "source_name", "version"):
-        assert field in hit.payload
+    assert hit.payload.document_id == document.id
+    assert hit.payload.chunk_id.startswith(f"{document.id}_chunk_")
+    assert hit.payload.document_title
+    assert hit.payload.source_name
+    assert hit.payload.version == document.version
+    assert hit.payload.end is not None
+    assert hit.payload.start is not None
 
 
 async def test_a_new_version_replaces_the_old_one_when_it_is_complete(
@@ -153,7 +159,7 @@ async def test_a_new_version_replaces_the_old_one_when_it_is_complete(
     assert await stage.visible(kb.id) == {old.id}
     await stage.handler(last)
     assert await stage.visible(kb.id) == {new.id}
-    assert await store.count("acme", document_id=old.id) == 0
+    assert await store.count(chunks_where("acme", document_id=old.id)) == 0
     assert await stage.documents.find(old.id) is None
     counted = await stage.kbs.get("acme", kb.id)
     assert (counted.document_count, counted.chunk_count) == (1, 5)
@@ -173,7 +179,7 @@ async def test_an_older_version_finishing_late_is_dropped(db: Database, store: V
     # The older version completes after the newer one went live: it never shows.
     assert (await stage.handler(slow_batches[1])).skipped
     assert await stage.visible(kb.id) == {fast.id}
-    assert await store.count("acme", document_id=slow.id) == 0
+    assert await store.count(chunks_where("acme", document_id=slow.id)) == 0
     assert await stage.documents.find(slow.id) is None
     counted = await stage.kbs.get("acme", kb.id)
     assert (counted.document_count, counted.chunk_count) == (1, 7)
@@ -187,4 +193,4 @@ async def test_a_batch_for_a_deleted_document_leaves_no_points(
     document = await stage.document(kb.id)
     await stage.documents.begin_delete("acme", kb.id, document.id)
     assert (await stage.handler(_batches(document)[1])).skipped
-    assert await store.count("acme", document_id=document.id) == 0
+    assert await store.count(chunks_where("acme", document_id=document.id)) == 0

@@ -11,13 +11,13 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from pymongo import AsyncMongoClient
 
+from core.errors import NotFound, ServiceUnavailable
+from devstack.launcher import LocalServices
 from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
-from infra.errors import NotFound, ServiceUnavailable
 from infra.kafka import build_broker, ensure_topics
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
-from infra.local_stack import LocalServices
 from infra.mongo import Database, ensure_indexes
 from schemas.domain import Document, ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import DocumentUploaded

@@ -7,7 +7,7 @@ import io
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from infra.errors import ExtractionFailed
+from core.errors import ExtractionFailed
 from workers.extract.extractors import extract
 from workers.extract.pdf import OcrPolicy
 

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient
 
+from core.errors import NotFound
+from devstack.launcher import LocalServices
 from infra.documents import DocumentRepository
-from infra.errors import NotFound
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle, Finished
-from infra.local_stack import LocalServices
 from infra.mongo import Database, ensure_indexes
 from infra.tokens import TokenRepository
 from schemas.domain import (

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import pytest
 
+from core.errors import ExtractionFailed, ServiceUnavailable
 from infra.documents import DocumentRepository
-from infra.errors import ExtractionFailed, ServiceUnavailable
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database

@@ -13,19 +13,20 @@ import numpy as np
 import pytest
 from qdrant_client import AsyncQdrantClient
 
-from infra.errors import PermanentError
+from core.errors import PermanentError
+from core.filters import Filter, Match, MatchAny, Range, SearchScope, chunks_where
 from infra.sparse import SparseEncoder, term_index
 from infra.vectorstore.base import (
     ChunkPoint,
     PublishedDocument,
     RetrievalMode,
     ScoredChunk,
-    SearchScope,
     VectorQuery,
     VectorStore,
 )
 from infra.vectorstore.edge import EdgeVectorStore
 from infra.vectorstore.qdrant_server import QdrantServerStore
+from schemas.chunks import ChunkPayload
 from schemas.domain import chunk_point_id
 
 DIM = 8
@@ -50,16 +51,16 @@ def _point(
     return ChunkPoint(
         point_id=chunk_point_id(doc, index),
         dense=_unit(seed if seed is not None else hash((doc, index)) % 10_000),
-        payload={
-            "tenant_id": tenant,
-            "kb_id": kb,
-            "document_id": doc,
-            "chunk_index": index,
-            "chunk_text": f"{doc} chunk {index}",
-            "active": active,
-            "source_key": source,
-            "version": version,
-        },
+        payload=ChunkPayload(
+            tenant_id=tenant,
+            kb_id=kb,
+            document_id=doc,
+            chunk_index=index,
+            chunk_text=f"{doc} chunk {index}",
+            active=active,
+            source_key=source,
+            version=version,
+        ),
     )
 
 
@@ -81,7 +82,7 @@ def _query(tenant: str, kbs: tuple[str, ...], vector: np.ndarray, limit: int = 1
 
 
 def _docs(hits: list[ScoredChunk]) -> set[str]:
-    return {str(h.payload["document_id"]) for h in hits}
+    return {str(h.payload.document_id) for h in hits}
 
 
 @pytest.fixture(params=["edge", "qdrant"])
@@ -100,7 +101,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 async def test_search_returns_nearest_first_with_cosine_scores(store: VectorStore) -> None:
     await store.upsert([_point("t1", "kb1", "doc_a", i, seed=i) for i in range(5)])
     hits = await store.search(_query("t1", ("kb1",), _unit(3)))
-    assert hits[0].payload["chunk_index"] == 3
+    assert hits[0].payload.chunk_index == 3
     assert hits[0].score == pytest.approx(1.0, abs=1e-4)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert hits[0].point_id == chunk_point_id("doc_a", 3)
@@ -124,10 +125,10 @@ async def test_search_sees_only_its_tenant_and_kbs(store: VectorStore) -> None:
 async def test_inactive_chunks_are_hidden_until_published(store: VectorStore) -> None:
     await store.upsert([_point("t1", "kb1", "doc_a", i, active=False) for i in range(3)])
     assert await store.search(_query("t1", ("kb1",), _unit(1))) == []
-    assert await store.count("t1", document_id="doc_a", active=False) == 3
+    assert await store.count(chunks_where("t1", document_id="doc_a", active=False)) == 3
     await store.publish_document(_published("doc_a"))
     assert len(await store.search(_query("t1", ("kb1",), _unit(1)))) == 3
-    assert await store.count("t1", document_id="doc_a", active=True) == 3
+    assert await store.count(chunks_where("t1", document_id="doc_a", active=True)) == 3
 
 
 async def test_publishing_a_version_removes_older_versions_only(store: VectorStore) -> None:
@@ -140,25 +141,25 @@ async def test_publishing_a_version_removes_older_versions_only(store: VectorSto
         + [_point("t2", "kb1", "doc_t2", 0, version=1)]
     )
     await store.publish_document(_published("doc_v2", version=2))
-    assert await store.count("t1", document_id="doc_v1") == 0
-    assert await store.count("t1", document_id="doc_v2", active=True) == 2
+    assert await store.count(chunks_where("t1", document_id="doc_v1")) == 0
+    assert await store.count(chunks_where("t1", document_id="doc_v2", active=True)) == 2
     # A newer version still being written, other sources, KBs and tenants are untouched.
-    assert await store.count("t1", document_id="doc_v3", active=False) == 2
-    assert await store.count("t1", document_id="doc_other") == 1
-    assert await store.count("t1", document_id="doc_kb2") == 1
-    assert await store.count("t2", document_id="doc_t2") == 1
+    assert await store.count(chunks_where("t1", document_id="doc_v3", active=False)) == 2
+    assert await store.count(chunks_where("t1", document_id="doc_other")) == 1
+    assert await store.count(chunks_where("t1", document_id="doc_kb2")) == 1
+    assert await store.count(chunks_where("t2", document_id="doc_t2")) == 1
 
 
 async def test_publishing_is_scoped_to_the_tenant(store: VectorStore) -> None:
     await store.upsert([_point("t2", "kb1", "doc_a", 0, active=False)])
     await store.publish_document(_published("doc_a"))
-    assert await store.count("t2", document_id="doc_a", active=True) == 0
+    assert await store.count(chunks_where("t2", document_id="doc_a", active=True)) == 0
 
 
 async def test_upserting_the_same_chunk_overwrites_it(store: VectorStore) -> None:
     await store.upsert([_point("t1", "kb1", "doc_a", 0, seed=1)])
     await store.upsert([_point("t1", "kb1", "doc_a", 0, seed=2)])
-    assert await store.count("t1", document_id="doc_a") == 1
+    assert await store.count(chunks_where("t1", document_id="doc_a")) == 1
     hits = await store.search(_query("t1", ("kb1",), _unit(2)))
     assert hits[0].score == pytest.approx(1.0, abs=1e-4)
 
@@ -171,20 +172,20 @@ async def test_delete_document_and_points_and_kb(store: VectorStore) -> None:
         + [_point("t2", "kb1", "doc_a", 0)]
     )
     await store.delete_document("t1", "doc_a")
-    assert await store.count("t1", document_id="doc_a") == 0
-    assert await store.count("t2", document_id="doc_a") == 1
+    assert await store.count(chunks_where("t1", document_id="doc_a")) == 0
+    assert await store.count(chunks_where("t2", document_id="doc_a")) == 1
     await store.delete_points([chunk_point_id("doc_b", 0)])
-    assert await store.count("t1", document_id="doc_b") == 1
+    assert await store.count(chunks_where("t1", document_id="doc_b")) == 1
     await store.delete_kb("t1", "kb1")
-    assert await store.count("t1", kb_id="kb1") == 0
-    assert await store.count("t1", kb_id="kb2") == 1
+    assert await store.count(chunks_where("t1", kb_id="kb1")) == 0
+    assert await store.count(chunks_where("t1", kb_id="kb2")) == 1
 
 
 async def test_publishing_removes_the_tail_of_an_earlier_longer_run(store: VectorStore) -> None:
     await store.upsert([_point("t1", "kb1", "doc_a", i) for i in range(6)])
     await store.publish_document(_published("doc_a", keep=4))
     hits = await store.search(_query("t1", ("kb1",), _unit(0)))
-    assert sorted(int(h.payload["chunk_index"]) for h in hits) == [0, 1, 2, 3]
+    assert sorted(int(h.payload.chunk_index) for h in hits) == [0, 1, 2, 3]
 
 
 async def test_score_threshold_drops_weak_matches(store: VectorStore) -> None:
@@ -193,26 +194,28 @@ async def test_score_threshold_drops_weak_matches(store: VectorStore) -> None:
         scope=SearchScope("t1", ("kb1",)), dense=_unit(3), limit=10, score_threshold=0.99
     )
     hits = await store.search(query)
-    assert [h.payload["chunk_index"] for h in hits] == [3]
+    assert [h.payload.chunk_index for h in hits] == [3]
 
 
 async def test_payload_round_trips(store: VectorStore) -> None:
     point = _point("t1", "kb1", "doc_a", 0)
-    point.payload.update({"page": 7, "heading_path": ["A", "B"], "source_name": "ü.pdf"})
-    await store.upsert([point])
+    cited = point.payload.model_copy(
+        update={"page": 7, "heading_path": ["A", "B"], "source_name": "ü.pdf"}
+    )
+    await store.upsert([ChunkPoint(point.point_id, point.dense, cited)])
     hit = (await store.search(_query("t1", ("kb1",), _unit(1))))[0]
-    assert hit.payload["page"] == 7
-    assert hit.payload["heading_path"] == ["A", "B"]
-    assert hit.payload["source_name"] == "ü.pdf"
-    assert hit.payload["active"] is True
+    assert hit.payload.page == 7
+    assert hit.payload.heading_path == ["A", "B"]
+    assert hit.payload.source_name == "ü.pdf"
+    assert hit.payload.active is True
 
 
 async def test_document_chunks_lists_a_documents_payloads(store: VectorStore) -> None:
     await store.upsert([_point("t1", "kb1", "doc_a", i, active=i < 300) for i in range(600)])
     await store.upsert([_point("t1", "kb1", "doc_b", 0)])
     chunks = await store.document_chunks("t1", "doc_a")
-    assert [c["chunk_index"] for c in chunks] == list(range(600))
-    assert sum(1 for c in chunks if c["active"]) == 300
+    assert [c.chunk_index for c in chunks] == list(range(600))
+    assert sum(1 for c in chunks if c.active) == 300
     assert len(await store.document_chunks("t1", "doc_a", limit=10)) == 10
     assert await store.document_chunks("t3", "doc_a") == []
 
@@ -240,7 +243,7 @@ async def test_sparse_search_ranks_by_bm25_within_scope(store: VectorStore) -> N
         sparse=encoder.query("XJ-4471 router"),
     )
     hits = await store.search(query)
-    assert [h.payload["document_id"] for h in hits] == ["doc_rare", "doc_common"]
+    assert [h.payload.document_id for h in hits] == ["doc_rare", "doc_common"]
     assert hits[0].score > hits[1].score > 0
     empty = VectorQuery(
         scope=SearchScope("t1", ("kb1",)), dense=_unit(9), limit=5,
@@ -321,11 +324,11 @@ async def test_fetch_gives_payload_cosine_and_terms_of_the_points_in_scope_only(
         for doc in ("doc_lexical", "doc_dense", "doc_foreign", "doc_other_kb", "doc_never_stored")
     ]
     fetched = await store.fetch(SearchScope("t1", ("kb1",)), [*wanted, hidden.point_id], _unit(7))
-    by_doc = {chunk.payload["document_id"]: chunk for chunk in fetched}
+    by_doc = {chunk.payload.document_id: chunk for chunk in fetched}
     assert set(by_doc) == {"doc_dense", "doc_lexical"}
     assert by_doc["doc_dense"].score == pytest.approx(1.0, abs=1e-4)
     assert by_doc["doc_lexical"].score == pytest.approx(float(_unit(8) @ _unit(7)), abs=1e-4)
-    assert by_doc["doc_lexical"].payload["chunk_text"] == "doc_lexical chunk 0"
+    assert by_doc["doc_lexical"].payload.chunk_text == "doc_lexical chunk 0"
     # Which terms each chunk holds, as indices of its sparse vector.
     assert term_index("zebrafinch") in by_doc["doc_lexical"].terms
     assert term_index("zebrafinch") not in by_doc["doc_dense"].terms
@@ -340,7 +343,7 @@ async def test_embedded_store_keeps_points_across_restarts(tmp_path: Path) -> No
     await first.close()
     second = EdgeVectorStore(tmp_path / "v", DIM)
     await second.ensure_collection()
-    assert await second.count("t1", document_id="doc_a") == 3
+    assert await second.count(chunks_where("t1", document_id="doc_a")) == 3
     await second.close()
 
 
@@ -368,3 +371,56 @@ async def test_embedded_store_optimises_when_idle(tmp_path: Path) -> None:
     await store.optimize()
     assert len(await store.search(_query("t1", ("kb1",), _unit(1), limit=50))) == 50
     await store.close()
+
+
+def _varied_points() -> list[ChunkPoint]:
+    points = []
+    for n in range(24):
+        point = _point(
+            f"t{n % 2}",
+            f"kb{n % 3}",
+            f"doc_{n % 5}",
+            n,
+            active=n % 4 != 0,
+            source=f"file:{n % 2}.txt",
+            version=n % 3 + 1,
+        )
+        headings = [["Install", "Setup"], ["Usage"], []][n % 3]
+        varied = point.payload.model_copy(update={"heading_path": headings, "page": n % 7})
+        points.append(ChunkPoint(point.point_id, point.dense, varied))
+    return points
+
+
+FILTERS = [
+    Filter(),
+    SearchScope("t1", ("kb0", "kb2")).filter(),
+    Filter(must=(Match("active", False),)),
+    Filter(should=(Match("kb_id", "kb1"), Range("version", gte=3))),
+    Filter(must_not=(Match("document_id", "doc_1"), Match("active", True))),
+    Filter(must=(Match("heading_path", "Setup"),)),
+    Filter(must=(MatchAny("heading_path", ("Usage", "Install")), Range("page", gte=2, lt=5))),
+    Filter(
+        must=(
+            Match("tenant_id", "t0"),
+            Filter(
+                should=(
+                    Match("source_key", "file:0.txt"),
+                    Filter(must_not=(Match("kb_id", "kb0"),)),
+                )
+            ),
+        )
+    ),
+    Filter(must=(Range("chunk_index", lt=10), Filter(should=(Match("version", 2),)))),
+]
+
+
+@pytest.mark.parametrize("selector", FILTERS, ids=range(len(FILTERS)))
+async def test_the_store_selects_what_the_filter_model_matches(
+    store: VectorStore, selector: Filter
+) -> None:
+    # One filter model, translated by each backend: the store agrees with `Filter.matches`.
+    points = _varied_points()
+    await store.upsert(points)
+    expected = sum(1 for point in points if selector.matches(point.payload.to_store()))
+    assert 0 < expected < len(points) or selector == Filter()
+    assert await store.count(selector) == expected

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from api.services.duplicates import overlap, shingles
-from api.services.shaping import Passage, assemble
+from schemas.chunks import ChunkPayload
+from services.search.duplicates import overlap, shingles
+from services.search.shaping import Passage, assemble
 
 POLICY = (
     "Every package must have a maintainer field. The maintainer is responsible for the "
@@ -29,13 +30,16 @@ OTHER = (
 
 def _passage(document: str, text: str, rank: int, index: int = 0) -> Passage:
     return Passage(
-        payload={
-            "document_id": document,
-            "document_title": f"Title of {document}",
-            "source_name": f"{document}.pdf",
-            "kb_id": "kb1",
-            "page": index + 1,
-        },
+        payload=ChunkPayload(
+            tenant_id="t1",
+            document_id=document,
+            chunk_index=index,
+            chunk_text=text,
+            document_title=f"Title of {document}",
+            source_name=f"{document}.pdf",
+            kb_id="kb1",
+            page=index + 1,
+        ),
         text=text,
         score=1.0 / (rank + 1),
         first_index=index,
@@ -77,7 +81,7 @@ def test_copies_fold_into_the_best_ranked_and_the_list_is_refilled() -> None:
         _passage("faq", "Parking is free for visitors who register at the front desk.", 6),
     ]
     kept = assemble(passages, limit=3, copy_threshold=0.5, max_chunks=3)
-    assert [(p.payload["document_id"], p.first_index) for p in kept] == [
+    assert [(p.payload.document_id, p.first_index) for p in kept] == [
         ("pdf", 0),
         ("pdf", 4),
         ("notes", 0),

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from api.services.evaluation import Expectation, mean_scores, score_case
 from schemas.search import AlsoIn, SearchHit
+from services.evaluation import Expectation, mean_scores, score_case
 
 
 def _hit(document_id: str, text: str, also_in: tuple[str, ...] = ()) -> SearchHit:

@@ -8,7 +8,7 @@ from pathlib import Path
 import docx
 import pytest
 
-from infra.errors import ExtractionFailed, UnsupportedDocumentType
+from core.errors import ExtractionFailed, UnsupportedDocumentType
 from tests.conftest import FIXTURES
 from workers.extract.extractors import extract
 

@@ -9,7 +9,7 @@ from email.message import EmailMessage
 import docx
 import pytest
 
-from infra.errors import ExtractionFailed
+from core.errors import ExtractionFailed
 from schemas.domain import ExtractedDocument
 from tests.conftest import FIXTURES
 from workers.chunk.chunking import chunk_document, normalize_whitespace

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from api.services.fusion import FusionMethod, FusionParams, fuse
 from infra.vectorstore.base import Rankings
+from services.search.fusion import FusionMethod, FusionParams, fuse
 
 CONVEX = FusionParams(method=FusionMethod.CONVEX, dense_weight=0.5)
 RRF = FusionParams(method=FusionMethod.RRF, rrf_k=60)

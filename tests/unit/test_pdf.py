@@ -10,7 +10,7 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 from pypdf.constants import UserAccessPermissions
 
-from infra.errors import ExtractionFailed
+from core.errors import ExtractionFailed
 from tests.conftest import FIXTURES
 from workers.extract.extractors import extract, open_extraction
 from workers.extract.pdf import ENCRYPTED

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
-from api.services.shaping import (
+from infra.vectorstore.base import ScoredChunk
+from schemas.chunks import ChunkPayload
+from services.search.shaping import (
     Passage,
     assemble,
     estimate_tokens,
     newest_versions,
     within_budget,
 )
-from infra.vectorstore.base import ScoredChunk
 
 
 def _chunk(document: str, source: str, version: int, kb: str = "kb1") -> ScoredChunk:
     return ScoredChunk(
         point_id=f"{document}-{version}",
         score=0.5,
-        payload={"document_id": document, "kb_id": kb, "source_key": source, "version": version},
+        payload=ChunkPayload(
+            tenant_id="t1",
+            kb_id=kb,
+            document_id=document,
+            source_key=source,
+            version=version,
+            chunk_index=0,
+            chunk_text="",
+        ),
     )
 
 
@@ -28,13 +37,15 @@ def test_one_answer_holds_one_version_of_a_source() -> None:
         _chunk("other", "file:b.pdf", 1),
         _chunk("same-name-other-kb", "file:a.pdf", 1, kb="kb2"),
     ]
-    kept = [h.payload["document_id"] for h in newest_versions(hits)]
+    kept = [h.payload.document_id for h in newest_versions(hits)]
     assert kept == ["new", "other", "same-name-other-kb"]
 
 
 def _passage(document: str, index: int, text: str, start: int, rank: int) -> Passage:
     return Passage(
-        payload={"document_id": document},
+        payload=ChunkPayload(
+            tenant_id="t1", kb_id="kb1", document_id=document, chunk_index=index, chunk_text=text
+        ),
         text=text,
         score=1.0 / (rank + 1),
         first_index=index,
@@ -55,7 +66,7 @@ def test_neighbouring_chunks_merge_without_their_overlap() -> None:
         _passage("e", 1, "Another document.", 0, rank=3),
     ]
     merged = assemble(sorted(chunks, key=lambda p: p.rank), 4, copy_threshold=0.5, max_chunks=3)
-    assert [(p.payload["document_id"], p.first_index, p.last_index) for p in merged] == [
+    assert [(p.payload.document_id, p.first_index, p.last_index) for p in merged] == [
         ("d", 0, 1),
         ("d", 3, 3),
         ("e", 1, 1),
@@ -89,7 +100,7 @@ def test_merged_neighbours_are_capped_and_copies_refill_the_answer() -> None:
     ]
     kept = assemble(ranked, limit=3, copy_threshold=0.5, max_chunks=3)
     # d's chunks 0-2 merge (the cap), t's copies fold into them, then 3-5 and 6-8.
-    assert [(p.payload["document_id"], p.first_index, p.last_index) for p in kept] == [
+    assert [(p.payload.document_id, p.first_index, p.last_index) for p in kept] == [
         ("d", 0, 2),
         ("d", 3, 5),
         ("d", 6, 8),
@@ -110,7 +121,7 @@ def test_a_grown_passage_takes_in_a_copy_it_now_holds() -> None:
         _passage("d", 1, second, text.index(second), rank=2),
     ]
     kept = assemble(ranked, limit=4, copy_threshold=0.5, max_chunks=3)
-    assert [(p.payload["document_id"], p.first_index, p.last_index) for p in kept] == [("d", 0, 1)]
+    assert [(p.payload.document_id, p.first_index, p.last_index) for p in kept] == [("d", 0, 1)]
     assert [(copy.document_id, copy.chunk_index) for copy in kept[0].also_in] == [("t", 3)]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
-from infra.errors import ExtractionFailed, PermanentError
+from core.errors import ExtractionFailed, PermanentError
 from infra.settings import ChunkingSettings
 from schemas.domain import ChunkingProgress, ChunkRecord, ParseStatus
 from schemas.events import ChunkBatchReady, DocumentExtracted

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from infra.errors import ExtractionFailed, UnsupportedDocumentType
+from core.errors import ExtractionFailed, UnsupportedDocumentType
 from schemas.domain import ExtractedDocument, TextSegment
 from schemas.formats import SUPPORTED_EXTENSIONS, extension_of
 from workers.extract.mail import extract_eml

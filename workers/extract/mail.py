@@ -7,7 +7,7 @@ from email import policy
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
 
-from infra.errors import ExtractionFailed, PermanentError
+from core.errors import ExtractionFailed, PermanentError
 from schemas.domain import TextSegment
 from schemas.formats import is_supported
 from workers.extract.stream import ExtractionStream, stem

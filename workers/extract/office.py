@@ -8,7 +8,7 @@ import zipfile
 from collections.abc import Iterator
 from typing import Any
 
-from infra.errors import ExtractionFailed
+from core.errors import ExtractionFailed
 from schemas.domain import TextSegment
 from workers.extract.stream import ExtractionStream, stem
 

@@ -20,7 +20,7 @@ import numpy.typing as npt
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from infra.errors import ExtractionFailed
+from core.errors import ExtractionFailed
 from schemas.domain import TextSegment
 from workers.extract import ocr
 from workers.extract.stream import ExtractionStream, stem

@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 
 from charset_normalizer import from_bytes
 
-from infra.errors import ExtractionFailed
+from core.errors import ExtractionFailed
 from schemas.domain import TextSegment
 
 _BOMS: tuple[tuple[bytes, str], ...] = (

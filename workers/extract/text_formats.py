@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from infra.errors import ExtractionFailed
+from core.errors import ExtractionFailed
 from schemas.domain import TextSegment
 from workers.extract.stream import ExtractionStream, decode_text, stem
 

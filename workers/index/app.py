@@ -10,7 +10,7 @@ from contextlib import AsyncExitStack
 
 from faststream import FastStream
 
-from infra.errors import PermanentError
+from core.errors import PermanentError
 from infra.settings import Settings
 from infra.vectorstore.factory import open_vector_store
 from schemas.events import ChunkBatchEmbedded

@@ -14,6 +14,7 @@ import logging
 from infra.lifecycle import Superseded
 from infra.metrics import CHUNKS_INDEXED
 from infra.vectorstore.base import ChunkPoint, PublishedDocument, SparseVector, VectorStore
+from schemas.chunks import ChunkPayload
 from schemas.domain import Document, ParseStatus, chunk_id, chunk_point_id
 from schemas.events import ChunkBatchEmbedded
 from workers.ports import DocumentStatus, Lifecycle, StageResult, TextStore
@@ -27,25 +28,25 @@ def chunk_points(event: ChunkBatchEmbedded, document: Document, active: bool) ->
     sparse = event.sparse()
     points = []
     for row, chunk in enumerate(event.chunks):
-        payload = {
-            "tenant_id": event.tenant_id,
-            "kb_id": event.kb_id,
-            "document_id": event.document_id,
-            "chunk_id": chunk_id(event.document_id, chunk.chunk_index),
-            "chunk_index": chunk.chunk_index,
-            "chunk_text": chunk.text,
-            "context": chunk.context,
-            "active": active,
-            "source_name": document.filename,
-            "document_title": document.title,
-            "page": chunk.page,
-            "heading_path": chunk.heading_path,
-            "start": chunk.start,
-            "end": chunk.end,
-            "source_key": document.source_key,
-            "version": document.version,
-            "url": document.url,
-        }
+        payload = ChunkPayload(
+            tenant_id=event.tenant_id,
+            kb_id=event.kb_id,
+            document_id=event.document_id,
+            source_key=document.source_key,
+            version=document.version,
+            chunk_index=chunk.chunk_index,
+            active=active,
+            chunk_id=chunk_id(event.document_id, chunk.chunk_index),
+            chunk_text=chunk.text,
+            context=chunk.context,
+            source_name=document.filename,
+            document_title=document.title,
+            page=chunk.page,
+            heading_path=chunk.heading_path,
+            start=chunk.start,
+            end=chunk.end,
+            url=document.url,
+        )
         terms = sparse[row] if row < len(sparse) else None
         points.append(
             ChunkPoint(

@@ -1,4 +1,4 @@
-"""Records worker: wiring only (the logic is in handler.py and `infra.ingestion`)."""
+"""Records worker: wiring only (the logic is in handler.py and `services.intake`)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from contextlib import AsyncExitStack
 
 from faststream import FastStream
 
-from infra.ingestion import Intake
 from infra.settings import Settings
 from schemas.events import RecordPublished
+from services.intake import Intake
 from workers.records.handler import RecordHandler
 from workers.wiring import PipelineResources, kafka_publisher, stage_app
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from infra.ingestion import Ingested, Outcome
 from schemas.domain import Record
 from schemas.events import RecordPublished
+from services.intake import Ingested, Outcome
 from workers.ports import StageResult
 
 
 class RecordIntake(Protocol):
-    """Takes records (`infra.ingestion.Intake`)."""
+    """Takes records (`services.intake.Intake`)."""
 
     async def accept_record(self, tenant_id: str, kb_id: str, record: Record) -> Ingested:
         """Upserts one record."""

@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from core.errors import Conflict, RetryableError
 from infra.blob_store import BlobStore, StoredUpload
 from infra.documents import DocumentRepository
-from infra.errors import Conflict, RetryableError
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.vectorstore.base import VectorStore

@@ -5,7 +5,7 @@ same thing whether it searches dense or hybrid:
 
 - dense: chunks ranked by cosine; those below the threshold are dropped. `score` is the cosine.
 - hybrid: the dense and the sparse (BM25) rankings (`depth` chunks each, one store round
-  trip) are fused (`api.services.fusion`), then the best fused chunks are fetched with their
+  trip) are fused (`services.search.fusion`), then the best fused chunks are fetched with their
   payloads and exact cosines. A fused chunk is kept if its cosine reaches the threshold, or if
   it is an exact keyword match, which embeddings often miss: it contains every term of the
   query, or every rare identifier the query names (a part number, an error code, a flag).
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from api.services.fusion import Fused, FusionParams, fuse
+from core.filters import SearchScope
 from infra.embedding.base import Embedder
 from infra.embedding.batching import QueryBatcher
 from infra.search_cache import SearchCache
@@ -30,11 +30,11 @@ from infra.sparse import SparseEncoder, identifier_terms, term_index, tokens
 from infra.vectorstore.base import (
     RetrievalMode,
     ScoredChunk,
-    SearchScope,
     SparseVector,
     VectorQuery,
     VectorStore,
 )
+from services.search.fusion import Fused, FusionParams, fuse
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.errors import NotFound
 from infra.bots import BotRepository
-from infra.errors import NotFound
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.search_cache import SearchCache
 from schemas.bots import KnowledgeConfig

@@ -6,7 +6,7 @@
   most `search.merge_max_chunks` chunks), with the overlap removed (seed 004), so an answer is
   not the same sentences twice;
 - copies folded: near-identical passages, of any document, fold into the best-ranked one and
-  are listed in its `also_in` (`api.services.duplicates`), and the next distinct passage moves
+  are listed in its `also_in` (`services.search.duplicates`), and the next distinct passage moves
   up;
 - a token budget: `max_context_tokens` keeps the best passages that fit (seed 003).
 """
@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
-from api.services.duplicates import overlap, shingles
 from infra.vectorstore.base import ScoredChunk
+from schemas.chunks import ChunkPayload
+from services.search.duplicates import overlap, shingles
 
 # A rough count of tokens for budgets: about four characters each for English text.
 CHARS_PER_TOKEN = 4
@@ -41,7 +41,7 @@ class Source:
 class Passage:
     """One or more adjacent chunks of a document, as one hit."""
 
-    payload: dict[str, Any]
+    payload: ChunkPayload
     text: str
     score: float
     first_index: int
@@ -57,13 +57,12 @@ class Passage:
     def source(self) -> Source:
         """The document and chunk this passage comes from."""
         payload = self.payload
-        page = payload.get("page")
         return Source(
-            document_id=str(payload.get("document_id", "")),
-            document_title=str(payload.get("document_title") or payload.get("source_name") or ""),
-            source_name=str(payload.get("source_name", "")),
-            kb_id=str(payload.get("kb_id", "")),
-            page=int(page) if isinstance(page, int | float) else None,
+            document_id=payload.document_id,
+            document_title=payload.title,
+            source_name=payload.source_name,
+            kb_id=payload.kb_id,
+            page=payload.page,
             chunk_index=self.first_index,
         )
 
@@ -72,17 +71,11 @@ def newest_versions(chunks: list[ScoredChunk]) -> list[ScoredChunk]:
     """Drops chunks of a source whose newer version is also among the results."""
     newest: dict[tuple[str, str], int] = {}
     for chunk in chunks:
-        key = _source(chunk.payload)
-        newest[key] = max(newest.get(key, 0), int(chunk.payload.get("version") or 0))
+        line = chunk.payload.version_line
+        newest[line] = max(newest.get(line, 0), chunk.payload.version)
     return [
-        chunk
-        for chunk in chunks
-        if int(chunk.payload.get("version") or 0) == newest[_source(chunk.payload)]
+        chunk for chunk in chunks if chunk.payload.version == newest[chunk.payload.version_line]
     ]
-
-
-def _source(payload: dict[str, Any]) -> tuple[str, str]:
-    return str(payload.get("kb_id")), str(payload.get("source_key") or payload.get("document_id"))
 
 
 def assemble(
@@ -93,7 +86,7 @@ def assemble(
     - a chunk next to (or overlapping) a kept passage of its own document joins it, as long as
       that passage spans at most `max_chunks` chunks (seed 004's merging of neighbours); if the
       grown passage now copies another kept one, the better-ranked keeps the other as a copy;
-    - otherwise a chunk whose text copies a kept passage (`api.services.duplicates`) folds
+    - otherwise a chunk whose text copies a kept passage (`services.search.duplicates`) folds
       into it and is listed in its `also_in`;
     - any other chunk is a passage of its own, while fewer than `limit` are kept.
 
@@ -142,9 +135,9 @@ def assemble(
 def _neighbour(kept: Sequence[Passage], passage: Passage, max_chunks: int) -> int | None:
     """The kept passage of the same document that `passage` touches, if joining stays within
     `max_chunks` chunks."""
-    document = passage.payload.get("document_id")
+    document = passage.payload.document_id
     for position, other in enumerate(kept):
-        if other.payload.get("document_id") != document:
+        if other.payload.document_id != document:
             continue
         touches = (
             passage.first_index <= other.last_index + 1

@@ -1,6 +1,6 @@
 """Starts the local default: stand-in servers, then the API and the stage workers.
 
-`python -m infra.local_stack run` (what `make run` calls) starts, on 127.0.0.1:
+`python -m devstack run` (what `make run` calls) starts, on 127.0.0.1:
 - tansu (Kafka protocol), SecantusDB (MongoDB protocol) and redis-server, with their data under
   the run directory (default `.ragline/`);
 - the API (which also owns the embedded vector store and runs the index stage) and one process
@@ -482,7 +482,7 @@ def _signals_to_exit() -> Iterator[threading.Event]:
 
 def run(argv: list[str] | None = None) -> int:
     """Entry point of `make run`."""
-    parser = argparse.ArgumentParser(prog="python -m infra.local_stack run")
+    parser = argparse.ArgumentParser(prog="python -m devstack run")
     parser.add_argument("command", choices=["run"])
     parser.add_argument(
         "--run-dir", type=Path, default=Path(os.environ.get("RAGLINE_RUN_DIR", ".ragline"))
@@ -533,7 +533,3 @@ def run(argv: list[str] | None = None) -> int:
     finally:
         pipeline.stop()
         services.stop()
-
-
-if __name__ == "__main__":
-    sys.exit(run())

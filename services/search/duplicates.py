@@ -15,7 +15,7 @@ are offset, and share only part of their windows. A passage shorter than a shing
 as its whole word sequence.
 
 A copy folds into the higher-ranked passage, which lists it under `also_in`, and the next
-distinct passage moves up (`api.services.shaping.assemble`), so k distinct passages come back
+distinct passage moves up (`services.search.shaping.assemble`), so k distinct passages come back
 when the candidates hold k.
 """
 

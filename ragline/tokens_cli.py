@@ -1,4 +1,4 @@
-"""Issues an API token for any tenant: `python -m infra.tokens_cli --tenant acme --role admin`.
+"""Issues an API token for any tenant: `python -m ragline.tokens_cli --tenant acme --role admin`.
 
 An operator's tool (it writes to MongoDB directly); admins issue tokens for their own tenant
 through `POST /api/v1/tokens`.
@@ -29,7 +29,7 @@ async def issue(settings: Settings, tenant: str, role: Role, name: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Parses arguments, issues the token, prints it."""
-    parser = argparse.ArgumentParser(prog="python -m infra.tokens_cli")
+    parser = argparse.ArgumentParser(prog="python -m ragline.tokens_cli")
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--role", choices=[r.value for r in Role], default=Role.ADMIN.value)
     parser.add_argument("--name", default="issued from the command line")

@@ -5,15 +5,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from api.services.access import AccessGuard
-from api.services.fusion import FusionMethod, FusionParams
-from api.services.retrieval import Candidate, Retriever
-from api.services.shaping import Passage, assemble, newest_versions, within_budget
+from core.filters import SearchScope
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.metrics import SEARCH_LATENCY, SEARCH_REQUESTS
 from infra.search_cache import SearchCache, result_key
 from infra.settings import SearchSettings
-from infra.vectorstore.base import RetrievalMode, SearchScope
+from infra.vectorstore.base import RetrievalMode
 from schemas.search import (
     AlsoIn,
     BotSearchRequest,
@@ -23,6 +20,10 @@ from schemas.search import (
     SearchResponse,
     TenantSearchRequest,
 )
+from services.search.access import AccessGuard
+from services.search.fusion import FusionMethod, FusionParams
+from services.search.retrieval import Candidate, Retriever
+from services.search.shaping import Passage, assemble, newest_versions, within_budget
 
 
 @dataclass(frozen=True)
@@ -205,12 +206,12 @@ class SearchService:
         passages = [
             Passage(
                 payload=c.chunk.payload,
-                text=str(c.chunk.payload.get("chunk_text", "")),
+                text=c.chunk.payload.chunk_text,
                 score=c.score,
-                first_index=int(c.chunk.payload.get("chunk_index", 0)),
-                last_index=int(c.chunk.payload.get("chunk_index", 0)),
-                start=_optional_int(c.chunk.payload.get("start")),
-                end=_optional_int(c.chunk.payload.get("end")),
+                first_index=c.chunk.payload.chunk_index,
+                last_index=c.chunk.payload.chunk_index,
+                start=c.chunk.payload.start,
+                end=c.chunk.payload.end,
                 rationale=c.rationale,
                 rank=rank,
             )
@@ -249,21 +250,17 @@ def _hit(passage: Passage) -> SearchHit:
     return SearchHit(
         score=round(passage.score, 6),
         chunk_text=passage.text,
-        document_id=str(payload.get("document_id", "")),
-        document_title=str(payload.get("document_title") or payload.get("source_name") or ""),
-        source_name=str(payload.get("source_name", "")),
-        kb_id=str(payload.get("kb_id", "")),
+        document_id=payload.document_id,
+        document_title=payload.title,
+        source_name=payload.source_name,
+        kb_id=payload.kb_id,
         chunk_index=passage.first_index,
-        page=_optional_int(payload.get("page")),
-        heading_path=[str(part) for part in payload.get("heading_path") or []],
-        url=payload.get("url") or None,
+        page=payload.page,
+        heading_path=list(payload.heading_path),
+        url=payload.url or None,
         retrieval_rationale=rationale,
         also_in=[AlsoIn(**vars(source)) for source in passage.also_in],
     )
-
-
-def _optional_int(value: object) -> int | None:
-    return int(value) if isinstance(value, int | float) else None
 
 
 def _ms(started: float) -> float:

@@ -24,9 +24,8 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from api.services.search import SearchService
+from core.errors import Conflict
 from infra.documents import DocumentRepository
-from infra.errors import Conflict
 from infra.evaluations import EvaluationRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
 from schemas.domain import KbStatus, utcnow
@@ -42,6 +41,7 @@ from schemas.evaluation import (
     new_evaluation_id,
 )
 from schemas.search import SearchHit, TenantSearchRequest
+from services.search.service import SearchService
 
 # The configurations tried: hybrid with either fusion at a few weights, the bots' default
 # (convex, 0.5) first so that it wins ties, then each retriever alone.
