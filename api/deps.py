@@ -1,4 +1,4 @@
-"""FastAPI dependencies, as `Annotated` aliases."""
+"""FastAPI dependencies, as `Annotated` aliases: each route asks for the one service it calls."""
 
 from __future__ import annotations
 
@@ -7,31 +7,81 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
-from api.state import Services
+from api.state import ApiServices
 from core.errors import Forbidden, ServiceUnavailable, Unauthorized
+from infra.tokens import TokenRepository
 from schemas.domain import Principal, Role
+from services.bots import BotService
+from services.documents import DocumentQueries
+from services.evaluation import Evaluations
+from services.intake import Intake
+from services.knowledge_bases import KnowledgeBaseService
+from services.removal import Removal
+from services.search.service import SearchService
 
 
-def get_services(request: Request) -> Services:
+def get_services(request: Request) -> ApiServices:
     """The process's services (set by the lifespan)."""
-    services: Services | None = getattr(request.app.state, "services", None)
+    services: ApiServices | None = getattr(request.app.state, "services", None)
     if services is None:
         raise ServiceUnavailable("api", "still starting")
     return services
 
 
-ServicesDep = Annotated[Services, Depends(get_services)]
+ServicesDep = Annotated[ApiServices, Depends(get_services)]
+
+
+def _knowledge_bases(services: ServicesDep) -> KnowledgeBaseService:
+    return services.knowledge_bases
+
+
+def _documents(services: ServicesDep) -> DocumentQueries:
+    return services.documents
+
+
+def _intake(services: ServicesDep) -> Intake:
+    return services.intake
+
+
+def _removal(services: ServicesDep) -> Removal:
+    return services.removal
+
+
+def _bots(services: ServicesDep) -> BotService:
+    return services.bots
+
+
+def _search(services: ServicesDep) -> SearchService:
+    return services.search
+
+
+def _evaluations(services: ServicesDep) -> Evaluations:
+    return services.evaluations
+
+
+def _tokens(services: ServicesDep) -> TokenRepository:
+    return services.tokens
+
+
+KnowledgeBases = Annotated[KnowledgeBaseService, Depends(_knowledge_bases)]
+Documents = Annotated[DocumentQueries, Depends(_documents)]
+IntakeDep = Annotated[Intake, Depends(_intake)]
+RemovalDep = Annotated[Removal, Depends(_removal)]
+Bots = Annotated[BotService, Depends(_bots)]
+Search = Annotated[SearchService, Depends(_search)]
+EvaluationsDep = Annotated[Evaluations, Depends(_evaluations)]
+Tokens = Annotated[TokenRepository, Depends(_tokens)]
 
 
 async def get_principal(
-    services: ServicesDep,
+    tokens: Tokens,
     authorization: Annotated[str | None, Header()] = None,
 ) -> Principal:
     """The caller behind `Authorization: Bearer <token>`; 401 without a valid token."""
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("missing bearer token")
-    principal = await services.tokens.resolve(token.strip())
+    principal = await tokens.resolve(token.strip())
     if principal is None:
         raise Unauthorized("invalid token")
     return principal

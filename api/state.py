@@ -1,36 +1,41 @@
-"""The API process's long-lived services, built once in the lifespan."""
+"""What the HTTP layer calls: one service per area, built by the composition root
+(`ragline.api`) and handed to `api.app.create_app`."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
-from infra.blob_store import BlobStore
-from infra.bots import BotRepository
-from infra.documents import DocumentRepository
-from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.settings import Settings
 from infra.tokens import TokenRepository
-from infra.vectorstore.base import VectorStore
+from services.bots import BotService
+from services.documents import DocumentQueries
 from services.evaluation import Evaluations
-from services.intake import Intake, Removal
-from services.search.access import AccessGuard
+from services.intake import Intake
+from services.knowledge_bases import KnowledgeBaseService
+from services.removal import Removal
 from services.search.service import SearchService
 
+# Each dependency's state: "ok" or what is wrong.
+Readiness = Callable[[], Awaitable[dict[str, str]]]
 
-@dataclass
-class Services:
-    """Everything a route may call."""
+
+@dataclass(frozen=True)
+class ApiServices:
+    """The services behind the routes, and the probe behind `/readyz`."""
 
     settings: Settings
     tokens: TokenRepository
-    kbs: KnowledgeBaseRepository
-    documents: DocumentRepository
-    blobs: BlobStore
+    knowledge_bases: KnowledgeBaseService
+    documents: DocumentQueries
     intake: Intake
     removal: Removal
-    bots: BotRepository
-    guard: AccessGuard
+    bots: BotService
     search: SearchService
     evaluations: Evaluations
-    store: VectorStore
-    ready: bool = False
+    readiness: Readiness
+
+
+# Opens the services for the app's lifetime (closing them with the stack).
+OpenServices = Callable[[AsyncExitStack], Awaitable[ApiServices]]

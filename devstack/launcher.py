@@ -301,7 +301,7 @@ class Pipeline:
         try:
             api = self._spawn(
                 "api",
-                "api",
+                "ragline.api",
                 {
                     "RAGLINE_API__PORT": str(self.api_port),
                     "RAGLINE_METRICS_PORT": "0",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -13,6 +14,8 @@ from faststream.kafka import KafkaBroker
 
 from core.errors import ServiceUnavailable
 from infra.settings import KafkaSettings
+from schemas.events import DeadLetter, Event, Publish
+from schemas.topics import dead_letter_topic, topic_of
 
 log = logging.getLogger(__name__)
 
@@ -78,3 +81,43 @@ def consumer_options(settings: KafkaSettings, stage: str) -> dict[str, Any]:
         # duplicate work.
         "max_poll_interval_ms": 10 * 60 * 1000,
     }
+
+
+def kafka_publisher(broker: KafkaBroker) -> Publish:
+    """Publishes events to their topics, keyed by document id."""
+
+    async def publish(events: Sequence[Event]) -> None:
+        # Sent together (the producer batches them); each call returns once all are acked.
+        try:
+            await asyncio.gather(
+                *(
+                    broker.publish(
+                        event.model_dump_json().encode(),
+                        topic_of(event),
+                        key=event.key,
+                        headers={"content-type": "application/json"},
+                    )
+                    for event in events
+                )
+            )
+        except KafkaError as exc:
+            raise ServiceUnavailable("kafka", str(exc)) from exc
+
+    return publish
+
+
+def kafka_dead_letter(broker: KafkaBroker, stage: str) -> DeadLetter:
+    """Sends a message a stage gave up on to the stage's dead-letter topic, with why."""
+
+    async def dead_letter(raw: bytes, headers: dict[str, str]) -> None:
+        try:
+            await broker.publish(
+                raw,
+                dead_letter_topic(stage),
+                key=headers.get("document_id", "").encode() or None,
+                headers={key: value[:1000] for key, value in headers.items()},
+            )
+        except KafkaError as exc:
+            raise ServiceUnavailable("kafka", str(exc)) from exc
+
+    return dead_letter

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from pymongo import ReturnDocument
 
@@ -11,20 +11,12 @@ from infra.mongo import KNOWLEDGE_BASES, Database, from_mongo, mongo_errors
 from schemas.domain import KbStatus, KnowledgeBase, new_kb_id, utcnow
 
 
-class RevisionSink(Protocol):
-    """Told about every new KB revision (`infra.search_cache.SearchCache`)."""
-
-    async def kb_changed(self, kb_id: str, revision: int) -> None:
-        """A KB changed: answers cached for older revisions are out of date."""
-        ...
-
-
 class KnowledgeBaseRepository:
-    """Reads and writes knowledge bases; every change bumps the KB's `revision`."""
+    """Reads and writes knowledge bases; every change bumps the KB's `revision` (the caller
+    tells `services.freshness`)."""
 
-    def __init__(self, db: Database, revisions: RevisionSink | None = None) -> None:
+    def __init__(self, db: Database) -> None:
         self._kbs = db[KNOWLEDGE_BASES]
-        self._revisions = revisions
 
     async def create(
         self, tenant_id: str, name: str, description: str, default_language: str
@@ -70,10 +62,7 @@ class KnowledgeBaseRepository:
             )
         if doc is None:
             raise NotFound("knowledge base", kb_id)
-        kb = KnowledgeBase.model_validate(from_mongo(doc))
-        if self._revisions is not None:
-            await self._revisions.kb_changed(kb.id, kb.revision)
-        return kb
+        return KnowledgeBase.model_validate(from_mongo(doc))
 
     async def revisions(self, kb_ids: list[str]) -> dict[str, int]:
         """The current revision of each of these KBs that exists."""

@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.client_session import AsyncClientSession
 
-from infra.knowledge_bases import RevisionSink
 from infra.mongo import (
     DOCUMENTS,
     KNOWLEDGE_BASES,
@@ -27,6 +26,9 @@ from infra.mongo import (
 from schemas.domain import Document, ParseStatus, utcnow
 
 T = TypeVar("T")
+# The revision each KB a change touched now has: told to `services.freshness` by the caller, so
+# answers cached for older revisions are no longer served.
+KbRevisions = dict[str, int]
 
 
 def _source_id(kb_id: str, source_key: str) -> str:
@@ -39,6 +41,15 @@ class Finished:
 
     document: Document
     retired: list[Document] = field(default_factory=list)
+    revisions: KbRevisions = field(default_factory=dict)
+
+
+@dataclass
+class Removed:
+    """A document whose record is gone, and its KB's new revision."""
+
+    document: Document
+    revisions: KbRevisions
 
 
 @dataclass
@@ -51,23 +62,17 @@ class Superseded:
 class DocumentLifecycle:
     """Creates, finishes and removes documents, keeping KB counts and versions consistent."""
 
-    def __init__(
-        self,
-        client: AsyncMongoClient[MongoDoc],
-        db: Database,
-        revisions: RevisionSink | None = None,
-    ) -> None:
+    def __init__(self, client: AsyncMongoClient[MongoDoc], db: Database) -> None:
         self._client = client
         self._docs = db[DOCUMENTS]
         self._kbs = db[KNOWLEDGE_BASES]
         self._sources = db[SOURCES]
-        self._revisions = revisions
 
     async def next_version(self, kb_id: str, source_key: str) -> int:
         """The next version number of a source in a KB (1 for a new source)."""
         source = _source_id(kb_id, source_key)
 
-        async def work(session: AsyncClientSession) -> int:
+        async def work(session: AsyncClientSession, _: KbRevisions) -> int:
             await self._sources.update_one(
                 {"_id": source},
                 {"$inc": {"next_version": 1}, "$setOnInsert": {"kb_id": kb_id, "live_version": 0}},
@@ -78,23 +83,25 @@ class DocumentLifecycle:
             assert record is not None
             return int(record["next_version"])
 
-        return await self._transaction(work)
+        version, _ = await self._transaction(work)
+        return version
 
-    async def create(self, document: Document) -> None:
+    async def create(self, document: Document) -> KbRevisions:
         """Stores a new document and counts it in its KB."""
         record = document.model_dump(exclude={"id", "chunks_embedded"})
         record["_id"] = document.id
 
-        async def work(session: AsyncClientSession) -> None:
+        async def work(session: AsyncClientSession, revisions: KbRevisions) -> None:
             await self._docs.insert_one(record, session=session)
-            await self._count(session, document.kb_id, documents=1, chunks=0)
+            await self._count(session, revisions, document.kb_id, documents=1, chunks=0)
 
-        await self._transaction(work)
+        _, revisions = await self._transaction(work)
+        return revisions
 
-    async def create_many(self, documents: Sequence[Document]) -> None:
+    async def create_many(self, documents: Sequence[Document]) -> KbRevisions:
         """Stores new documents of one KB together and counts them."""
         if not documents:
-            return
+            return {}
         records = []
         for document in documents:
             record = document.model_dump(exclude={"id", "chunks_embedded"})
@@ -102,11 +109,12 @@ class DocumentLifecycle:
             records.append(record)
         kb_id = documents[0].kb_id
 
-        async def work(session: AsyncClientSession) -> None:
+        async def work(session: AsyncClientSession, revisions: KbRevisions) -> None:
             await self._docs.insert_many(records, session=session)
-            await self._count(session, kb_id, documents=len(records), chunks=0)
+            await self._count(session, revisions, kb_id, documents=len(records), chunks=0)
 
-        await self._transaction(work)
+        _, revisions = await self._transaction(work)
+        return revisions
 
     async def live_version(self, kb_id: str, source_key: str) -> int:
         """The version of a source that search shows now (0: none yet)."""
@@ -120,7 +128,9 @@ class DocumentLifecycle:
         None if the document is gone, stale, or already finished (a replay).
         """
 
-        async def work(session: AsyncClientSession) -> Finished | Superseded | None:
+        async def work(
+            session: AsyncClientSession, revisions: KbRevisions
+        ) -> Finished | Superseded | None:
             raw = await self._docs.find_one(
                 {
                     "_id": document_id,
@@ -182,6 +192,7 @@ class DocumentLifecycle:
             )
             await self._count(
                 session,
+                revisions,
                 document.kb_id,
                 documents=-len(older),
                 chunks=chunk_count
@@ -197,28 +208,36 @@ class DocumentLifecycle:
             )
             return Finished(finished, older)
 
-        return await self._transaction(work)
+        outcome, revisions = await self._transaction(work)
+        if isinstance(outcome, Finished):
+            outcome.revisions = revisions
+        return outcome
 
-    async def remove(self, document_id: str) -> Document | None:
+    async def remove(self, document_id: str) -> Removed | None:
         """Deletes a document's record and takes it out of its KB's counts."""
 
-        async def work(session: AsyncClientSession) -> Document | None:
+        async def work(session: AsyncClientSession, revisions: KbRevisions) -> Document | None:
             raw = await self._docs.find_one({"_id": document_id}, session=session)
             if raw is None:
                 return None
             await self._docs.delete_one({"_id": document_id}, session=session)
             document = _document(raw)
             await self._count(
-                session, document.kb_id, documents=-1, chunks=-document.indexed_chunk_count
+                session,
+                revisions,
+                document.kb_id,
+                documents=-1,
+                chunks=-document.indexed_chunk_count,
             )
             return document
 
-        return await self._transaction(work)
+        document, revisions = await self._transaction(work)
+        return None if document is None else Removed(document, revisions)
 
     async def remove_kb(self, kb_id: str) -> None:
         """Deletes a KB's record, its documents' records and its version lines."""
 
-        async def work(session: AsyncClientSession) -> None:
+        async def work(session: AsyncClientSession, _: KbRevisions) -> None:
             await self._docs.delete_many({"kb_id": kb_id}, session=session)
             await self._sources.delete_many({"kb_id": kb_id}, session=session)
             await self._kbs.delete_one({"_id": kb_id}, session=session)
@@ -226,7 +245,13 @@ class DocumentLifecycle:
         await self._transaction(work)
 
     async def _count(
-        self, session: AsyncClientSession, kb_id: str, *, documents: int, chunks: int
+        self,
+        session: AsyncClientSession,
+        revisions: KbRevisions,
+        kb_id: str,
+        *,
+        documents: int,
+        chunks: int,
     ) -> None:
         update: dict[str, Any] = {
             "$inc": {"document_count": documents, "chunk_count": chunks, "revision": 1},
@@ -235,30 +260,25 @@ class DocumentLifecycle:
         await self._kbs.update_one({"_id": kb_id}, update, session=session)
         kb = await self._kbs.find_one({"_id": kb_id}, {"revision": 1}, session=session)
         if kb is not None:
-            # Told once the transaction has committed (see `_transaction`).
-            session_changes = _changes(session)
-            session_changes[kb_id] = int(kb["revision"])
+            revisions[kb_id] = int(kb["revision"])
 
-    async def _transaction(self, work: Callable[[AsyncClientSession], Awaitable[T]]) -> T:
+    async def _transaction(
+        self, work: Callable[[AsyncClientSession, KbRevisions], Awaitable[T]]
+    ) -> tuple[T, KbRevisions]:
+        """Runs `work` in a transaction (retried whole on a transient error); returns its result
+        and the KB revisions its committed attempt set."""
+        revisions: KbRevisions = {}
+
+        async def attempt(session: AsyncClientSession) -> T:
+            revisions.clear()
+            return await work(session, revisions)
+
         async with mongo_errors(), self._client.start_session() as session:
-            result: T = await session.with_transaction(work)
-        if self._revisions is not None:
-            for kb_id, revision in _changes(session).items():
-                await self._revisions.kb_changed(kb_id, revision)
-        return result
+            result: T = await session.with_transaction(attempt)
+        return result, revisions
 
 
 _FINAL = (ParseStatus.INDEXED, ParseStatus.FAILED, ParseStatus.DELETING)
-_SESSION_CHANGES = "_ragline_kb_revisions"
-
-
-def _changes(session: AsyncClientSession) -> dict[str, int]:
-    """KB revisions a transaction's attempt set (a retried attempt overwrites them)."""
-    changes: dict[str, int] | None = getattr(session, _SESSION_CHANGES, None)
-    if changes is None:
-        changes = {}
-        setattr(session, _SESSION_CHANGES, changes)
-    return changes
 
 
 def _document(raw: MongoDoc) -> Document:

@@ -135,7 +135,6 @@ class IngestSettings(BaseModel):
     """Upload limits and the pipeline's failure policy."""
 
     max_upload_mb: int = Field(default=20, ge=1)
-    max_attempts: int = Field(default=3, ge=1)
     retry_backoff_s: float = Field(default=0.5, ge=0)
     retry_backoff_max_s: float = Field(default=10.0, ge=0)
     parse_error_max_chars: int = Field(default=500, ge=50)
@@ -152,6 +151,34 @@ class IngestSettings(BaseModel):
     def max_upload_bytes(self) -> int:
         """The upload limit in bytes."""
         return self.max_upload_mb * 1024 * 1024
+
+
+class StagePolicy(BaseModel):
+    """How a stage treats one message: tries of a retryable error, and the time one try may
+    take before the document fails (so a pathological file cannot hold a partition)."""
+
+    max_attempts: int = Field(default=3, ge=1, le=20)
+    time_limit_s: float = Field(default=300.0, gt=0)
+
+
+class StageSettings(BaseModel):
+    """Each stage's policy (`RAGLINE_STAGES__EXTRACT__TIME_LIMIT_S=...`)."""
+
+    records: StagePolicy = StagePolicy(max_attempts=3, time_limit_s=60)
+    # Parsing and OCR of a long file is the slowest work of the pipeline.
+    extract: StagePolicy = StagePolicy(max_attempts=3, time_limit_s=600)
+    # A batch may wait on a language model for its chunk contexts.
+    chunk: StagePolicy = StagePolicy(max_attempts=3, time_limit_s=300)
+    embed: StagePolicy = StagePolicy(max_attempts=3, time_limit_s=300)
+    # Writes to the vector store and MongoDB only: a slow try means a service is struggling.
+    index: StagePolicy = StagePolicy(max_attempts=5, time_limit_s=120)
+
+    def of(self, stage: str) -> StagePolicy:
+        """The policy of a stage by name."""
+        policy = getattr(self, stage, None)
+        if not isinstance(policy, StagePolicy):
+            raise KeyError(f"no stage named {stage!r}")
+        return policy
 
 
 class SearchSettings(BaseModel):
@@ -218,6 +245,7 @@ class Settings(BaseSettings):
     chunking: ChunkingSettings = ChunkingSettings()
     contextual: ContextualSettings = ContextualSettings()
     ingest: IngestSettings = IngestSettings()
+    stages: StageSettings = StageSettings()
     search: SearchSettings = SearchSettings()
     api: ApiSettings = ApiSettings()
 

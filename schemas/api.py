@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from schemas.chunks import ChunkPayload
 from schemas.domain import (
     PIPELINE_ORDER,
     Document,
@@ -134,6 +135,11 @@ class StoredChunk(BaseModel):
     start: int | None = None
     end: int | None = None
     version: int | None = None
+
+    @classmethod
+    def of(cls, payload: ChunkPayload) -> StoredChunk:
+        """The chunk as the API shows it."""
+        return cls.model_validate(payload.model_dump())
 
 
 class StoredChunks(BaseModel):

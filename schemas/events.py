@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -149,3 +150,10 @@ class RecordPublished(BaseModel):
     def key(self) -> bytes:
         """One record's updates stay in order."""
         return (self.record.external_id or self.event_id).encode()
+
+
+# Publishes pipeline events, each to its topic; returns once Kafka has acknowledged them all
+# (`infra.kafka.kafka_publisher`).
+Publish = Callable[[Sequence[Event]], Awaitable[None]]
+# Sends a raw message a stage gave up on to its dead-letter topic, with headers saying why.
+DeadLetter = Callable[[bytes, dict[str, str]], Awaitable[None]]

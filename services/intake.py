@@ -1,31 +1,27 @@
-"""The write path of documents: `Intake` (shared by the API and the records worker) and
-`Removal`.
+"""The way documents come in: `Intake`, shared by the HTTP API and the records worker.
 
 Every way a document comes in (an uploaded file, a text, a connector's record) ends here:
 identical content is recognised and not processed twice, a new version of a source (same file
 name or external id) is created next to the old one and replaces it when it is indexed, and
-the pipeline is started by publishing `DocumentUploaded`. Deletes retire the document's
-generation first, so nothing in flight can bring its chunks back, then remove its chunks,
-files and record.
+the pipeline is started by publishing `DocumentUploaded`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from core.errors import Conflict, RetryableError
-from infra.blob_store import BlobStore, StoredUpload
+from core.errors import RetryableError
+from core.rules import ensure_changeable
+from infra.blob_store import BlobStore, OriginalUpload, StoredUpload
 from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
-from infra.vectorstore.base import VectorStore
 from schemas.domain import (
     Document,
-    KbStatus,
     KnowledgeBase,
     ParseStatus,
     Record,
@@ -34,12 +30,12 @@ from schemas.domain import (
     record_source_key,
     utcnow,
 )
-from schemas.events import DocumentUploaded, Event
+from schemas.events import DocumentUploaded, Publish
 from schemas.formats import CONTENT_TYPES, extension_of, extraction_name
+from services.freshness import SearchFreshness
 
 log = logging.getLogger(__name__)
 
-Publish = Callable[[Sequence[Event]], Awaitable[None]]
 # Records of one batch stored at once.
 RECORD_CONCURRENCY = 16
 
@@ -75,19 +71,29 @@ class Intake:
         lifecycle: DocumentLifecycle,
         blobs: BlobStore,
         publish: Publish,
+        freshness: SearchFreshness,
+        max_upload_bytes: int = 20 * 1024 * 1024,
     ) -> None:
+        # Larger uploads are refused (413) while they stream in.
+        self.max_upload_bytes = max_upload_bytes
         self._documents = documents
         self._kbs = kbs
         self._lifecycle = lifecycle
         self._blobs = blobs
         self._publish = publish
+        self._freshness = freshness
 
     async def writable_kb(self, tenant_id: str, kb_id: str) -> KnowledgeBase:
         """The KB, if documents may be added to it (it exists and is not being deleted)."""
-        kb = await self._kbs.get(tenant_id, kb_id)
-        if kb.status is KbStatus.DELETING:
-            raise Conflict(f"knowledge base {kb_id!r} is being deleted")
-        return kb
+        return ensure_changeable(await self._kbs.get(tenant_id, kb_id))
+
+    def open_original(self, filename: str, document_id: str) -> OriginalUpload:
+        """Where an upload's bytes are streamed to, under the new document's id."""
+        return self._blobs.start_original(filename, document_id)
+
+    async def discard(self, stored: StoredUpload) -> None:
+        """Deletes an upload's stored bytes (the upload was refused)."""
+        await self._blobs.delete(stored.storage_key)
 
     async def accept_file(
         self,
@@ -154,11 +160,12 @@ class Intake:
             tenant_id, kb_id, [records[position] for position in fresh]
         )
         try:
-            await self._lifecycle.create_many(documents)
+            revisions = await self._lifecycle.create_many(documents)
         except BaseException:
             for document in documents:
                 await self._blobs.delete(document.storage_key)
             raise
+        await self._freshness.kbs_changed(revisions)
         await self._start_pipeline(documents)
         for position, document in zip(fresh, documents, strict=True):
             key = keys[position]
@@ -260,10 +267,11 @@ class Intake:
                 created_at=now,
                 updated_at=now,
             )
-            await self._lifecycle.create(document)
+            revisions = await self._lifecycle.create(document)
         except BaseException:
             await self._blobs.delete(stored.storage_key)
             raise
+        await self._freshness.kbs_changed(revisions)
         await self._start_pipeline([document])
         return document
 
@@ -293,44 +301,3 @@ class Intake:
                     "the ingestion queue was unavailable; upload the file again or re-index it",
                 )
             raise QueueUnavailable(str(exc)) from exc
-
-
-class Removal:
-    """Deletes documents and knowledge bases: out of search first, then files and records."""
-
-    def __init__(
-        self,
-        documents: DocumentRepository,
-        kbs: KnowledgeBaseRepository,
-        lifecycle: DocumentLifecycle,
-        blobs: BlobStore,
-        store: VectorStore,
-    ) -> None:
-        self._documents = documents
-        self._kbs = kbs
-        self._lifecycle = lifecycle
-        self._blobs = blobs
-        self._store = store
-
-    async def delete_document(self, tenant_id: str, kb_id: str, document_id: str) -> None:
-        """Removes the document from search at once, then its stored files and record."""
-        document = await self._documents.begin_delete(tenant_id, kb_id, document_id)
-        await self._store.delete_document(tenant_id, document_id)
-        await self._delete_files(document)
-        await self._lifecycle.remove(document_id)
-
-    async def delete_kb(self, tenant_id: str, kb_id: str) -> None:
-        """Removes a KB and everything in it: hidden at once, then points, files, records.
-
-        An interrupted delete leaves the KB in status `deleting`; deleting again finishes it.
-        """
-        await self._kbs.update(tenant_id, kb_id, {"status": KbStatus.DELETING})
-        documents = await self._documents.begin_delete_kb(tenant_id, kb_id)
-        await self._store.delete_kb(tenant_id, kb_id)
-        for document in documents:
-            await self._delete_files(document)
-        await self._lifecycle.remove_kb(kb_id)
-
-    async def _delete_files(self, document: Document) -> None:
-        await self._blobs.delete(document.storage_key)
-        await self._blobs.delete_extracted(document.id)

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from infra.lifecycle import Finished, Superseded
+from infra.lifecycle import Finished, KbRevisions, Removed, Superseded
 from schemas.domain import ChunkingProgress, Document, ExtractedDocument, ParseStatus
 from schemas.events import Event
 
@@ -106,12 +106,17 @@ class Lifecycle(Protocol):
         """Marks an indexed version live and retires older ones."""
         ...
 
-    async def remove(self, document_id: str) -> Document | None:
+    async def remove(self, document_id: str) -> Removed | None:
         """Deletes a document's record and takes it out of its KB's counts."""
         ...
 
 
-Publish = Callable[[Sequence[Event]], Awaitable[None]]
+class Freshness(Protocol):
+    """Told of new KB revisions, so cached answers go out of date (`services.freshness`)."""
+
+    async def kbs_changed(self, revisions: KbRevisions) -> None:
+        """These KBs now have these revisions."""
+        ...
 
 
 @dataclass

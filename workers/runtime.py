@@ -1,8 +1,14 @@
 """Runs a stage handler on one Kafka message: the one place that maps errors to actions.
 
+Each stage declares its policy (`infra.settings.StagePolicy`): how many tries a retryable error
+gets and how long one try may take.
+
 - a message that cannot be decoded goes to the stage's dead-letter topic;
-- a retryable error is retried with exponential backoff up to `max_attempts`, then the
-  message is dead-lettered and the document marked failed;
+- a retryable error is retried with exponential backoff up to the stage's `max_attempts`, then
+  the message is dead-lettered and the document marked failed;
+- a try that outlasts the stage's `time_limit_s` is cancelled and the document marked failed
+  with that reason (work running in a thread, such as a parser, runs to its end but its result
+  is dropped), so one pathological file cannot hold a partition;
 - a permanent error marks the document failed at once (with the error's message, written for
   the user) and dead-letters the message;
 - anything unexpected is a bug: logged with its traceback, treated as permanent.
@@ -29,25 +35,50 @@ from infra.metrics import (
     STAGE_DURATION,
     STAGE_MESSAGES,
 )
-from infra.settings import IngestSettings
-from schemas.domain import STAGE_STATUS
-from schemas.events import Event
-from workers.ports import DocumentStatus, Publish, StageResult
+from infra.settings import IngestSettings, StagePolicy
+from schemas.domain import STAGE_STATUS, Document, ParseStatus
+from schemas.events import DeadLetter, Event, Publish
+from workers.ports import DocumentStatus, StageResult
 
 log = logging.getLogger(__name__)
 
 E = TypeVar("E", bound=BaseModel)
+DocumentEvent = TypeVar("DocumentEvent", bound=Event)
 
-DeadLetter = Callable[[bytes, dict[str, str]], Awaitable[None]]
+
+class StageTimedOut(PermanentError):
+    """One try of a stage outlasted the stage's time limit."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Stage(Generic[E]):
-    """A pipeline stage: its name, its input event type and its handler."""
+    """A pipeline stage: its name, its input event type, its handler and its policy."""
 
     name: str
     event_type: type[E]
     handler: Callable[[E], Awaitable[StageResult]]
+    policy: StagePolicy
+
+
+def document_stage(
+    name: str,
+    event_type: type[DocumentEvent],
+    enters: ParseStatus,
+    handler: Callable[[DocumentEvent, Document], Awaitable[StageResult]],
+    documents: DocumentStatus,
+    policy: StagePolicy,
+) -> Stage[DocumentEvent]:
+    """A stage that works on a document: each message first moves the document to `enters`
+    (or checks it is still there), and one whose document is gone, superseded or re-indexed
+    since is skipped; the handler gets the current document."""
+
+    async def handle(event: DocumentEvent) -> StageResult:
+        document = await documents.advance(event.document_id, event.generation, enters)
+        if document is None:
+            return StageResult(skipped=True)
+        return await handler(event, document)
+
+    return Stage(name, event_type, handle, policy)
 
 
 class StageRunner(Generic[E]):
@@ -59,13 +90,13 @@ class StageRunner(Generic[E]):
         documents: DocumentStatus,
         publish: Publish,
         dead_letter: DeadLetter,
-        policy: IngestSettings,
+        backoff: IngestSettings,
     ) -> None:
         self._stage = stage
         self._documents = documents
         self._publish = publish
         self._dead_letter = dead_letter
-        self._policy = policy
+        self._backoff_settings = backoff
 
     async def run(self, raw: bytes) -> None:
         """Handles one raw message to completion (or raises if nothing could be recorded)."""
@@ -85,11 +116,11 @@ class StageRunner(Generic[E]):
 
     async def _run_with_retries(self, raw: bytes, event: E) -> None:
         name = self._stage.name
-        attempts = self._policy.max_attempts
+        attempts = self._stage.policy.max_attempts
         subject = _subject(event)
         for attempt in range(1, attempts + 1):
             try:
-                result = await self._stage.handler(event)
+                result = await self._within_time_limit(event)
                 if result.publish:
                     await self._publish(result.publish)
                 if result.after_publish is not None:
@@ -127,6 +158,16 @@ class StageRunner(Generic[E]):
                 DOCUMENTS_PROCESSED.labels(name).inc()
             return
 
+    async def _within_time_limit(self, event: E) -> StageResult:
+        limit = self._stage.policy.time_limit_s
+        try:
+            return await asyncio.wait_for(self._stage.handler(event), timeout=limit)
+        except TimeoutError as exc:
+            raise StageTimedOut(
+                f"the {self._stage.name} stage gave up after {limit:g} s (its time limit for one "
+                "document); the file may be malformed or too complex to process"
+            ) from exc
+
     async def _count_retry(self, event: E) -> None:
         status = STAGE_STATUS.get(self._stage.name)
         if isinstance(event, Event) and status is not None:
@@ -146,8 +187,9 @@ class StageRunner(Generic[E]):
         STAGE_MESSAGES.labels(name, "failed").inc()
 
     def _backoff(self, attempt: int) -> float:
-        delay: float = self._policy.retry_backoff_s * (2 ** (attempt - 1))
-        return min(delay, self._policy.retry_backoff_max_s)
+        settings = self._backoff_settings
+        delay: float = settings.retry_backoff_s * (2 ** (attempt - 1))
+        return min(delay, settings.retry_backoff_max_s)
 
 
 def _subject(event: BaseModel) -> str:

@@ -1,98 +1,31 @@
-"""Wires stage handlers to Kafka: the only place that knows FastStream and the clients."""
+"""Wires stages to Kafka: the only place that knows FastStream's subscribers. The objects a
+stage works with come from the composition root (`ragline.system`)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from aiokafka import ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaError
 from faststream import AckPolicy, FastStream
 from faststream.kafka import KafkaBroker, KafkaMessage
-from pydantic import BaseModel
 
-from core.errors import ServiceUnavailable
-from infra.blob_store import BlobStore
-from infra.documents import DocumentRepository
-from infra.kafka import build_broker, consumer_options, ensure_topics
-from infra.knowledge_bases import KnowledgeBaseRepository
-from infra.lifecycle import DocumentLifecycle
+from infra.kafka import (
+    build_broker,
+    consumer_options,
+    ensure_topics,
+    kafka_dead_letter,
+)
 from infra.logs import configure_logging
 from infra.metrics import ASSIGNED_PARTITIONS, CONSUMER_LAG, serve_metrics
-from infra.mongo import connect
-from infra.search_cache import SearchCache, connect_redis
 from infra.settings import Settings
-from schemas.events import Event
-from schemas.topics import ALL_TOPICS, STAGE_INPUTS, dead_letter_topic, topic_of
-from workers.ports import DocumentStatus, Publish, StageResult
-from workers.runtime import DeadLetter, Stage, StageRunner
+from ragline.system import System
+from schemas.topics import ALL_TOPICS, STAGE_INPUTS
+from workers.runtime import Stage, StageRunner
 
 log = logging.getLogger(__name__)
-
-
-class PipelineResources:
-    """Clients and repositories a stage process opens once and shares."""
-
-    def __init__(self, settings: Settings, broker: KafkaBroker) -> None:
-        self.settings = settings
-        self.broker = broker
-        self.client = connect(settings.mongo)
-        db = self.client[settings.mongo.database]
-        self.db = db
-        # Told of every KB revision a stage makes, so cached answers go out of date.
-        self.search_cache = SearchCache(connect_redis(settings.redis), settings.search)
-        self.documents = DocumentRepository(db, settings.ingest.parse_error_max_chars)
-        self.kbs = KnowledgeBaseRepository(db, self.search_cache)
-        self.blobs = BlobStore(db)
-        self.lifecycle = DocumentLifecycle(self.client, db, self.search_cache)
-
-    async def close(self) -> None:
-        """Closes the Mongo and Redis clients."""
-        await self.client.close()
-        await self.search_cache.close()
-
-
-def kafka_publisher(broker: KafkaBroker) -> Publish:
-    """Publishes events to their topics, keyed by document id."""
-
-    async def publish(events: Sequence[Event]) -> None:
-        # Sent together (the producer batches them); each call returns once all are acked.
-        try:
-            await asyncio.gather(
-                *(
-                    broker.publish(
-                        event.model_dump_json().encode(),
-                        topic_of(event),
-                        key=event.key,
-                        headers={"content-type": "application/json"},
-                    )
-                    for event in events
-                )
-            )
-        except KafkaError as exc:
-            raise ServiceUnavailable("kafka", str(exc)) from exc
-
-    return publish
-
-
-def kafka_dead_letter(broker: KafkaBroker, stage: str) -> DeadLetter:
-    """Sends a message a stage gave up on to the stage's dead-letter topic, with why."""
-
-    async def dead_letter(raw: bytes, headers: dict[str, str]) -> None:
-        try:
-            await broker.publish(
-                raw,
-                dead_letter_topic(stage),
-                key=headers.get("document_id", "").encode() or None,
-                headers={key: value[:1000] for key, value in headers.items()},
-            )
-        except KafkaError as exc:
-            raise ServiceUnavailable("kafka", str(exc)) from exc
-
-    return dead_letter
 
 
 def _report_lag(stage: str, message: KafkaMessage) -> None:
@@ -159,35 +92,23 @@ def subscribe_stage(
         await slot.get().run(message.body)
 
 
-HandlerFactory = Callable[
-    [PipelineResources, AsyncExitStack], Awaitable[Callable[[Any], Awaitable[StageResult]]]
-]
+# Builds a stage (its handler over the process's objects, and its policy) once the process runs.
+StageFactory = Callable[[System], Awaitable[Stage[Any]]]
 
 
-def build_runner(
-    broker: KafkaBroker,
-    settings: Settings,
-    stage: str,
-    event_type: type[BaseModel],
-    handler: Callable[[Any], Awaitable[StageResult]],
-    documents: DocumentStatus,
-) -> StageRunner[Any]:
-    """A runner for one stage with Kafka publishing and dead-lettering."""
+def stage_runner(system: System, stage: Stage[Any]) -> StageRunner[Any]:
+    """A runner for the stage with Kafka publishing and dead-lettering."""
     return StageRunner(
-        Stage(stage, event_type, handler),
-        documents,
-        kafka_publisher(broker),
-        kafka_dead_letter(broker, stage),
-        settings.ingest,
+        stage,
+        system.documents,
+        system.publish,
+        kafka_dead_letter(system.broker, stage.name),
+        system.settings.ingest,
     )
 
 
 def stage_app(
-    settings: Settings,
-    stage: str,
-    event_type: type[BaseModel],
-    make_handler: HandlerFactory,
-    concurrency: int = 1,
+    settings: Settings, stage: str, build: StageFactory, concurrency: int = 1
 ) -> FastStream:
     """A worker process for one stage: broker, subscriber, lifespan, metrics."""
     configure_logging(settings.log_level)
@@ -200,12 +121,8 @@ def stage_app(
         async with AsyncExitStack() as stack:
             if settings.kafka.create_topics:
                 await ensure_topics(settings.kafka, ALL_TOPICS)
-            resources = PipelineResources(settings, broker)
-            stack.push_async_callback(resources.close)
-            handler = await make_handler(resources, stack)
-            slot.runner = build_runner(
-                broker, settings, stage, event_type, handler, resources.documents
-            )
+            system = System(settings, stack, broker)
+            slot.runner = stage_runner(system, await build(system))
             serve_metrics(settings.metrics_host, settings.metrics_port)
             log.info("%s worker ready", stage)
             yield

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from api.deps import AdminPrincipal, ServicesDep
-from api.state import Services
+from api.deps import AdminPrincipal, Documents, IntakeDep, RemovalDep
 from api.uploads import receive_upload
 from core.errors import InvalidRequest, UnsupportedDocumentType
-from infra.blob_store import StoredUpload
 from infra.metrics import UPLOADS
 from schemas.api import (
     BatchIn,
@@ -24,8 +21,9 @@ from schemas.api import (
     StoredChunks,
     TextDocumentIn,
 )
-from schemas.domain import ParseStatus, new_document_id, utcnow
+from schemas.domain import ParseStatus, new_document_id
 from schemas.formats import CONTENT_TYPES, SUPPORTED_EXTENSIONS, extension_of
+from services.documents import DocumentQueries
 from services.intake import Ingested, Outcome
 
 router = APIRouter(prefix="/api/v1/knowledge-bases/{kb_id}/documents", tags=["documents"])
@@ -55,13 +53,9 @@ def _check_supported(filename: str) -> None:
         raise UnsupportedDocumentType(extension, SUPPORTED_EXTENSIONS)
 
 
-def _stalled_before(services: Services) -> timedelta:
-    return timedelta(seconds=services.settings.ingest.stall_after_s)
-
-
-def _answer(services: Services, ingested: Ingested) -> JSONResponse:
+def _answer(documents: DocumentQueries, ingested: Ingested) -> JSONResponse:
     """202 when work was started, 200 when the content was already there."""
-    body = DocumentOut.of(ingested.document, utcnow() - _stalled_before(services))
+    body = DocumentOut.of(ingested.document, documents.stalled_before())
     code = 200 if ingested.outcome is Outcome.UNCHANGED else 202
     return JSONResponse(body.model_dump(mode="json"), status_code=code)
 
@@ -77,7 +71,8 @@ async def upload_document(
     kb_id: str,
     request: Request,
     principal: AdminPrincipal,
-    services: ServicesDep,
+    intake: IntakeDep,
+    documents: Documents,
     reindex: Annotated[bool, Query(description="re-run the pipeline on identical bytes")] = False,
 ) -> JSONResponse:
     """Stores the file (multipart field `file`) and queues it for ingestion; answers at once.
@@ -85,27 +80,23 @@ async def upload_document(
     A file with the same name as an earlier one is a new version of it: the old version stays
     searchable until the new one is indexed, then the new one replaces it.
     """
-    await services.intake.writable_kb(principal.tenant_id, kb_id)
+    await intake.writable_kb(principal.tenant_id, kb_id)
     document_id = new_document_id()
-
-    async def discard(stored: StoredUpload) -> None:
-        await services.blobs.delete(stored.storage_key)
-
     try:
         received = await receive_upload(
             request.headers.get("content-type"),
             request.headers.get("content-length"),
             request.stream(),
             file_field="file",
-            max_bytes=services.settings.ingest.max_upload_bytes,
+            max_bytes=intake.max_upload_bytes,
             check_filename=_check_supported,
-            open_sink=lambda filename: services.blobs.start_original(filename, document_id),
-            discard=discard,
+            open_sink=lambda filename: intake.open_original(filename, document_id),
+            discard=intake.discard,
         )
     except Exception:
         UPLOADS.labels("rejected").inc()
         raise
-    ingested = await services.intake.accept_file(
+    ingested = await intake.accept_file(
         principal.tenant_id,
         kb_id,
         document_id,
@@ -115,7 +106,7 @@ async def upload_document(
         reindex=reindex,
     )
     UPLOADS.labels("duplicate" if ingested.outcome is Outcome.UNCHANGED else "accepted").inc()
-    return _answer(services, ingested)
+    return _answer(documents, ingested)
 
 
 @router.post(
@@ -125,13 +116,17 @@ async def upload_document(
     responses={200: {"description": "unchanged: that document"}},
 )
 async def ingest_text(
-    kb_id: str, request: Request, principal: AdminPrincipal, services: ServicesDep
+    kb_id: str,
+    request: Request,
+    principal: AdminPrincipal,
+    intake: IntakeDep,
+    documents: Documents,
 ) -> JSONResponse:
     """Indexes a text (`title`, `content`; optional `external_id`, `url`, `metadata`), as JSON
     or as form fields."""
     body = await _text_body(request)
-    ingested = await services.intake.accept_record(principal.tenant_id, kb_id, body)
-    return _answer(services, ingested)
+    ingested = await intake.accept_record(principal.tenant_id, kb_id, body)
+    return _answer(documents, ingested)
 
 
 async def _text_body(request: Request) -> TextDocumentIn:
@@ -148,10 +143,10 @@ async def _text_body(request: Request) -> TextDocumentIn:
 
 @router.post("/batch", status_code=status.HTTP_202_ACCEPTED)
 async def ingest_batch(
-    kb_id: str, body: BatchIn, principal: AdminPrincipal, services: ServicesDep
+    kb_id: str, body: BatchIn, principal: AdminPrincipal, intake: IntakeDep
 ) -> BatchOut:
     """Upserts up to 1,000 records by `external_id`; unchanged records cost nothing."""
-    ingested = await services.intake.accept_records(principal.tenant_id, kb_id, body.records)
+    ingested = await intake.accept_records(principal.tenant_id, kb_id, body.records)
     return BatchOut(
         results=[
             IngestResult(
@@ -169,7 +164,7 @@ async def ingest_batch(
 async def list_documents(
     kb_id: str,
     principal: AdminPrincipal,
-    services: ServicesDep,
+    documents: Documents,
     status_filter: Annotated[
         ParseStatus | Literal["stalled"] | None,
         Query(alias="status", description="a parse status, or `stalled`"),
@@ -178,16 +173,15 @@ async def list_documents(
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
 ) -> DocumentList:
     """The knowledge base's documents, newest first, a page at a time."""
-    await services.kbs.get(principal.tenant_id, kb_id)
-    stalled_before = utcnow() - _stalled_before(services)
-    page = await services.documents.list_page(
+    page = await documents.list_page(
         principal.tenant_id,
         kb_id,
         status=status_filter if isinstance(status_filter, ParseStatus) else None,
-        stalled_before=stalled_before if status_filter == "stalled" else None,
+        stalled=status_filter == "stalled",
         limit=limit,
         cursor=cursor,
     )
+    stalled_before = documents.stalled_before()
     return DocumentList(
         items=[DocumentOut.of(d, stalled_before) for d in page.items],
         next_cursor=page.next_cursor,
@@ -196,11 +190,11 @@ async def list_documents(
 
 @router.get("/{document_id}")
 async def get_document(
-    kb_id: str, document_id: str, principal: AdminPrincipal, services: ServicesDep
+    kb_id: str, document_id: str, principal: AdminPrincipal, documents: Documents
 ) -> DocumentOut:
     """One document with its pipeline status."""
-    document = await services.documents.get(principal.tenant_id, kb_id, document_id)
-    return DocumentOut.of(document, utcnow() - _stalled_before(services))
+    document = await documents.get(principal.tenant_id, kb_id, document_id)
+    return DocumentOut.of(document, documents.stalled_before())
 
 
 @router.get("/{document_id}/chunks")
@@ -208,28 +202,27 @@ async def document_chunks(
     kb_id: str,
     document_id: str,
     principal: AdminPrincipal,
-    services: ServicesDep,
+    documents: Documents,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> StoredChunks:
     """The document's chunks as the vector store holds them (what search can return)."""
-    await services.documents.get(principal.tenant_id, kb_id, document_id)
-    payloads = await services.store.document_chunks(principal.tenant_id, document_id, limit)
-    return StoredChunks(items=[StoredChunk.model_validate(p) for p in payloads])
+    payloads = await documents.chunks(principal.tenant_id, kb_id, document_id, limit)
+    return StoredChunks(items=[StoredChunk.of(payload) for payload in payloads])
 
 
 @router.post("/{document_id}/reindex", status_code=status.HTTP_202_ACCEPTED)
 async def reindex_document(
-    kb_id: str, document_id: str, principal: AdminPrincipal, services: ServicesDep
+    kb_id: str, document_id: str, principal: AdminPrincipal, intake: IntakeDep
 ) -> DocumentOut:
     """Runs the pipeline again on the stored original; what is indexed stays searchable."""
-    document = await services.intake.reindex(principal.tenant_id, kb_id, document_id)
+    document = await intake.reindex(principal.tenant_id, kb_id, document_id)
     return DocumentOut.of(document)
 
 
 @router.delete("/{document_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_document(
-    kb_id: str, document_id: str, principal: AdminPrincipal, services: ServicesDep
+    kb_id: str, document_id: str, principal: AdminPrincipal, removal: RemovalDep
 ) -> Response:
     """Deletes the document: gone from search when this returns, then its files."""
-    await services.removal.delete_document(principal.tenant_id, kb_id, document_id)
+    await removal.delete_document(principal.tenant_id, kb_id, document_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from api.deps import AdminPrincipal, ServicesDep
+from api.deps import AdminPrincipal, EvaluationsDep
 from schemas.evaluation import Evaluation, EvaluationRequest
 
 router = APIRouter(prefix="/api/v1/knowledge-bases/{kb_id}/evaluations", tags=["evaluations"])
@@ -14,28 +14,28 @@ router = APIRouter(prefix="/api/v1/knowledge-bases/{kb_id}/evaluations", tags=["
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 async def evaluate(
-    kb_id: str, body: EvaluationRequest, principal: AdminPrincipal, services: ServicesDep
+    kb_id: str, body: EvaluationRequest, principal: AdminPrincipal, evaluations: EvaluationsDep
 ) -> Evaluation:
     """Runs the cases (`{query, expected: [document ids or text snippets]}`) through every
     retrieval mode; answers with recall@k, MRR and nDCG@10 per mode, the misses with what came
     back instead, and the configuration a bot should use. The result is kept."""
-    return await services.evaluations.evaluate(principal.tenant_id, kb_id, body)
+    return await evaluations.evaluate(principal.tenant_id, kb_id, body)
 
 
 @router.get("")
 async def list_evaluations(
     kb_id: str,
     principal: AdminPrincipal,
-    services: ServicesDep,
+    evaluations: EvaluationsDep,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> list[Evaluation]:
     """The knowledge base's evaluations, newest first."""
-    return await services.evaluations.list_recent(principal.tenant_id, kb_id, limit)
+    return await evaluations.list_recent(principal.tenant_id, kb_id, limit)
 
 
 @router.get("/{evaluation_id}")
 async def get_evaluation(
-    kb_id: str, evaluation_id: str, principal: AdminPrincipal, services: ServicesDep
+    kb_id: str, evaluation_id: str, principal: AdminPrincipal, evaluations: EvaluationsDep
 ) -> Evaluation:
     """One kept evaluation."""
-    return await services.evaluations.get(principal.tenant_id, kb_id, evaluation_id)
+    return await evaluations.get(principal.tenant_id, kb_id, evaluation_id)

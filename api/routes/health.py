@@ -19,10 +19,9 @@ async def healthz() -> dict[str, str]:
 async def readyz(request: Request) -> Response:
     """The process can serve: storage, queue, model and vector store are up."""
     services = getattr(request.app.state, "services", None)
-    probe = getattr(request.app.state, "readiness", None)
-    if services is None or probe is None:
+    if services is None:
         return JSONResponse({"status": "starting"}, status_code=503)
-    checks = await probe()
+    checks = await services.readiness()
     ok = all(value == "ok" for value in checks.values())
     return JSONResponse(
         {"status": "ready" if ok else "not ready", "checks": checks},

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from api.deps import InternalCaller, ServicesDep
+from api.deps import InternalCaller, Search
 from schemas.search import BotSearchRequest, SearchResponse, TenantSearchRequest
 
 router = APIRouter(prefix="/api/v1/internal/knowledge", tags=["search"])
@@ -32,7 +32,7 @@ SEARCH_BODY = {
 
 @router.post("/search", dependencies=[InternalCaller], openapi_extra=SEARCH_BODY)
 async def search(
-    services: ServicesDep,
+    search_service: Search,
     body: dict[str, Any] = Body(...),  # noqa: B008 - FastAPI's idiom
 ) -> SearchResponse:
     """A bot's search (`bot_id`, `session_id`, `query`, optional `kb_ids`, `top_k`,
@@ -40,8 +40,8 @@ async def search(
     (`tenant_id`, `kb_ids`, `query`, `top_k`, `retrieval_mode`)."""
     try:
         if "bot_id" in body:
-            return await services.search.search_bot(BotSearchRequest.model_validate(body))
-        return await services.search.search_tenant(TenantSearchRequest.model_validate(body))
+            return await search_service.search_bot(BotSearchRequest.model_validate(body))
+        return await search_service.search_tenant(TenantSearchRequest.model_validate(body))
     except ValidationError as exc:
         raise RequestValidationError(
             [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]

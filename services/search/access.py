@@ -3,7 +3,8 @@
 A bot may search the KBs attached to it that exist in its own tenant and are active, and of
 those only the ones the request names (if it names any). Everything else is dropped without an
 error, as seed 000 specifies; a bot whose knowledge is disabled searches nothing. The resolved
-access is cached for `access_ttl_s` and dropped whenever the bot or one of its KBs changes.
+access is cached for `access_ttl_s` and dropped whenever the bot or one of its KBs changes
+(`services.freshness`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from dataclasses import dataclass
 from core.errors import NotFound
 from infra.bots import BotRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
-from infra.search_cache import SearchCache
 from schemas.bots import KnowledgeConfig
+from services.freshness import SearchFreshness
 
 
 @dataclass(frozen=True)
@@ -41,15 +42,15 @@ class AccessGuard:
     """Resolves bots' access, through the cache."""
 
     def __init__(
-        self, bots: BotRepository, kbs: KnowledgeBaseRepository, cache: SearchCache
+        self, bots: BotRepository, kbs: KnowledgeBaseRepository, freshness: SearchFreshness
     ) -> None:
         self._bots = bots
         self._kbs = kbs
-        self._cache = cache
+        self._freshness = freshness
 
     async def for_bot(self, bot_id: str) -> tuple[BotAccess, bool]:
         """The bot's access and whether it came from the cache; `NotFound` for no such bot."""
-        cached = await self._cache.get_access(bot_id)
+        cached = await self._freshness.cached_access(bot_id)
         if cached is not None:
             return (
                 BotAccess(
@@ -66,7 +67,7 @@ class AccessGuard:
             raise NotFound("bot", bot_id)
         active = await self._kbs.active_ids(bot.tenant_id, bot.knowledge.kb_ids)
         access = BotAccess(bot.id, bot.tenant_id, bot.revision, bot.knowledge, tuple(active))
-        await self._cache.set_access(
+        await self._freshness.remember_access(
             bot_id,
             {
                 "tenant_id": access.tenant_id,
@@ -76,11 +77,3 @@ class AccessGuard:
             },
         )
         return access, False
-
-    async def forget_bot(self, bot_id: str) -> None:
-        """The bot changed: its cached access is out of date."""
-        await self._cache.drop_access([bot_id])
-
-    async def forget_kb(self, kb_id: str) -> None:
-        """A KB's status changed: every bot it is attached to needs its access resolved again."""
-        await self._cache.drop_access(await self._bots.attached_to(kb_id))

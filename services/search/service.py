@@ -20,6 +20,7 @@ from schemas.search import (
     SearchResponse,
     TenantSearchRequest,
 )
+from services.freshness import SearchFreshness
 from services.search.access import AccessGuard
 from services.search.fusion import FusionMethod, FusionParams
 from services.search.retrieval import Candidate, Retriever
@@ -52,12 +53,14 @@ class SearchService:
         kbs: KnowledgeBaseRepository,
         retriever: Retriever,
         cache: SearchCache,
+        freshness: SearchFreshness,
         settings: SearchSettings,
     ) -> None:
         self._guard = guard
         self._kbs = kbs
         self._retriever = retriever
         self._cache = cache
+        self._freshness = freshness
         self._settings = settings
 
     def _fusion(self, method: str, dense_weight: float, rrf_k: int) -> FusionParams:
@@ -171,18 +174,9 @@ class SearchService:
 
     async def _result_key(self, plan: Plan) -> str | None:
         """The answer's cache key, or None if the KBs' revisions are not known."""
-        revisions = await self._cache.kb_revisions(plan.kb_ids)
+        revisions = await self._freshness.revisions(plan.kb_ids)
         if revisions is None:
             return None
-        missing = [kb_id for kb_id, rev in zip(plan.kb_ids, revisions, strict=True) if rev is None]
-        if missing:
-            known = await self._kbs.revisions(missing)
-            for kb_id, revision in known.items():
-                await self._cache.kb_changed(kb_id, revision)
-            revisions = [
-                known.get(kb_id, -1) if rev is None else rev
-                for kb_id, rev in zip(plan.kb_ids, revisions, strict=True)
-            ]
         return result_key(
             [
                 *plan.identity,

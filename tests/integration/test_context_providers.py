@@ -233,7 +233,9 @@ class Stages:
                 batch_size=4,
                 contexts=Contextualizer(settings, provider, ContextCache(self.db)),
             )
-            result = await handler(event)
+            document = await self.documents.find(event.document_id)
+            assert document is not None
+            result = await handler(event, document)
         finally:
             if provider is not None:
                 await provider.close()
@@ -246,7 +248,9 @@ class Stages:
         handler = EmbedHandler(self.documents, self.embedder, EmbeddingCache(self.db), self.sparse)
         out: list[ChunkBatchEmbedded] = []
         for batch in batches:
-            result = await handler(batch)
+            document = await self.documents.find(batch.document_id)
+            assert document is not None
+            result = await handler(batch, document)
             out.extend(e for e in result.publish if isinstance(e, ChunkBatchEmbedded))
         return out
 

@@ -13,8 +13,9 @@ from core.filters import SearchScope, chunks_where
 from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
-from infra.lifecycle import DocumentLifecycle
+from infra.lifecycle import DocumentLifecycle, KbRevisions
 from infra.mongo import Database
+from infra.settings import StagePolicy
 from infra.vectorstore.base import VectorQuery, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
 from infra.vectorstore.qdrant_server import QdrantServerStore
@@ -22,6 +23,7 @@ from schemas.domain import ChunkRecord, Document, ParseStatus, file_source_key
 from schemas.events import ChunkBatchEmbedded
 from tests.factories import make_document
 from workers.index.handler import IndexHandler
+from workers.runtime import document_stage
 
 DIM = 8
 
@@ -39,8 +41,19 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     await opened.close()
 
 
+class RecordedRevisions:
+    """What the stage tells the search caches: the KB revisions it made."""
+
+    def __init__(self) -> None:
+        self.told: dict[str, int] = {}
+
+    async def kbs_changed(self, revisions: KbRevisions) -> None:
+        for kb_id, revision in revisions.items():
+            self.told[kb_id] = max(revision, self.told.get(kb_id, 0))
+
+
 class Stage:
-    """An index handler with the repositories it works on."""
+    """The index stage (as the runner runs it) with the repositories it works on."""
 
     def __init__(self, db: Database, store: VectorStore) -> None:
         self.db = db
@@ -49,7 +62,15 @@ class Stage:
         self.lifecycle = DocumentLifecycle(db.client, db)
         self.kbs = KnowledgeBaseRepository(db)
         self.blobs = BlobStore(db)
-        self.handler = IndexHandler(self.documents, self.lifecycle, store, self.blobs)
+        self.freshness = RecordedRevisions()
+        self.handler = document_stage(
+            "index",
+            ChunkBatchEmbedded,
+            ParseStatus.INDEXING,
+            IndexHandler(self.documents, self.lifecycle, store, self.blobs, self.freshness),
+            self.documents,
+            StagePolicy(),
+        ).handler
 
     async def document(self, kb_id: str, filename: str = "a.pdf", chunks: int = 7) -> Document:
         """A document as the intake creates it, chunked into `chunks` chunks in 2 batches."""
@@ -131,6 +152,8 @@ async def test_a_document_becomes_searchable_only_when_complete(
     assert finished.parse_status is ParseStatus.INDEXED
     counted = await stage.kbs.get("acme", kb.id)
     assert (counted.document_count, counted.chunk_count) == (1, 7)
+    # Cached answers of the KB's older revisions are retired.
+    assert stage.freshness.told == {kb.id: counted.revision}
     hit = (await store.search(
         VectorQuery(SearchScope("acme", (kb.id,)), np.ones(DIM, dtype=np.float32), limit=1)
     ))[0]  # fmt: skip
@@ -183,6 +206,8 @@ async def test_an_older_version_finishing_late_is_dropped(db: Database, store: V
     assert await stage.documents.find(slow.id) is None
     counted = await stage.kbs.get("acme", kb.id)
     assert (counted.document_count, counted.chunk_count) == (1, 7)
+    # Cached answers of the KB's older revisions are retired.
+    assert stage.freshness.told == {kb.id: counted.revision}
 
 
 async def test_a_batch_for_a_deleted_document_leaves_no_points(

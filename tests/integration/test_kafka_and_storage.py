@@ -15,7 +15,7 @@ from core.errors import NotFound, ServiceUnavailable
 from devstack.launcher import LocalServices
 from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
-from infra.kafka import build_broker, ensure_topics
+from infra.kafka import build_broker, ensure_topics, kafka_dead_letter, kafka_publisher
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database, ensure_indexes
@@ -25,7 +25,8 @@ from schemas.topics import dead_letter_topic
 from tests.conftest import MongoCommands, settings_for, unique
 from tests.factories import make_document
 from workers.ports import StageResult
-from workers.wiring import RunnerSlot, build_runner, subscribe_stage
+from workers.runtime import Stage, StageRunner
+from workers.wiring import RunnerSlot, subscribe_stage
 
 
 async def test_topics_are_created_with_their_partitions(local_services: LocalServices) -> None:
@@ -98,7 +99,13 @@ async def test_a_stage_dead_letters_bad_messages_and_keeps_going(
     broker = build_broker(settings.kafka, "test")
     slot = RunnerSlot()
     subscribe_stage(broker, settings, "extract", slot)
-    slot.runner = build_runner(broker, settings, "extract", DocumentUploaded, handler, documents)
+    slot.runner = StageRunner(
+        Stage("extract", DocumentUploaded, handler, settings.stages.extract),
+        documents,
+        kafka_publisher(broker),
+        kafka_dead_letter(broker, "extract"),
+        settings.ingest,
+    )
 
     def uploaded(document: Document) -> bytes:
         return (

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
 
@@ -11,14 +13,15 @@ from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database
-from infra.settings import IngestSettings
+from infra.settings import IngestSettings, StagePolicy
 from schemas.domain import Document, ParseStatus
 from schemas.events import DocumentUploaded, Event
 from tests.factories import make_document
 from workers.ports import StageResult
-from workers.runtime import Stage, StageRunner
+from workers.runtime import Stage, StageRunner, document_stage
 
-POLICY = IngestSettings(max_attempts=3, retry_backoff_s=0.01, retry_backoff_max_s=0.02)
+BACKOFF = IngestSettings(retry_backoff_s=0.01, retry_backoff_max_s=0.02)
+POLICY = StagePolicy(max_attempts=3, time_limit_s=30)
 
 
 class Captured:
@@ -48,13 +51,18 @@ async def _document(db: Database) -> tuple[DocumentRepository, Document, bytes]:
     return documents, document, event.model_dump_json().encode()
 
 
-def _runner(documents: DocumentRepository, handler: object, captured: Captured) -> StageRunner:  # type: ignore[type-arg]
+def _runner(
+    documents: DocumentRepository,
+    handler: Callable[[DocumentUploaded], Awaitable[StageResult]],
+    captured: Captured,
+    policy: StagePolicy = POLICY,
+) -> StageRunner[DocumentUploaded]:
     return StageRunner(
-        Stage("extract", DocumentUploaded, handler),  # type: ignore[arg-type]
+        Stage("extract", DocumentUploaded, handler, policy),
         documents,
         captured.publish,
         captured.dead_letter,
-        POLICY,
+        BACKOFF,
     )
 
 
@@ -143,4 +151,72 @@ async def test_when_even_the_failure_cannot_be_recorded_the_message_comes_back(
     captured = Captured()
     with pytest.raises(ServiceUnavailable):
         await _runner(unrecordable, down, captured).run(raw)
+    assert captured.dead == []
+
+
+async def test_each_stage_retries_as_often_as_its_policy_says(db: Database) -> None:
+    documents, document, raw = await _document(db)
+    calls = 0
+
+    async def down(event: DocumentUploaded) -> StageResult:
+        nonlocal calls
+        calls += 1
+        raise ServiceUnavailable("mongodb", "connection reset")
+
+    captured = Captured()
+    await _runner(documents, down, captured, StagePolicy(max_attempts=5, time_limit_s=30)).run(raw)
+    assert calls == 5
+    stored = await documents.find(document.id)
+    assert stored is not None
+    assert stored.parse_error == (
+        "extract failed after 5 attempts: mongodb unavailable: connection reset"
+    )
+
+
+async def test_a_try_past_the_time_limit_fails_the_document_and_frees_the_stage(
+    db: Database,
+) -> None:
+    documents, document, raw = await _document(db)
+    calls = 0
+
+    async def stuck(event: DocumentUploaded) -> StageResult:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(3600)
+        return StageResult()
+
+    captured = Captured()
+    started = time.monotonic()
+    await _runner(documents, stuck, captured, StagePolicy(max_attempts=3, time_limit_s=0.3)).run(
+        raw
+    )
+    # Not retried: a pathological input would only hang again.
+    assert calls == 1
+    assert time.monotonic() - started < 30
+    stored = await documents.find(document.id)
+    assert stored is not None
+    assert stored.parse_status is ParseStatus.FAILED
+    assert stored.parse_error is not None
+    assert "gave up after 0.3 s" in stored.parse_error
+    assert captured.dead[0][1]["error"] == stored.parse_error
+
+
+async def test_a_document_stage_skips_messages_of_documents_that_moved_on(db: Database) -> None:
+    documents, document, raw = await _document(db)
+    seen: list[str] = []
+
+    async def handler(event: DocumentUploaded, current: Document) -> StageResult:
+        seen.append(current.id)
+        return StageResult()
+
+    stage = document_stage(
+        "extract", DocumentUploaded, ParseStatus.EXTRACTING, handler, documents, POLICY
+    )
+    captured = Captured()
+    await StageRunner(stage, documents, captured.publish, captured.dead_letter, BACKOFF).run(raw)
+    assert seen == [document.id]
+    # A re-index starts generation 2: the old message is skipped, the handler never called.
+    await documents.restart("acme", document.kb_id, document.id)
+    await StageRunner(stage, documents, captured.publish, captured.dead_letter, BACKOFF).run(raw)
+    assert seen == [document.id]
     assert captured.dead == []

@@ -2,32 +2,40 @@
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
-
 from faststream import FastStream
 
-from infra.context.cache import ContextCache
-from infra.context.factory import build_context_provider
 from infra.settings import Settings
+from ragline.system import System
+from schemas.domain import ParseStatus
 from schemas.events import DocumentExtracted
 from workers.chunk.context import Contextualizer
 from workers.chunk.handler import ChunkHandler
-from workers.wiring import PipelineResources, stage_app
+from workers.runtime import Stage, document_stage
+from workers.wiring import stage_app
+
+
+async def build_stage(system: System) -> Stage[DocumentExtracted]:
+    """The chunk stage over the process's objects."""
+    settings = system.settings
+    handler = ChunkHandler(
+        system.documents,
+        system.blobs,
+        settings.chunking,
+        batch_size=settings.embedding.batch_size,
+        contexts=Contextualizer(
+            settings.contextual, system.context_provider(), system.context_cache
+        ),
+    )
+    return document_stage(
+        "chunk",
+        DocumentExtracted,
+        ParseStatus.CHUNKING,
+        handler,
+        system.documents,
+        settings.stages.chunk,
+    )
 
 
 def create_app(settings: Settings) -> FastStream:
     """The chunk worker process."""
-
-    async def make_handler(resources: PipelineResources, stack: AsyncExitStack) -> ChunkHandler:
-        provider = build_context_provider(settings.contextual)
-        if provider is not None:
-            stack.push_async_callback(provider.close)
-        return ChunkHandler(
-            resources.documents,
-            resources.blobs,
-            settings.chunking,
-            batch_size=settings.embedding.batch_size,
-            contexts=Contextualizer(settings.contextual, provider, ContextCache(resources.db)),
-        )
-
-    return stage_app(settings, "chunk", DocumentExtracted, make_handler)
+    return stage_app(settings, "chunk", build_stage)

@@ -15,7 +15,7 @@ import asyncio
 
 from core.errors import ExtractionFailed, PermanentError
 from infra.settings import ChunkingSettings
-from schemas.domain import ChunkingProgress, ChunkRecord, ParseStatus
+from schemas.domain import ChunkingProgress, ChunkRecord, Document
 from schemas.events import ChunkBatchReady, DocumentExtracted
 from workers.chunk.chunking import ChunkerState, feed
 from workers.chunk.context import Contextualizer
@@ -39,13 +39,10 @@ class ChunkHandler:
         self._batch_size = batch_size
         self._contexts = contexts
 
-    async def __call__(self, event: DocumentExtracted) -> StageResult:
-        """Handles one `DocumentExtracted` part."""
-        document = await self._documents.advance(
-            event.document_id, event.generation, ParseStatus.CHUNKING
-        )
+    async def __call__(self, event: DocumentExtracted, document: Document) -> StageResult:
+        """Handles one `DocumentExtracted` part of a document now `chunking`."""
         progress = await self._documents.chunking_progress(event.document_id, event.generation)
-        if document is None or progress is None or event.part_index < progress.next_part:
+        if progress is None or event.part_index < progress.next_part:
             return StageResult(skipped=True)
         if event.part_index > progress.next_part:
             raise PermanentError(

@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
-import asyncio
-from contextlib import AsyncExitStack
-
 from faststream import FastStream
 
-from infra.embedding.factory import build_embedder
-from infra.embedding_cache import EmbeddingCache
 from infra.settings import Settings
 from infra.sparse import SparseEncoder
+from ragline.system import System
+from schemas.domain import ParseStatus
 from schemas.events import ChunkBatchReady
 from workers.embed.handler import EmbedHandler
-from workers.wiring import PipelineResources, stage_app
+from workers.runtime import Stage, document_stage
+from workers.wiring import stage_app
+
+
+async def build_stage(system: System) -> Stage[ChunkBatchReady]:
+    """The embed stage over the process's objects (the model is loaded here)."""
+    handler = EmbedHandler(
+        system.documents, await system.open_embedder(), system.embedding_cache, SparseEncoder()
+    )
+    return document_stage(
+        "embed",
+        ChunkBatchReady,
+        ParseStatus.EMBEDDING,
+        handler,
+        system.documents,
+        system.settings.stages.embed,
+    )
 
 
 def create_app(settings: Settings) -> FastStream:
     """The embed worker process."""
-
-    async def make_handler(resources: PipelineResources, _: AsyncExitStack) -> EmbedHandler:
-        embedder = await asyncio.to_thread(build_embedder, settings.embedding)
-        return EmbedHandler(
-            resources.documents, embedder, EmbeddingCache(resources.db), SparseEncoder()
-        )
-
-    return stage_app(
-        settings, "embed", ChunkBatchReady, make_handler, settings.embedding.concurrency
-    )
+    return stage_app(settings, "embed", build_stage, settings.embedding.concurrency)

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from infra.embedding.base import Embedder
 from infra.metrics import CHUNKS_EMBEDDED, EMBEDDING_CACHE
 from infra.sparse import SparseEncoder
-from schemas.domain import ParseStatus
+from schemas.domain import Document
 from schemas.events import ChunkBatchEmbedded, ChunkBatchReady
 from workers.ports import DocumentStatus, StageResult
 
@@ -51,13 +51,8 @@ class EmbedHandler:
         self._cache = cache
         self._sparse = sparse
 
-    async def __call__(self, event: ChunkBatchReady) -> StageResult:
-        """Handles one `ChunkBatchReady`."""
-        document = await self._documents.advance(
-            event.document_id, event.generation, ParseStatus.EMBEDDING
-        )
-        if document is None:
-            return StageResult(skipped=True)
+    async def __call__(self, event: ChunkBatchReady, _: Document) -> StageResult:
+        """Handles one `ChunkBatchReady` of a document now `embedding`."""
         texts = [chunk.embedding_text for chunk in event.chunks]
         vectors = await self._vectors(texts)
         sparse = [self._sparse.document(text) for text in texts]

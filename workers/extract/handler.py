@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
-from schemas.domain import ExtractedDocument, ParseStatus, TextSegment
-from schemas.events import DocumentExtracted, DocumentUploaded
+from schemas.domain import Document, ExtractedDocument, TextSegment
+from schemas.events import DocumentExtracted, DocumentUploaded, Publish
 from workers.extract.extractors import OcrPolicy, open_extraction
-from workers.ports import DocumentStatus, Publish, StageResult, TextStore
+from workers.ports import DocumentStatus, StageResult, TextStore
 
 
 class ExtractHandler:
@@ -33,13 +33,8 @@ class ExtractHandler:
         self._part_chars = part_chars
         self._ocr = ocr
 
-    async def __call__(self, event: DocumentUploaded) -> StageResult:
-        """Handles one `DocumentUploaded`."""
-        document = await self._documents.advance(
-            event.document_id, event.generation, ParseStatus.EXTRACTING
-        )
-        if document is None:
-            return StageResult(skipped=True)
+    async def __call__(self, event: DocumentUploaded, document: Document) -> StageResult:
+        """Handles one `DocumentUploaded` of a document now `extracting`."""
         data = await self._texts.read(event.storage_key)
         # Parsing is CPU-bound and synchronous: run it off the event loop, one part at a time.
         stream = await asyncio.to_thread(open_extraction, data, event.filename, self._ocr)

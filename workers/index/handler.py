@@ -17,7 +17,7 @@ from infra.vectorstore.base import ChunkPoint, PublishedDocument, SparseVector, 
 from schemas.chunks import ChunkPayload
 from schemas.domain import Document, ParseStatus, chunk_id, chunk_point_id
 from schemas.events import ChunkBatchEmbedded
-from workers.ports import DocumentStatus, Lifecycle, StageResult, TextStore
+from workers.ports import DocumentStatus, Freshness, Lifecycle, StageResult, TextStore
 
 log = logging.getLogger(__name__)
 
@@ -68,19 +68,16 @@ class IndexHandler:
         lifecycle: Lifecycle,
         store: VectorStore,
         files: TextStore,
+        freshness: Freshness,
     ) -> None:
         self._documents = documents
         self._lifecycle = lifecycle
         self._store = store
         self._files = files
+        self._freshness = freshness
 
-    async def __call__(self, event: ChunkBatchEmbedded) -> StageResult:
-        """Handles one `ChunkBatchEmbedded`."""
-        document = await self._documents.advance(
-            event.document_id, event.generation, ParseStatus.INDEXING
-        )
-        if document is None:
-            return StageResult(skipped=True)
+    async def __call__(self, event: ChunkBatchEmbedded, document: Document) -> StageResult:
+        """Handles one `ChunkBatchEmbedded` of a document now `indexing`."""
         points = chunk_points(event, document, active=document.indexed_chunk_count > 0)
         await self._store.upsert(points)
         CHUNKS_INDEXED.inc(len(points))
@@ -120,6 +117,7 @@ class IndexHandler:
         if isinstance(outcome, Superseded):
             await self._drop_superseded(outcome.document)
             return StageResult(skipped=True)
+        await self._freshness.kbs_changed(outcome.revisions)
         for retired in outcome.retired:
             await self._delete_files(retired)
         return StageResult(finished_document=True)
@@ -128,7 +126,9 @@ class IndexHandler:
         """A newer version went live first: this one is removed, never shown."""
         log.info("document %s (version %d) was superseded", document.id, document.version)
         await self._store.delete_document(document.tenant_id, document.id)
-        if await self._lifecycle.remove(document.id) is not None:
+        removed = await self._lifecycle.remove(document.id)
+        if removed is not None:
+            await self._freshness.kbs_changed(removed.revisions)
             await self._delete_files(document)
 
     async def _delete_files(self, document: Document) -> None:

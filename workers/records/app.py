@@ -2,28 +2,23 @@
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
-
 from faststream import FastStream
 
 from infra.settings import Settings
+from ragline.system import System
 from schemas.events import RecordPublished
-from services.intake import Intake
 from workers.records.handler import RecordHandler
-from workers.wiring import PipelineResources, kafka_publisher, stage_app
+from workers.runtime import Stage
+from workers.wiring import stage_app
+
+
+async def build_stage(system: System) -> Stage[RecordPublished]:
+    """The records stage: each record goes through the same intake as the API's."""
+    return Stage(
+        "records", RecordPublished, RecordHandler(system.intake), system.settings.stages.records
+    )
 
 
 def create_app(settings: Settings) -> FastStream:
     """The records worker process."""
-
-    async def make_handler(resources: PipelineResources, _: AsyncExitStack) -> RecordHandler:
-        intake = Intake(
-            resources.documents,
-            resources.kbs,
-            resources.lifecycle,
-            resources.blobs,
-            kafka_publisher(resources.broker),
-        )
-        return RecordHandler(intake)
-
-    return stage_app(settings, "records", RecordPublished, make_handler)
+    return stage_app(settings, "records", build_stage)

@@ -1,0 +1,124 @@
+"""The API process: `python -m ragline.api`.
+
+Opens the system, serves the HTTP app (`api.app`) with its services and keeps the stalled-
+documents gauge current. With the embedded vector store (the local default) this process owns
+the store, so it also runs the index stage's Kafka consumer; with a Qdrant server the index
+stage is its own worker (`python -m workers.index`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from datetime import timedelta
+
+import uvicorn
+from fastapi import FastAPI
+
+from api.app import create_app
+from api.state import ApiServices
+from core.errors import RetryableError
+from core.filters import chunks_where
+from infra.documents import DocumentRepository
+from infra.kafka import build_broker, ensure_topics
+from infra.logs import configure_logging
+from infra.metrics import DOCUMENTS_STALLED
+from infra.mongo import ensure_indexes
+from infra.settings import Settings
+from ragline.system import System
+from schemas.domain import utcnow
+from schemas.topics import ALL_TOPICS
+from workers.index.app import build_stage as build_index_stage
+from workers.wiring import RunnerSlot, stage_runner, subscribe_stage
+
+log = logging.getLogger(__name__)
+
+
+async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiServices:
+    """Everything the HTTP app calls, for as long as `stack` is open."""
+    if settings.kafka.create_topics:
+        await ensure_topics(settings.kafka, ALL_TOPICS)
+    broker = build_broker(settings.kafka, "ragline-api")
+    system = System(settings, stack, broker)
+    await ensure_indexes(system.db)
+    await system.open_embedder()
+    store = await system.open_vector_store()
+    if settings.embedded_vector_store:
+        slot = RunnerSlot()
+        subscribe_stage(broker, settings, "index", slot)
+        slot.runner = stage_runner(system, await build_index_stage(system))
+    await broker.start()
+    stack.push_async_callback(broker.stop)
+
+    stalled = asyncio.create_task(_report_stalled(system.documents, settings.ingest.stall_after_s))
+    stack.callback(stalled.cancel)
+
+    async def readiness() -> dict[str, str]:
+        checks: dict[str, str] = {}
+        checks["mongodb"] = await _probe(lambda: system.mongo.admin.command("ping"))
+        checks["kafka"] = await _probe(lambda: broker.ping(timeout=1.0))
+        checks["vector_store"] = await _probe(
+            lambda: store.count(chunks_where(settings.bootstrap_tenant, kb_id="__readiness__"))
+        )
+        return checks
+
+    log.info("API ready on http://%s:%d", settings.api.host, settings.api.port)
+    return ApiServices(
+        settings=settings,
+        tokens=system.tokens,
+        knowledge_bases=system.knowledge_bases,
+        documents=system.document_queries,
+        intake=system.intake,
+        removal=system.removal,
+        bots=system.bot_admin,
+        search=system.search,
+        evaluations=system.evaluations,
+        readiness=readiness,
+    )
+
+
+def build_app(settings: Settings) -> FastAPI:
+    """The API app of this process."""
+    configure_logging(settings.log_level)
+    return create_app(lambda stack: open_api_services(settings, stack))
+
+
+async def _report_stalled(documents: DocumentRepository, stall_after_s: float) -> None:
+    """Keeps `ragline_documents_stalled` current: documents in progress that stopped moving."""
+    period = min(30.0, max(1.0, stall_after_s / 4))
+    while True:
+        try:
+            before = utcnow() - timedelta(seconds=stall_after_s)
+            DOCUMENTS_STALLED.set(await documents.count_stalled(before))
+        except RetryableError as exc:
+            log.warning("cannot count stalled documents: %s", exc)
+        await asyncio.sleep(period)
+
+
+async def _probe(check: Callable[[], Awaitable[object]]) -> str:
+    try:
+        result = await asyncio.wait_for(check(), timeout=2.0)
+    except Exception as exc:
+        return f"error: {type(exc).__name__}: {exc}"[:200]
+    if result is False:
+        return "error: no answer"
+    return "ok"
+
+
+def main() -> None:
+    """Builds the settings and serves the app until SIGINT or SIGTERM."""
+    settings = Settings()
+    uvicorn.run(
+        build_app(settings),
+        host=settings.api.host,
+        port=settings.api.port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        timeout_graceful_shutdown=10,
+    )
+
+
+if __name__ == "__main__":
+    main()

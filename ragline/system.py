@@ -1,0 +1,258 @@
+"""The composition root: the one place that builds Ragline from its settings.
+
+Every process (the API, each stage worker, the token CLI, the benchmarks) opens a `System` and
+takes what it needs from it: clients, repositories and services are built on first use, once
+per process, and closed in reverse order when the process's exit stack unwinds. Nothing else
+constructs a client or wires a service, so a new entry point (an MCP server, a CLI) is a few
+lines over the same objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+from functools import cached_property
+
+from faststream.kafka import KafkaBroker
+from pymongo import AsyncMongoClient
+
+from core.errors import PermanentError
+from infra.blob_store import BlobStore
+from infra.bots import BotRepository
+from infra.context.base import ContextProvider
+from infra.context.cache import ContextCache
+from infra.context.factory import build_context_provider
+from infra.documents import DocumentRepository
+from infra.embedding.base import Embedder
+from infra.embedding.factory import build_embedder
+from infra.embedding_cache import EmbeddingCache
+from infra.evaluations import EvaluationRepository
+from infra.kafka import kafka_publisher
+from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.lifecycle import DocumentLifecycle
+from infra.mongo import Database, MongoDoc, connect
+from infra.search_cache import SearchCache, connect_redis
+from infra.settings import Settings
+from infra.sparse import SparseEncoder
+from infra.tokens import TokenRepository
+from infra.vectorstore.base import VectorStore
+from infra.vectorstore.factory import open_vector_store
+from schemas.events import Publish
+from services.bots import BotService
+from services.documents import DocumentQueries
+from services.evaluation import Evaluations, Evaluator
+from services.freshness import SearchFreshness
+from services.intake import Intake
+from services.knowledge_bases import KnowledgeBaseService
+from services.removal import Removal
+from services.search.access import AccessGuard
+from services.search.retrieval import Retriever
+from services.search.service import SearchService
+
+
+class System:
+    """Ragline's objects for one process, built on first use and closed with `stack`.
+
+    `broker` is the process's Kafka broker (publishing needs one); the process starts it.
+    """
+
+    def __init__(
+        self, settings: Settings, stack: AsyncExitStack, broker: KafkaBroker | None = None
+    ) -> None:
+        self.settings = settings
+        self._stack = stack
+        self._broker = broker
+        self._embedder: Embedder | None = None
+        self._store: VectorStore | None = None
+        self._context_provider: ContextProvider | None = None
+        self._context_provider_built = False
+
+    # --- clients ------------------------------------------------------------------------------
+
+    @cached_property
+    def mongo(self) -> AsyncMongoClient[MongoDoc]:
+        """The MongoDB client."""
+        client = connect(self.settings.mongo)
+        self._stack.push_async_callback(client.close)
+        return client
+
+    @cached_property
+    def db(self) -> Database:
+        """Ragline's database."""
+        return self.mongo[self.settings.mongo.database]
+
+    @cached_property
+    def search_cache(self) -> SearchCache:
+        """The Redis caches of search."""
+        cache = SearchCache(connect_redis(self.settings.redis), self.settings.search)
+        self._stack.push_async_callback(cache.close)
+        return cache
+
+    @property
+    def broker(self) -> KafkaBroker:
+        """The process's Kafka broker."""
+        if self._broker is None:
+            raise RuntimeError("this process was opened without a Kafka broker")
+        return self._broker
+
+    @cached_property
+    def publish(self) -> Publish:
+        """Publishes pipeline events through the process's broker."""
+        return kafka_publisher(self.broker)
+
+    async def open_embedder(self) -> Embedder:
+        """Loads the embedding model (once; its dimensions checked against the settings)."""
+        if self._embedder is None:
+            embedder = await asyncio.to_thread(build_embedder, self.settings.embedding)
+            if embedder.dimensions != self.settings.embedding.dimensions:
+                raise PermanentError(
+                    f"the embedding model makes {embedder.dimensions}-dimensional vectors; set "
+                    f"RAGLINE_EMBEDDING__DIMENSIONS={embedder.dimensions}"
+                )
+            self._embedder = embedder
+        return self._embedder
+
+    async def open_vector_store(self) -> VectorStore:
+        """Opens the vector store (once; with the embedded engine only one process may)."""
+        if self._store is None:
+            store = await open_vector_store(self.settings)
+            self._stack.push_async_callback(store.close)
+            self._store = store
+        return self._store
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedding model (`open_embedder` first)."""
+        if self._embedder is None:
+            raise RuntimeError("the embedding model is used before it was loaded")
+        return self._embedder
+
+    @property
+    def store(self) -> VectorStore:
+        """The vector store (`open_vector_store` first)."""
+        if self._store is None:
+            raise RuntimeError("the vector store is used before it was opened")
+        return self._store
+
+    def context_provider(self) -> ContextProvider | None:
+        """The language model that writes chunk contexts, if one is configured."""
+        if not self._context_provider_built:
+            self._context_provider = build_context_provider(self.settings.contextual)
+            if self._context_provider is not None:
+                self._stack.push_async_callback(self._context_provider.close)
+            self._context_provider_built = True
+        return self._context_provider
+
+    # --- repositories -------------------------------------------------------------------------
+
+    @cached_property
+    def documents(self) -> DocumentRepository:
+        """Documents and their pipeline status."""
+        return DocumentRepository(self.db, self.settings.ingest.parse_error_max_chars)
+
+    @cached_property
+    def kbs(self) -> KnowledgeBaseRepository:
+        """Knowledge-base records."""
+        return KnowledgeBaseRepository(self.db)
+
+    @cached_property
+    def bots(self) -> BotRepository:
+        """Bot records."""
+        return BotRepository(self.db)
+
+    @cached_property
+    def tokens(self) -> TokenRepository:
+        """API tokens (and the bootstrap admin token of the settings)."""
+        return TokenRepository(
+            self.db, self.settings.admin_token.get_secret_value(), self.settings.bootstrap_tenant
+        )
+
+    @cached_property
+    def blobs(self) -> BlobStore:
+        """Originals and extracted text."""
+        return BlobStore(self.db)
+
+    @cached_property
+    def lifecycle(self) -> DocumentLifecycle:
+        """Changes spanning a document, its KB's counts and its version line."""
+        return DocumentLifecycle(self.mongo, self.db)
+
+    @cached_property
+    def embedding_cache(self) -> EmbeddingCache:
+        """Chunk vectors already computed, by model and text."""
+        return EmbeddingCache(self.db)
+
+    @cached_property
+    def context_cache(self) -> ContextCache:
+        """Chunk contexts already written, by provider and text."""
+        return ContextCache(self.db)
+
+    # --- services -----------------------------------------------------------------------------
+
+    @cached_property
+    def freshness(self) -> SearchFreshness:
+        """The owner of KB revisions and bots' cached access."""
+        return SearchFreshness(self.search_cache, self.kbs, self.bots)
+
+    @cached_property
+    def intake(self) -> Intake:
+        """Uploads, texts and records into the pipeline."""
+        return Intake(
+            self.documents,
+            self.kbs,
+            self.lifecycle,
+            self.blobs,
+            self.publish,
+            self.freshness,
+            self.settings.ingest.max_upload_bytes,
+        )
+
+    @cached_property
+    def removal(self) -> Removal:
+        """Deletes documents and KBs (from the vector store first)."""
+        return Removal(
+            self.documents, self.kbs, self.lifecycle, self.blobs, self.store, self.freshness
+        )
+
+    @cached_property
+    def knowledge_bases(self) -> KnowledgeBaseService:
+        """KB administration."""
+        return KnowledgeBaseService(self.kbs, self.removal, self.freshness)
+
+    @cached_property
+    def bot_admin(self) -> BotService:
+        """Bot administration."""
+        return BotService(self.bots, self.kbs, self.freshness)
+
+    @cached_property
+    def document_queries(self) -> DocumentQueries:
+        """What admins see of documents."""
+        return DocumentQueries(
+            self.documents, self.kbs, self.store, self.settings.ingest.stall_after_s
+        )
+
+    @cached_property
+    def search(self) -> SearchService:
+        """Search: access guard, answer cache, hybrid retrieval, result shaping."""
+        retriever = Retriever(
+            self.embedder,
+            self.store,
+            self.search_cache,
+            SparseEncoder(),
+            self.settings.search.depth,
+        )
+        return SearchService(
+            AccessGuard(self.bots, self.kbs, self.freshness),
+            self.kbs,
+            retriever,
+            self.search_cache,
+            self.freshness,
+            self.settings.search,
+        )
+
+    @cached_property
+    def evaluations(self) -> Evaluations:
+        """Retrieval evaluations of a KB."""
+        return Evaluations(
+            self.kbs, self.documents, Evaluator(self.search), EvaluationRepository(self.db)
+        )

@@ -1,0 +1,57 @@
+"""Knowledge-base administration: create, read, edit, enable/disable, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.rules import ensure_changeable
+from infra.knowledge_bases import KnowledgeBaseRepository
+from schemas.domain import KbStatus, KnowledgeBase
+from services.freshness import SearchFreshness
+from services.removal import Removal
+
+
+class KnowledgeBaseService:
+    """The tenant's knowledge bases; every change reaches cached search answers and access."""
+
+    def __init__(
+        self, kbs: KnowledgeBaseRepository, removal: Removal, freshness: SearchFreshness
+    ) -> None:
+        self._kbs = kbs
+        self._removal = removal
+        self._freshness = freshness
+
+    async def create(
+        self, tenant_id: str, name: str, description: str = "", default_language: str = "en"
+    ) -> KnowledgeBase:
+        """Creates an active, empty knowledge base."""
+        return await self._kbs.create(tenant_id, name, description, default_language)
+
+    async def list_all(self, tenant_id: str) -> list[KnowledgeBase]:
+        """The tenant's knowledge bases, newest first."""
+        return await self._kbs.list_all(tenant_id)
+
+    async def get(self, tenant_id: str, kb_id: str) -> KnowledgeBase:
+        """One of the tenant's knowledge bases (`NotFound` for any other)."""
+        return await self._kbs.get(tenant_id, kb_id)
+
+    async def update(self, tenant_id: str, kb_id: str, changes: dict[str, Any]) -> KnowledgeBase:
+        """Applies the given field changes (none: the KB as it is); 409 while it is deleted."""
+        current = ensure_changeable(await self._kbs.get(tenant_id, kb_id))
+        if not changes:
+            return current
+        kb = await self._kbs.update(tenant_id, kb_id, changes)
+        await self._freshness.kb_changed(kb, access="status" in changes)
+        return kb
+
+    async def disable(self, tenant_id: str, kb_id: str) -> KnowledgeBase:
+        """Takes the KB's chunks out of search at once; nothing is lost."""
+        ensure_changeable(await self._kbs.get(tenant_id, kb_id), "; delete it with hard=true")
+        kb = await self._kbs.update(tenant_id, kb_id, {"status": KbStatus.DISABLED})
+        await self._freshness.kb_changed(kb, access=True)
+        return kb
+
+    async def delete(self, tenant_id: str, kb_id: str) -> None:
+        """Deletes the KB and everything in it, for good (an interrupted delete is finished by
+        deleting again)."""
+        await self._removal.delete_kb(tenant_id, kb_id)
