@@ -22,9 +22,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +35,13 @@ import numpy as np
 
 from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb
 from devstack.launcher import LocalServices, Pipeline, free_port, pipeline_env
-from infra.embedding.local import SentenceTransformerEmbedder
-from infra.knowledge_bases import KnowledgeBaseRepository
-from infra.mongo import connect, ensure_indexes
-from infra.settings import EmbeddingSettings, MongoSettings
+from infra.embedding.base import Embedder
+from infra.mongo import ensure_indexes
+from infra.settings import Settings
 from infra.sparse import SparseEncoder
-from infra.vectorstore.base import ChunkPoint
+from infra.vectorstore.base import ChunkPoint, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
+from ragline.system import System
 from schemas.chunks import ChunkPayload
 from schemas.domain import ChunkRecord, Record, chunk_id, chunk_point_id
 from workers.chunk.chunking import chunk_document
@@ -60,19 +62,38 @@ def base_chunks(corpus: dict[str, str]) -> list[ChunkRecord]:
     return chunks
 
 
-async def fill_store(path: Path, kb_ids: list[str], total: int, corpus: dict[str, str]) -> None:
-    """Writes `total` chunks across the KBs and builds the HNSW index."""
+async def fill_store(settings: Settings, total: int, corpus: dict[str, str]) -> list[str]:
+    """Creates the KBs and writes `total` chunks across them (the API is not running yet: this
+    process owns the store), then builds the HNSW index; returns the KB ids."""
+    async with AsyncExitStack() as stack:
+        system = System(settings, stack)
+        await ensure_indexes(system.db)
+        store = await system.open_vector_store()
+        embedder = await system.open_embedder()
+        kbs = system.knowledge_bases
+        kb_ids = [(await kbs.create("default", f"KB {n}")).id for n in range(KBS)]
+        await write_chunks(store, embedder, kb_ids, total, corpus)
+        if isinstance(store, EdgeVectorStore):
+            started = time.time()
+            await store.optimize()
+            print(f"built the HNSW index in {time.time() - started:.0f} s")
+    return kb_ids
+
+
+async def write_chunks(
+    store: VectorStore, embedder: Embedder, kb_ids: list[str], total: int, corpus: dict[str, str]
+) -> None:
+    """Writes `total` chunks across the KBs: the corpus's chunks, again and again, each copy's
+    vector moved a little."""
     chunks = base_chunks(corpus)
     texts = [chunk.text for chunk in chunks]
     embedded = [chunk.embedding_text for chunk in chunks]
     started = time.time()
-    vectors = SentenceTransformerEmbedder(EmbeddingSettings()).embed_documents(embedded)
+    vectors = embedder.embed_documents(embedded)
     print(f"embedded {len(texts)} distinct chunks in {time.time() - started:.0f} s")
     encoder = SparseEncoder()
     sparse = [encoder.document(text) for text in embedded]
     rng = np.random.default_rng(7)
-    store = EdgeVectorStore(path, 384)
-    await store.ensure_collection()
     started = time.time()
     batch: list[ChunkPoint] = []
     for n in range(total):
@@ -110,21 +131,6 @@ async def fill_store(path: Path, kb_ids: list[str], total: int, corpus: dict[str
             batch = []
     await store.upsert(batch)
     print(f"wrote {total} chunks in {time.time() - started:.0f} s")
-    started = time.time()
-    await store.optimize()
-    print(f"built the HNSW index in {time.time() - started:.0f} s")
-    await store.close()
-
-
-async def create_kbs(mongo: MongoSettings) -> list[str]:
-    """KB records for the chunks (the API is not running yet: the store is being filled)."""
-    client = connect(mongo)
-    db = client[mongo.database]
-    await ensure_indexes(db)
-    kbs = KnowledgeBaseRepository(db)
-    ids = [(await kbs.create("default", f"KB {n}", "", "en")).id for n in range(KBS)]
-    await client.close()
-    return ids
 
 
 class Connection:
@@ -251,9 +257,9 @@ def measure_size(chunks: int, data: dict[str, Any], questions: list[str]) -> dic
                 **pipeline_env(services, work / "run", TOKEN, SECRET),
                 "RAGLINE_LOG_LEVEL": "WARNING",
             }
-            mongo = MongoSettings(url=env["RAGLINE_MONGO__URL"])
-            kb_ids = asyncio.run(create_kbs(mongo))
-            asyncio.run(fill_store(work / "run" / "vectors", kb_ids, chunks, data["corpus"]))
+            # The settings the API will read, so the store is filled where it looks.
+            os.environ.update(env)
+            kb_ids = asyncio.run(fill_store(Settings(), chunks, data["corpus"]))
             port = free_port()
             pipeline = Pipeline(work / "run", env, api_port=port)
             try:

@@ -10,6 +10,7 @@ lines over the same objects.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from functools import cached_property
 
@@ -37,7 +38,7 @@ from infra.sparse import SparseEncoder
 from infra.tokens import TokenRepository
 from infra.vectorstore.base import VectorStore
 from infra.vectorstore.factory import open_vector_store
-from schemas.events import Publish
+from schemas.events import Event, Publish
 from services.bots import BotService
 from services.documents import DocumentQueries
 from services.evaluation import Evaluations, Evaluator
@@ -97,8 +98,13 @@ class System:
 
     @cached_property
     def publish(self) -> Publish:
-        """Publishes pipeline events through the process's broker."""
-        return kafka_publisher(self.broker)
+        """Publishes pipeline events through the process's broker (looked up when used, so a
+        process without one can still build services that never publish)."""
+
+        async def publish(events: Sequence[Event]) -> None:
+            await kafka_publisher(self.broker)(events)
+
+        return publish
 
     async def open_embedder(self) -> Embedder:
         """Loads the embedding model (once; its dimensions checked against the settings)."""

@@ -9,22 +9,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from contextlib import AsyncExitStack
 
-from infra.mongo import connect
 from infra.settings import Settings
-from infra.tokens import TokenRepository
+from ragline.system import System
 from schemas.domain import Role
 
 
 async def issue(settings: Settings, tenant: str, role: Role, name: str) -> str:
     """Creates the token and returns its secret."""
-    client = connect(settings.mongo)
-    try:
-        tokens = TokenRepository(client[settings.mongo.database], "", settings.bootstrap_tenant)
-        _, token = await tokens.issue(tenant, role, name)
+    async with AsyncExitStack() as stack:
+        _, token = await System(settings, stack).tokens.issue(tenant, role, name)
         return token
-    finally:
-        await client.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ back, then removes its chunks, files and record.
 
 from __future__ import annotations
 
+from core.filters import chunks_of_document, chunks_of_kb
 from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
@@ -37,7 +38,7 @@ class Removal:
     async def delete_document(self, tenant_id: str, kb_id: str, document_id: str) -> None:
         """Removes the document from search at once, then its stored files and record."""
         document = await self._documents.begin_delete(tenant_id, kb_id, document_id)
-        await self._store.delete_document(tenant_id, document_id)
+        await self._store.delete(chunks_of_document(tenant_id, document_id))
         await self._delete_files(document)
         removed = await self._lifecycle.remove(document_id)
         if removed is not None:
@@ -51,7 +52,7 @@ class Removal:
         kb = await self._kbs.update(tenant_id, kb_id, {"status": KbStatus.DELETING})
         await self._freshness.kb_changed(kb, access=True)
         documents = await self._documents.begin_delete_kb(tenant_id, kb_id)
-        await self._store.delete_kb(tenant_id, kb_id)
+        await self._store.delete(chunks_of_kb(tenant_id, kb_id))
         for document in documents:
             await self._delete_files(document)
         await self._lifecycle.remove_kb(kb_id)

@@ -27,10 +27,25 @@ from schemas.chunks import ChunkPayload
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "sparse"
 
-# Payload fields with an index: every search filters on them.
-INDEXED_KEYWORD_FIELDS: tuple[str, ...] = ("tenant_id", "kb_id", "document_id", "source_key")
-INDEXED_BOOL_FIELDS: tuple[str, ...] = ("active",)
-INDEXED_INTEGER_FIELDS: tuple[str, ...] = ("version", "chunk_index")
+
+class IndexKind(StrEnum):
+    """How a payload field is indexed."""
+
+    KEYWORD = "keyword"
+    BOOL = "bool"
+    INTEGER = "integer"
+
+
+# Payload fields with an index: searches, deletes and version swaps filter on them.
+PAYLOAD_INDEXES: tuple[tuple[str, IndexKind], ...] = (
+    ("tenant_id", IndexKind.KEYWORD),
+    ("kb_id", IndexKind.KEYWORD),
+    ("document_id", IndexKind.KEYWORD),
+    ("source_key", IndexKind.KEYWORD),
+    ("active", IndexKind.BOOL),
+    ("version", IndexKind.INTEGER),
+    ("chunk_index", IndexKind.INTEGER),
+)
 
 
 @dataclass(frozen=True)
@@ -191,16 +206,12 @@ class VectorStore(Protocol):
         above (left by an earlier run that had more)."""
         ...
 
-    async def delete_document(self, tenant_id: str, document_id: str) -> None:
-        """Deletes all of a document's chunks."""
+    async def delete(self, selector: Filter) -> None:
+        """Deletes the points the filter selects (a document's: `chunks_of_document`)."""
         ...
 
     async def delete_points(self, point_ids: Sequence[str]) -> None:
         """Deletes points by id."""
-        ...
-
-    async def delete_kb(self, tenant_id: str, kb_id: str) -> None:
-        """Deletes all chunks of a knowledge base."""
         ...
 
     async def document_chunks(

@@ -29,15 +29,13 @@ from core.filters import (
     Range,
     SearchScope,
     chunks_of_document,
-    chunks_of_kb,
 )
 from infra.vectorstore.base import (
     DENSE_VECTOR,
-    INDEXED_BOOL_FIELDS,
-    INDEXED_INTEGER_FIELDS,
-    INDEXED_KEYWORD_FIELDS,
+    PAYLOAD_INDEXES,
     SPARSE_VECTOR,
     ChunkPoint,
+    IndexKind,
     PublishedDocument,
     Rankings,
     RetrievalMode,
@@ -49,6 +47,12 @@ from schemas.chunks import ChunkPayload
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+_EDGE_INDEX = {
+    IndexKind.KEYWORD: qe.PayloadSchemaType.Keyword,
+    IndexKind.BOOL: qe.PayloadSchemaType.Bool,
+    IndexKind.INTEGER: qe.PayloadSchemaType.Integer,
+}
 
 
 class EdgeVectorStore:
@@ -102,19 +106,9 @@ class EdgeVectorStore:
         except Exception as exc:
             raise ServiceUnavailable("vector store", f"cannot open {self._path}: {exc}") from exc
         indexed = set(shard.info().payload_schema)
-        for name in INDEXED_KEYWORD_FIELDS:
+        for name, kind in PAYLOAD_INDEXES:
             if name not in indexed:
-                shard.update(
-                    qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword)
-                )
-        for name in INDEXED_BOOL_FIELDS:
-            if name not in indexed:
-                shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Bool))
-        for name in INDEXED_INTEGER_FIELDS:
-            if name not in indexed:
-                shard.update(
-                    qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Integer)
-                )
+                shard.update(qe.UpdateOperation.create_field_index(name, _EDGE_INDEX[kind]))
         return shard
 
     async def upsert(self, points: Sequence[ChunkPoint]) -> None:
@@ -149,9 +143,12 @@ class EdgeVectorStore:
 
         await self._write(apply)
 
-    async def delete_document(self, tenant_id: str, document_id: str) -> None:
-        """Deletes all of a document's chunks."""
-        await self._delete_by(chunks_of_document(tenant_id, document_id))
+    async def delete(self, selector: Filter) -> None:
+        """Deletes the points the filter selects."""
+        native = edge_filter(selector)
+        await self._write(
+            lambda shard: shard.update(qe.UpdateOperation.delete_points_by_filter(native))
+        )
 
     async def delete_points(self, point_ids: Sequence[str]) -> None:
         """Deletes points by id."""
@@ -159,10 +156,6 @@ class EdgeVectorStore:
             return
         ids: list[Any] = list(point_ids)
         await self._write(lambda shard: shard.update(qe.UpdateOperation.delete_points(ids)))
-
-    async def delete_kb(self, tenant_id: str, kb_id: str) -> None:
-        """Deletes all chunks of a knowledge base."""
-        await self._delete_by(chunks_of_kb(tenant_id, kb_id))
 
     async def document_chunks(
         self, tenant_id: str, document_id: str, limit: int = 10_000
@@ -276,12 +269,6 @@ class EdgeVectorStore:
             async with self._lock:
                 shard, self._shard = self._shard, None
                 await asyncio.to_thread(_flush_and_close, shard)
-
-    async def _delete_by(self, selector: Filter) -> None:
-        native = edge_filter(selector)
-        await self._write(
-            lambda shard: shard.update(qe.UpdateOperation.delete_points_by_filter(native))
-        )
 
     async def _write(self, fn: Callable[[qe.EdgeShard], T]) -> T:
         result = await self._call(fn)

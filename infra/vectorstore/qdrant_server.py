@@ -22,15 +22,13 @@ from core.filters import (
     Range,
     SearchScope,
     chunks_of_document,
-    chunks_of_kb,
 )
 from infra.vectorstore.base import (
     DENSE_VECTOR,
-    INDEXED_BOOL_FIELDS,
-    INDEXED_INTEGER_FIELDS,
-    INDEXED_KEYWORD_FIELDS,
+    PAYLOAD_INDEXES,
     SPARSE_VECTOR,
     ChunkPoint,
+    IndexKind,
     PublishedDocument,
     Rankings,
     RetrievalMode,
@@ -39,6 +37,12 @@ from infra.vectorstore.base import (
     VectorQuery,
 )
 from schemas.chunks import ChunkPayload
+
+_QDRANT_INDEX = {
+    IndexKind.KEYWORD: qm.PayloadSchemaType.KEYWORD,
+    IndexKind.BOOL: qm.PayloadSchemaType.BOOL,
+    IndexKind.INTEGER: qm.PayloadSchemaType.INTEGER,
+}
 
 
 @asynccontextmanager
@@ -85,18 +89,8 @@ class QdrantServerStore:
                         SPARSE_VECTOR: qm.SparseVectorParams(modifier=qm.Modifier.IDF)
                     },
                 )
-            for name in INDEXED_KEYWORD_FIELDS:
-                await self._client.create_payload_index(
-                    self._collection, name, qm.PayloadSchemaType.KEYWORD
-                )
-            for name in INDEXED_BOOL_FIELDS:
-                await self._client.create_payload_index(
-                    self._collection, name, qm.PayloadSchemaType.BOOL
-                )
-            for name in INDEXED_INTEGER_FIELDS:
-                await self._client.create_payload_index(
-                    self._collection, name, qm.PayloadSchemaType.INTEGER
-                )
+            for name, kind in PAYLOAD_INDEXES:
+                await self._client.create_payload_index(self._collection, name, _QDRANT_INDEX[kind])
 
     async def upsert(self, points: Sequence[ChunkPoint]) -> None:
         """Writes points; an existing id is overwritten."""
@@ -135,9 +129,12 @@ class QdrantServerStore:
                 wait=True,
             )
 
-    async def delete_document(self, tenant_id: str, document_id: str) -> None:
-        """Deletes all of a document's chunks."""
-        await self._delete_by(chunks_of_document(tenant_id, document_id))
+    async def delete(self, selector: Filter) -> None:
+        """Deletes the points the filter selects."""
+        async with _qdrant_errors():
+            await self._client.delete(
+                self._collection, qm.FilterSelector(filter=qdrant_filter(selector)), wait=True
+            )
 
     async def delete_points(self, point_ids: Sequence[str]) -> None:
         """Deletes points by id."""
@@ -147,10 +144,6 @@ class QdrantServerStore:
             await self._client.delete(
                 self._collection, qm.PointIdsList(points=list(point_ids)), wait=True
             )
-
-    async def delete_kb(self, tenant_id: str, kb_id: str) -> None:
-        """Deletes all chunks of a knowledge base."""
-        await self._delete_by(chunks_of_kb(tenant_id, kb_id))
 
     async def document_chunks(
         self, tenant_id: str, document_id: str, limit: int = 10_000
@@ -269,12 +262,6 @@ class QdrantServerStore:
     async def close(self) -> None:
         """Closes the client."""
         await self._client.close()
-
-    async def _delete_by(self, selector: Filter) -> None:
-        async with _qdrant_errors():
-            await self._client.delete(
-                self._collection, qm.FilterSelector(filter=qdrant_filter(selector)), wait=True
-            )
 
 
 def qdrant_filter(selector: Filter) -> qm.Filter:

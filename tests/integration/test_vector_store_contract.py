@@ -14,7 +14,16 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 
 from core.errors import PermanentError
-from core.filters import Filter, Match, MatchAny, Range, SearchScope, chunks_where
+from core.filters import (
+    Filter,
+    Match,
+    MatchAny,
+    Range,
+    SearchScope,
+    chunks_of_document,
+    chunks_of_kb,
+    chunks_where,
+)
 from infra.sparse import SparseEncoder, term_index
 from infra.vectorstore.base import (
     ChunkPoint,
@@ -171,12 +180,12 @@ async def test_delete_document_and_points_and_kb(store: VectorStore) -> None:
         + [_point("t1", "kb2", "doc_c", 0)]
         + [_point("t2", "kb1", "doc_a", 0)]
     )
-    await store.delete_document("t1", "doc_a")
+    await store.delete(chunks_of_document("t1", "doc_a"))
     assert await store.count(chunks_where("t1", document_id="doc_a")) == 0
     assert await store.count(chunks_where("t2", document_id="doc_a")) == 1
     await store.delete_points([chunk_point_id("doc_b", 0)])
     assert await store.count(chunks_where("t1", document_id="doc_b")) == 1
-    await store.delete_kb("t1", "kb1")
+    await store.delete(chunks_of_kb("t1", "kb1"))
     assert await store.count(chunks_where("t1", kb_id="kb1")) == 0
     assert await store.count(chunks_where("t1", kb_id="kb2")) == 1
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from core.filters import chunks_of_document
 from infra.lifecycle import Superseded
 from infra.metrics import CHUNKS_INDEXED
 from infra.vectorstore.base import ChunkPoint, PublishedDocument, SparseVector, VectorStore
@@ -125,7 +126,7 @@ class IndexHandler:
     async def _drop_superseded(self, document: Document) -> None:
         """A newer version went live first: this one is removed, never shown."""
         log.info("document %s (version %d) was superseded", document.id, document.version)
-        await self._store.delete_document(document.tenant_id, document.id)
+        await self._store.delete(chunks_of_document(document.tenant_id, document.id))
         removed = await self._lifecycle.remove(document.id)
         if removed is not None:
             await self._freshness.kbs_changed(removed.revisions)
