@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
@@ -31,46 +32,23 @@ def get_services(request: Request) -> ApiServices:
 ServicesDep = Annotated[ApiServices, Depends(get_services)]
 
 
-def _knowledge_bases(services: ServicesDep) -> KnowledgeBaseService:
-    return services.knowledge_bases
+def _service(name: str) -> Callable[[ApiServices], object]:
+    """A dependency giving one of the services, so a route receives only what it calls."""
+
+    def pick(services: ServicesDep) -> object:
+        return getattr(services, name)
+
+    return pick
 
 
-def _documents(services: ServicesDep) -> DocumentQueries:
-    return services.documents
-
-
-def _intake(services: ServicesDep) -> Intake:
-    return services.intake
-
-
-def _removal(services: ServicesDep) -> Removal:
-    return services.removal
-
-
-def _bots(services: ServicesDep) -> BotService:
-    return services.bots
-
-
-def _search(services: ServicesDep) -> SearchService:
-    return services.search
-
-
-def _evaluations(services: ServicesDep) -> Evaluations:
-    return services.evaluations
-
-
-def _tokens(services: ServicesDep) -> TokenRepository:
-    return services.tokens
-
-
-KnowledgeBases = Annotated[KnowledgeBaseService, Depends(_knowledge_bases)]
-Documents = Annotated[DocumentQueries, Depends(_documents)]
-IntakeDep = Annotated[Intake, Depends(_intake)]
-RemovalDep = Annotated[Removal, Depends(_removal)]
-Bots = Annotated[BotService, Depends(_bots)]
-Search = Annotated[SearchService, Depends(_search)]
-EvaluationsDep = Annotated[Evaluations, Depends(_evaluations)]
-Tokens = Annotated[TokenRepository, Depends(_tokens)]
+KnowledgeBases = Annotated[KnowledgeBaseService, Depends(_service("knowledge_bases"))]
+Documents = Annotated[DocumentQueries, Depends(_service("documents"))]
+IntakeDep = Annotated[Intake, Depends(_service("intake"))]
+RemovalDep = Annotated[Removal, Depends(_service("removal"))]
+Bots = Annotated[BotService, Depends(_service("bots"))]
+Search = Annotated[SearchService, Depends(_service("search"))]
+EvaluationsDep = Annotated[Evaluations, Depends(_service("evaluations"))]
+Tokens = Annotated[TokenRepository, Depends(_service("tokens"))]
 
 
 async def get_principal(
