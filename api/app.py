@@ -16,7 +16,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from api.routes import bots as bot_routes
-from api.routes import documents, evaluations, health, knowledge_bases, search, tokens
+from api.routes import (
+    documents,
+    evaluations,
+    health,
+    knowledge,
+    knowledge_bases,
+    people,
+    search,
+    tokens,
+)
 from api.state import OpenServices
 from core.errors import (
     Conflict,
@@ -85,6 +94,16 @@ def create_app(open_services: OpenServices) -> FastAPI:
     app = FastAPI(title="Ragline", version="0.1.0", lifespan=lifespan)
     app.add_exception_handler(RaglineError, _ragline_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    for module in (health, knowledge_bases, documents, evaluations, bot_routes, search, tokens):
+    for module in (
+        health,
+        knowledge_bases,
+        documents,
+        evaluations,
+        bot_routes,
+        search,
+        tokens,
+        people,
+        knowledge,
+    ):
         app.include_router(module.router)
     return app

@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
 from api.state import ApiServices
 from core.errors import Forbidden, ServiceUnavailable, Unauthorized
-from infra.tokens import TokenRepository
+from core.governance import Reader
 from schemas.domain import Principal, Role
 from services.bots import BotService
 from services.documents import DocumentQueries
 from services.evaluation import Evaluations
+from services.governance import ItemGovernance, ItemPolicy
 from services.intake import Intake
 from services.knowledge_bases import KnowledgeBaseService
+from services.people import PeopleService, TokenService
 from services.removal import Removal
 from services.search.service import SearchService
+from services.wiki import WikiService
 
 
 def get_services(request: Request) -> ApiServices:
@@ -48,7 +52,11 @@ RemovalDep = Annotated[Removal, Depends(_service("removal"))]
 Bots = Annotated[BotService, Depends(_service("bots"))]
 Search = Annotated[SearchService, Depends(_service("search"))]
 EvaluationsDep = Annotated[Evaluations, Depends(_service("evaluations"))]
-Tokens = Annotated[TokenRepository, Depends(_service("tokens"))]
+Tokens = Annotated[TokenService, Depends(_service("tokens"))]
+People = Annotated[PeopleService, Depends(_service("people"))]
+Policy = Annotated[ItemPolicy, Depends(_service("policy"))]
+GovernanceDep = Annotated[ItemGovernance, Depends(_service("governance"))]
+Wiki = Annotated[WikiService, Depends(_service("wiki"))]
 
 
 async def get_principal(
@@ -76,6 +84,27 @@ async def require_admin(principal: PrincipalDep) -> Principal:
 
 
 AdminPrincipal = Annotated[Principal, Depends(require_admin)]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The caller's tenant, token and what they may read."""
+
+    principal: Principal
+    reader: Reader
+
+    @property
+    def tenant_id(self) -> str:
+        """The caller's tenant."""
+        return self.principal.tenant_id
+
+
+async def get_caller(principal: PrincipalDep, policy: Policy) -> Caller:
+    """The caller with their readers (a user's audiences read now)."""
+    return Caller(principal, await policy.reader(principal))
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
 async def require_internal_caller(

@@ -8,14 +8,16 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from infra.settings import Settings
-from infra.tokens import TokenRepository
 from services.bots import BotService
 from services.documents import DocumentQueries
 from services.evaluation import Evaluations
+from services.governance import ItemGovernance, ItemPolicy
 from services.intake import Intake
 from services.knowledge_bases import KnowledgeBaseService
+from services.people import PeopleService, TokenService
 from services.removal import Removal
 from services.search.service import SearchService
+from services.wiki import WikiService
 
 # Each dependency's state: "ok" or what is wrong.
 Readiness = Callable[[], Awaitable[dict[str, str]]]
@@ -26,7 +28,11 @@ class ApiServices:
     """The services behind the routes, and the probe behind `/readyz`."""
 
     settings: Settings
-    tokens: TokenRepository
+    tokens: TokenService
+    people: PeopleService
+    policy: ItemPolicy
+    governance: ItemGovernance
+    wiki: WikiService
     knowledge_bases: KnowledgeBaseService
     documents: DocumentQueries
     intake: Intake

@@ -99,10 +99,12 @@ def _equal(found: object, wanted: Scalar) -> bool:
 
 @dataclass(frozen=True)
 class SearchScope:
-    """What a search may see: active chunks of these KBs of this tenant, and nothing else."""
+    """What a search may see: active chunks of these KBs of this tenant that one of the
+    caller's principals may read (`core.governance`), and nothing else."""
 
     tenant_id: str
     kb_ids: tuple[str, ...]
+    readers: tuple[str, ...]
 
     def filter(self) -> Filter:
         """The chunks in scope."""
@@ -111,6 +113,7 @@ class SearchScope:
                 Match("tenant_id", self.tenant_id),
                 MatchAny("kb_id", self.kb_ids),
                 Match("active", True),
+                MatchAny("readers", self.readers),
             )
         )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,8 +17,16 @@ from typing import Any
 from pymongo import DESCENDING, ReturnDocument
 
 from core.errors import InvalidRequest, NotFound
+from core.governance import Governance
 from infra.mongo import DOCUMENTS, Database, MongoDoc, from_mongo, mongo_errors
-from schemas.domain import PIPELINE_ORDER, ChunkingProgress, Document, ParseStatus, utcnow
+from schemas.domain import (
+    PIPELINE_ORDER,
+    ChunkingProgress,
+    Document,
+    ItemKind,
+    ParseStatus,
+    utcnow,
+)
 
 # Statuses a document is in while the pipeline works on it.
 IN_PROGRESS = tuple(s.value for s in PIPELINE_ORDER[:-1])
@@ -103,14 +111,18 @@ class DocumentRepository:
         *,
         status: ParseStatus | None = None,
         stalled_before: datetime | None = None,
+        readers: Sequence[str] | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> DocumentPage:
         """The KB's documents, newest first, a page at a time.
 
-        `stalled_before` keeps only documents in progress that have not moved since then.
+        `stalled_before` keeps only documents in progress that have not moved since then;
+        `readers` only those one of these principals may read.
         """
         query: dict[str, Any] = {"tenant_id": tenant_id, "kb_id": kb_id}
+        if readers is not None:
+            query["readers"] = {"$in": list(readers)}
         if status is not None:
             query["parse_status"] = status.value
         if stalled_before is not None:
@@ -128,6 +140,46 @@ class DocumentRepository:
         more = len(items) > limit
         items = items[:limit]
         return DocumentPage(items, _encode_cursor(items[-1]) if more and items else None)
+
+    async def versions_of_item(self, tenant_id: str, knowledge_item_id: str) -> list[Document]:
+        """Every version of one knowledge item (none being deleted), newest first."""
+        async with mongo_errors():
+            cursor = self._docs.find(
+                {"tenant_id": tenant_id, "knowledge_item_id": knowledge_item_id}
+            ).sort("version", DESCENDING)
+            found = [to_document(doc) async for doc in cursor]
+        return [d for d in found if d.parse_status is not ParseStatus.DELETING]
+
+    async def set_governance(
+        self, tenant_id: str, knowledge_item_id: str, governance: Governance
+    ) -> None:
+        """Gives every version of the item this ownership and visibility (and its readers)."""
+        async with mongo_errors():
+            await self._docs.update_many(
+                {"tenant_id": tenant_id, "knowledge_item_id": knowledge_item_id},
+                {
+                    "$set": {
+                        "governance": governance.model_dump(),
+                        "readers": governance.readers(),
+                    }
+                },
+            )
+
+    async def without_readers(self, limit: int) -> list[Document]:
+        """Documents stored before items had readers (to be given the default ones)."""
+        async with mongo_errors():
+            cursor = self._docs.find({"readers": {"$exists": False}}).limit(limit)
+            return [to_document(doc) async for doc in cursor]
+
+    async def wiki_pages(self, tenant_id: str, topic: str | None = None) -> list[Document]:
+        """The tenant's wiki pages (of one topic, if given), every version, newest first."""
+        query: dict[str, Any] = {"tenant_id": tenant_id, "kind": ItemKind.WIKI.value}
+        if topic is not None:
+            query["topic"] = topic
+        async with mongo_errors():
+            cursor = self._docs.find(query).sort([("topic", 1), ("version", DESCENDING)])
+            found = [to_document(doc) async for doc in cursor]
+        return [d for d in found if d.parse_status is not ParseStatus.DELETING]
 
     async def count_stalled(self, stalled_before: datetime) -> int:
         """Documents in progress, in any KB, that have not moved since `stalled_before`."""

@@ -7,6 +7,7 @@ from typing import Any
 from pymongo import ReturnDocument
 
 from core.errors import NotFound
+from core.governance import Visibility
 from infra.mongo import KNOWLEDGE_BASES, Database, from_mongo, mongo_errors
 from schemas.domain import KbStatus, KnowledgeBase, new_kb_id, utcnow
 
@@ -19,7 +20,12 @@ class KnowledgeBaseRepository:
         self._kbs = db[KNOWLEDGE_BASES]
 
     async def create(
-        self, tenant_id: str, name: str, description: str, default_language: str
+        self,
+        tenant_id: str,
+        name: str,
+        description: str,
+        default_language: str,
+        default_visibility: Visibility = Visibility.SHARED,
     ) -> KnowledgeBase:
         """Creates an active, empty knowledge base."""
         now = utcnow()
@@ -29,6 +35,7 @@ class KnowledgeBaseRepository:
             name=name,
             description=description,
             default_language=default_language,
+            default_visibility=default_visibility,
             created_at=now,
             updated_at=now,
         )
@@ -69,6 +76,14 @@ class KnowledgeBaseRepository:
         async with mongo_errors():
             cursor = self._kbs.find({"_id": {"$in": kb_ids}}, projection={"revision": 1})
             return {doc["_id"]: int(doc.get("revision", 0)) async for doc in cursor}
+
+    async def all_active_ids(self, tenant_id: str) -> list[str]:
+        """Every active KB of the tenant, oldest first."""
+        async with mongo_errors():
+            cursor = self._kbs.find(
+                {"tenant_id": tenant_id, "status": KbStatus.ACTIVE}, projection={"_id": 1}
+            ).sort("created_at", 1)
+            return [doc["_id"] async for doc in cursor]
 
     async def active_ids(self, tenant_id: str, kb_ids: list[str]) -> list[str]:
         """Those of `kb_ids` that exist for the tenant and are active, in the order given."""

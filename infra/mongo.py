@@ -22,6 +22,8 @@ from infra.settings import MongoSettings
 KNOWLEDGE_BASES = "knowledge_bases"
 DOCUMENTS = "knowledge_documents"
 TOKENS = "api_tokens"
+USERS = "users"
+AUDIENCES = "audiences"
 BOTS = "bots"
 SOURCES = "document_sources"
 EMBEDDINGS = "embedding_cache"
@@ -94,6 +96,13 @@ async def ensure_indexes(db: Database) -> None:
         await db[BOTS].create_index([("tenant_id", ASCENDING), ("created_at", DESCENDING)])
         await db[BOTS].create_index([("knowledge.kb_ids", ASCENDING)])
         await db[TOKENS].create_index([("tenant_id", ASCENDING)])
+        await db[USERS].create_index([("tenant_id", ASCENDING), ("user_id", ASCENDING)])
+        await db[AUDIENCES].create_index([("tenant_id", ASCENDING), ("members", ASCENDING)])
+        # The versions of one knowledge item, and a tenant's wiki pages by topic.
+        await docs.create_index([("knowledge_item_id", ASCENDING)])
+        await docs.create_index(
+            [("tenant_id", ASCENDING), ("kind", ASCENDING), ("topic", ASCENDING)]
+        )
         await db[EVALUATIONS].create_index(
             [("tenant_id", ASCENDING), ("kb_id", ASCENDING), ("created_at", DESCENDING)]
         )

@@ -208,6 +208,9 @@ class SearchSettings(BaseModel):
     duplicate_threshold: float = Field(default=0.5, gt=0, le=1)
     # Neighbouring chunks of a document merge into one hit of at most this many chunks.
     merge_max_chunks: int = Field(default=3, ge=1, le=20)
+    # People's searches (`POST /api/v1/knowledge/search`): the minimum cosine similarity of a
+    # hit when the request does not say (hybrid keeps exact keyword matches below it).
+    people_score_threshold: float = Field(default=0.3, ge=0, le=1)
 
 
 class ApiSettings(BaseModel):

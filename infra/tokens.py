@@ -1,4 +1,5 @@
-"""API tokens: each belongs to one tenant and carries a role. Only a hash is stored."""
+"""API tokens: each belongs to one tenant, carries a role and maybe a user. Only a hash is
+stored."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import hashlib
 import hmac
 import secrets
 
-from infra.mongo import TOKENS, Database, mongo_errors
-from schemas.domain import Principal, Role, utcnow
+from infra.mongo import TOKENS, Database, from_mongo, mongo_errors
+from schemas.domain import Principal, Role, TokenInfo, utcnow
 
 BOOTSTRAP_TOKEN_ID = "bootstrap"  # noqa: S105 - an id, not a secret
 
@@ -23,29 +24,43 @@ def new_token() -> str:
 
 
 class TokenRepository:
-    """Issues and resolves bearer tokens."""
+    """Issues, lists, revokes and resolves bearer tokens."""
 
     def __init__(self, db: Database, bootstrap_token: str, bootstrap_tenant: str) -> None:
         self._tokens = db[TOKENS]
         self._bootstrap_hash = hash_token(bootstrap_token) if bootstrap_token else ""
         self._bootstrap_tenant = bootstrap_tenant
 
-    async def issue(self, tenant_id: str, role: Role, name: str) -> tuple[str, str]:
-        """Creates a token; returns (token id, secret token). The secret is not stored."""
+    async def issue(
+        self, tenant_id: str, role: Role, name: str, user_id: str | None = None
+    ) -> tuple[TokenInfo, str]:
+        """Creates a token; returns it and its secret. The secret is not stored."""
         token = new_token()
-        token_id = f"tok_{secrets.token_hex(6)}"
+        info = TokenInfo(
+            id=f"tok_{secrets.token_hex(6)}",
+            tenant_id=tenant_id,
+            role=role,
+            name=name,
+            user_id=user_id,
+            created_at=utcnow(),
+        )
         async with mongo_errors():
             await self._tokens.insert_one(
-                {
-                    "_id": hash_token(token),
-                    "token_id": token_id,
-                    "tenant_id": tenant_id,
-                    "role": role.value,
-                    "name": name,
-                    "created_at": utcnow(),
-                }
+                {"_id": hash_token(token), "token_id": info.id, **info.model_dump(exclude={"id"})}
             )
-        return token_id, token
+        return info, token
+
+    async def list_all(self, tenant_id: str) -> list[TokenInfo]:
+        """The tenant's tokens (never their secrets), oldest first."""
+        async with mongo_errors():
+            cursor = self._tokens.find({"tenant_id": tenant_id}).sort("created_at", 1)
+            return [_info(doc) async for doc in cursor]
+
+    async def revoke(self, tenant_id: str, token_id: str) -> bool:
+        """Deletes one of the tenant's tokens: the next request with it is refused."""
+        async with mongo_errors():
+            result = await self._tokens.delete_one({"tenant_id": tenant_id, "token_id": token_id})
+        return result.deleted_count == 1
 
     async def resolve(self, token: str) -> Principal | None:
         """The principal a bearer token stands for, or None."""
@@ -59,5 +74,14 @@ class TokenRepository:
         if doc is None:
             return None
         return Principal(
-            tenant_id=doc["tenant_id"], role=Role(doc["role"]), token_id=doc["token_id"]
+            tenant_id=doc["tenant_id"],
+            role=Role(doc["role"]),
+            token_id=doc["token_id"],
+            user_id=doc.get("user_id"),
         )
+
+
+def _info(doc: dict[str, object]) -> TokenInfo:
+    record = from_mongo(doc)
+    record["id"] = record.pop("token_id")
+    return TokenInfo.model_validate(record)

@@ -45,6 +45,9 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
     await ensure_indexes(system.db)
     await system.open_embedder()
     store = await system.open_vector_store()
+    backfilled = await system.item_governance.backfill()
+    if backfilled:
+        log.info("gave %d documents stored before governance their readers", backfilled)
     if settings.embedded_vector_store:
         slot = RunnerSlot()
         subscribe_stage(broker, settings, "index", slot)
@@ -67,7 +70,11 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
     log.info("API ready on http://%s:%d", settings.api.host, settings.api.port)
     return ApiServices(
         settings=settings,
-        tokens=system.tokens,
+        tokens=system.token_service,
+        people=system.people,
+        policy=system.policy,
+        governance=system.item_governance,
+        wiki=system.wiki,
         knowledge_bases=system.knowledge_bases,
         documents=system.document_queries,
         intake=system.intake,

@@ -18,6 +18,7 @@ from faststream.kafka import KafkaBroker
 from pymongo import AsyncMongoClient
 
 from core.errors import PermanentError
+from infra.audiences import AudienceRepository
 from infra.blob_store import BlobStore
 from infra.bots import BotRepository
 from infra.context.base import ContextProvider
@@ -36,6 +37,7 @@ from infra.search_cache import SearchCache, connect_redis
 from infra.settings import Settings
 from infra.sparse import SparseEncoder
 from infra.tokens import TokenRepository
+from infra.users import UserRepository
 from infra.vectorstore.base import VectorStore
 from infra.vectorstore.factory import open_vector_store
 from schemas.events import Event, Publish
@@ -43,12 +45,15 @@ from services.bots import BotService
 from services.documents import DocumentQueries
 from services.evaluation import Evaluations, Evaluator
 from services.freshness import SearchFreshness
+from services.governance import ItemGovernance, ItemPolicy
 from services.intake import Intake
 from services.knowledge_bases import KnowledgeBaseService
+from services.people import PeopleService, TokenService
 from services.removal import Removal
 from services.search.access import AccessGuard
 from services.search.retrieval import Retriever
 from services.search.service import SearchService
+from services.wiki import WikiService
 
 
 class System:
@@ -174,6 +179,16 @@ class System:
         )
 
     @cached_property
+    def users(self) -> UserRepository:
+        """The tenants' users."""
+        return UserRepository(self.db)
+
+    @cached_property
+    def audiences(self) -> AudienceRepository:
+        """The tenants' audiences and their members."""
+        return AudienceRepository(self.db)
+
+    @cached_property
     def blobs(self) -> BlobStore:
         """Originals and extracted text."""
         return BlobStore(self.db)
@@ -201,6 +216,31 @@ class System:
         return SearchFreshness(self.search_cache, self.kbs, self.bots)
 
     @cached_property
+    def policy(self) -> ItemPolicy:
+        """Who a caller is as a reader; who owns and may read what is added."""
+        return ItemPolicy(self.users, self.audiences)
+
+    @cached_property
+    def item_governance(self) -> ItemGovernance:
+        """Changes of items' ownership and visibility (vector store included)."""
+        return ItemGovernance(self.policy, self.documents, self.kbs, self.store, self.freshness)
+
+    @cached_property
+    def token_service(self) -> TokenService:
+        """Issuing, listing and revoking API tokens."""
+        return TokenService(self.tokens, self.users)
+
+    @cached_property
+    def people(self) -> PeopleService:
+        """Users and audiences."""
+        return PeopleService(self.users, self.audiences)
+
+    @cached_property
+    def wiki(self) -> WikiService:
+        """Wiki pages."""
+        return WikiService(self.documents, self.intake, self.removal, self.blobs)
+
+    @cached_property
     def intake(self) -> Intake:
         """Uploads, texts and records into the pipeline."""
         return Intake(
@@ -210,6 +250,7 @@ class System:
             self.blobs,
             self.publish,
             self.freshness,
+            self.policy,
             self.settings.ingest.max_upload_bytes,
         )
 
@@ -234,7 +275,7 @@ class System:
     def document_queries(self) -> DocumentQueries:
         """What admins see of documents."""
         return DocumentQueries(
-            self.documents, self.kbs, self.store, self.settings.ingest.stall_after_s
+            self.documents, self.kbs, self.store, self.blobs, self.settings.ingest.stall_after_s
         )
 
     @cached_property
@@ -253,6 +294,7 @@ class System:
             retriever,
             self.search_cache,
             self.freshness,
+            self.policy,
             self.settings.search,
         )
 

@@ -5,20 +5,37 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from core.errors import InvalidRequest
+from core.governance import NAME_PATTERN, GovernanceChange, Visibility
 from schemas.chunks import ChunkPayload
 from schemas.domain import (
     PIPELINE_ORDER,
+    Audience,
     Document,
+    ItemKind,
     KbStatus,
     KnowledgeBase,
     ParseStatus,
     Record,
     Role,
+    TokenInfo,
+    User,
 )
 
 IN_PROGRESS_STATUSES = frozenset(PIPELINE_ORDER[:-1])
+
+
+def governance_change(fields: BaseModel | dict[str, object]) -> GovernanceChange:
+    """The governance fields a request body (or form) sets; 422 naming a malformed one."""
+    if isinstance(fields, BaseModel):
+        fields = fields.model_dump(include=set(GovernanceChange.model_fields), exclude_unset=True)
+    try:
+        return GovernanceChange.model_validate(fields)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise InvalidRequest(f"invalid governance fields: {problems}") from exc
 
 
 class KnowledgeBaseCreate(BaseModel):
@@ -29,6 +46,8 @@ class KnowledgeBaseCreate(BaseModel):
     name: str = Field(min_length=1, max_length=200)
     description: str = Field(default="", max_length=5000)
     default_language: str = Field(default="en", min_length=2, max_length=16)
+    # What admins' uploads get when they do not say (a user's are private to them).
+    default_visibility: Visibility = Visibility.SHARED
 
     @field_validator("name")
     @classmethod
@@ -46,6 +65,7 @@ class KnowledgeBaseUpdate(BaseModel):
     name: str | None = Field(default=None, min_length=1, max_length=200)
     description: str | None = Field(default=None, max_length=5000)
     default_language: str | None = Field(default=None, min_length=2, max_length=16)
+    default_visibility: Visibility | None = None
     status: Literal[KbStatus.ACTIVE, KbStatus.DISABLED] | None = None
 
 
@@ -57,6 +77,7 @@ class KnowledgeBaseOut(BaseModel):
     name: str
     description: str
     default_language: str
+    default_visibility: Visibility
     status: KbStatus
     document_count: int
     chunk_count: int
@@ -101,6 +122,18 @@ class DocumentOut(BaseModel):
     stage_started_at: dict[str, datetime]
     created_at: datetime
     updated_at: datetime
+    # Governance (seed 002): the item the versions belong to, who owns it, who may read it.
+    knowledge_item_id: str
+    kind: ItemKind
+    owner_user_id: str | None
+    creator_user_id: str | None
+    visibility_mode: Visibility
+    audience_tags: list[str]
+    user_grants: list[str]
+    tags: list[str]
+    archived_at: datetime | None
+    # Why it failed (the same as `parse_error`).
+    last_error: str | None
 
     @classmethod
     def of(cls, document: Document, stalled_before: datetime | None = None) -> DocumentOut:
@@ -111,7 +144,14 @@ class DocumentOut(BaseModel):
             and document.parse_status in IN_PROGRESS_STATUSES
             and document.updated_at < stalled_before
         )
-        return cls.model_validate({**document.model_dump(), "stalled": stalled})
+        return cls.model_validate(
+            {
+                **document.model_dump(),
+                **document.governance.model_dump(),
+                "stalled": stalled,
+                "last_error": document.parse_error,
+            }
+        )
 
 
 class DocumentList(BaseModel):
@@ -150,15 +190,41 @@ class StoredChunks(BaseModel):
 
 class TextDocumentIn(Record):
     """Body of `POST .../documents/text`: a title and its content (optionally upserted by
-    `external_id`)."""
+    `external_id`), and optionally who may read it."""
+
+    visibility_mode: Visibility | None = None
+    audience_tags: list[str] | None = None
+    user_grants: list[str] | None = None
+    owner_user_id: str | None = None
+    tags: list[str] | None = None
+
+    def record(self) -> Record:
+        """The text as a record."""
+        return Record.model_validate(self.model_dump(include=set(Record.model_fields)))
+
+    def governance(self) -> GovernanceChange:
+        """The governance fields it sets."""
+        return governance_change(self)
 
 
 class BatchIn(BaseModel):
-    """Body of `POST .../documents/batch`: records upserted by `external_id`."""
+    """Body of `POST .../documents/batch`: records upserted by `external_id`, with who may
+    read them (seed 002's Airbyte fields)."""
 
     model_config = ConfigDict(extra="forbid")
 
     records: list[Record] = Field(min_length=1, max_length=1000)
+    visibility_mode: Visibility | None = None
+    audience_tags: list[str] | None = None
+    user_grants: list[str] | None = None
+    owner_user_id: str | None = None
+    tags: list[str] | None = None
+    # Required with `visibility_mode: shared` and no audience_tags.
+    confirm_tenant_wide: bool = False
+
+    def governance(self) -> GovernanceChange:
+        """The governance fields it sets."""
+        return governance_change(self)
 
     @field_validator("records")
     @classmethod
@@ -189,12 +255,13 @@ class BatchOut(BaseModel):
 
 
 class TokenCreate(BaseModel):
-    """Body of `POST /api/v1/tokens`."""
+    """Body of `POST /api/v1/tokens`: a user token names its user."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=200)
     role: Role = Role.USER
+    user_id: str | None = Field(default=None, pattern=NAME_PATTERN)
 
 
 class TokenOut(BaseModel):
@@ -204,4 +271,124 @@ class TokenOut(BaseModel):
     name: str
     tenant_id: str
     role: Role
+    user_id: str | None = None
     token: str
+
+
+class TokenList(BaseModel):
+    """Body of `GET /api/v1/tokens`: the tenant's tokens, without their secrets."""
+
+    items: list[TokenInfo]
+
+
+class UserIn(BaseModel):
+    """Body of `PUT /api/v1/users/{user_id}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    display_name: str = Field(default="", max_length=200)
+
+
+class UserList(BaseModel):
+    """Body of `GET /api/v1/users`."""
+
+    items: list[User]
+
+
+class AudienceIn(BaseModel):
+    """Body of `PUT /api/v1/audiences/{tag}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = Field(default="", max_length=2000)
+
+
+class AudienceMembersIn(BaseModel):
+    """Body of `PUT /api/v1/audiences/{tag}/members`: the complete member list."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_ids: list[str] = Field(max_length=10_000)
+    # Seed 002's body repeats these; when given they must match the path and the caller.
+    tenant_id: str | None = None
+    audience_tag: str | None = None
+
+
+class AudienceList(BaseModel):
+    """Body of `GET /api/v1/audiences`."""
+
+    items: list[Audience]
+
+
+class DocumentContent(BaseModel):
+    """Body of `GET .../documents/{document_id}/content`: the item's extracted text."""
+
+    document_id: str
+    title: str
+    content: str
+
+
+class WikiPageIn(BaseModel):
+    """Body of `POST /api/v1/knowledge/wiki`: creates a page or a new version of it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kb_id: str = Field(min_length=1)
+    topic: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,127}$")
+    title: str = Field(min_length=1, max_length=500)
+    summary: str = Field(default="", max_length=2000)
+    content: str = Field(min_length=1, max_length=2_000_000)
+    tags: list[str] | None = None
+    visibility_mode: Visibility | None = None
+    audience_tags: list[str] | None = None
+    user_grants: list[str] | None = None
+    owner_user_id: str | None = None
+    # Seed 002's body names the tenant; when given it must be the caller's.
+    tenant_id: str | None = None
+
+    def governance(self) -> GovernanceChange:
+        """The governance fields it sets."""
+        return governance_change(self)
+
+
+class WikiPageOut(BaseModel):
+    """A wiki page: its newest version's text and status, and its governance."""
+
+    topic: str
+    kb_id: str
+    document_id: str
+    title: str
+    summary: str
+    content: str | None = None
+    version: int
+    parse_status: ParseStatus
+    knowledge_item_id: str
+    owner_user_id: str | None
+    creator_user_id: str | None
+    visibility_mode: Visibility
+    audience_tags: list[str]
+    user_grants: list[str]
+    tags: list[str]
+    archived_at: datetime | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, document: Document, content: str | None = None) -> WikiPageOut:
+        """The page as the API shows it."""
+        return cls.model_validate(
+            {
+                **document.model_dump(),
+                **document.governance.model_dump(),
+                "document_id": document.id,
+                "content": content,
+                "last_error": document.parse_error,
+            }
+        )
+
+
+class WikiPageList(BaseModel):
+    """Body of `GET /api/v1/knowledge/wiki`."""
+
+    items: list[WikiPageOut]

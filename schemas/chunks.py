@@ -22,6 +22,9 @@ class ChunkPayload(BaseModel):
     chunk_index: int
     # Hidden until its document's last batch is in (`VectorStore.publish_document`).
     active: bool = False
+    # The principals that may read it (`core.governance`): set when its document is published
+    # and whenever the document's visibility changes.
+    readers: list[str] = Field(default_factory=list)
     chunk_id: str = ""
     # The exact source text that is cited.
     chunk_text: str

@@ -10,7 +10,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
+
+from core.governance import Governance, Visibility
 
 CHUNK_POINT_NAMESPACE = uuid.NAMESPACE_URL
 # Between a chunk's context prefix and its text in what is embedded.
@@ -61,13 +63,49 @@ class Role(StrEnum):
 
 
 class Principal(BaseModel):
-    """Who is calling: a token's tenant and role."""
+    """Who is calling: a token's tenant, role and (for a person's token) user."""
 
     model_config = ConfigDict(frozen=True)
 
     tenant_id: str
     role: Role
     token_id: str
+    user_id: str | None = None
+
+    @property
+    def admin(self) -> bool:
+        """Whether the caller administers the tenant."""
+        return self.role is Role.ADMIN
+
+
+class TokenInfo(BaseModel):
+    """An issued token as it may be shown again: everything but its secret."""
+
+    id: str
+    tenant_id: str
+    role: Role
+    name: str
+    user_id: str | None = None
+    created_at: datetime
+
+
+class User(BaseModel):
+    """A person of a tenant, known by the id the tenant's identity provider gives them."""
+
+    tenant_id: str
+    user_id: str
+    display_name: str = ""
+    created_at: datetime
+
+
+class Audience(BaseModel):
+    """A tenant-local group of users that items can be shared with (seed 002)."""
+
+    tenant_id: str
+    tag: str
+    description: str = ""
+    members: list[str] = Field(default_factory=list)
+    updated_at: datetime
 
 
 class KbStatus(StrEnum):
@@ -121,6 +159,8 @@ class KnowledgeBase(BaseModel):
     description: str = ""
     default_language: str = "en"
     status: KbStatus = KbStatus.ACTIVE
+    # The visibility of items an admin adds without saying (a user's are private to them).
+    default_visibility: Visibility = Visibility.SHARED
     document_count: int = 0
     chunk_count: int = 0
     revision: int = 0
@@ -128,8 +168,16 @@ class KnowledgeBase(BaseModel):
     updated_at: datetime
 
 
+class ItemKind(StrEnum):
+    """What a knowledge item is."""
+
+    DOCUMENT = "document"
+    WIKI = "wiki"
+
+
 class Document(BaseModel):
-    """One uploaded file and its progress through the pipeline."""
+    """One knowledge item (an uploaded file, a text, a record, a wiki page) and its progress
+    through the pipeline."""
 
     id: str
     tenant_id: str
@@ -159,6 +207,25 @@ class Document(BaseModel):
     stage_started_at: dict[str, datetime] = Field(default_factory=dict)
     created_at: datetime
     updated_at: datetime
+    # Who owns it and who may read it; the versions of one source are one knowledge item.
+    governance: Governance = Field(default_factory=Governance)
+    knowledge_item_id: str = ""
+    kind: ItemKind = ItemKind.DOCUMENT
+    # A wiki page's slug and summary.
+    topic: str | None = None
+    summary: str = ""
+
+    @model_validator(mode="after")
+    def _item_id(self) -> Document:
+        if not self.knowledge_item_id:
+            self.knowledge_item_id = self.id
+        return self
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def readers(self) -> list[str]:
+        """The principals that may read it (stored, so listings filter on it)."""
+        return self.governance.readers()
 
 
 class Record(BaseModel):

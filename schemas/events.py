@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.governance import GovernanceChange
 from schemas.domain import ChunkRecord, Record, utcnow
 
 
@@ -145,6 +146,11 @@ class RecordPublished(BaseModel):
     tenant_id: str = Field(min_length=1)
     kb_id: str = Field(min_length=1)
     record: Record
+    # Who may read it (seed 002's Airbyte fields); left out: the previous version's, or the
+    # KB's default visibility.
+    governance: GovernanceChange = Field(default_factory=GovernanceChange)
+    # Required with `visibility_mode: shared` and no audience: readable by the whole tenant.
+    confirm_tenant_wide: bool = False
 
     @property
     def key(self) -> bytes:

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from core.governance import NAME_PATTERN
+
 
 def _not_blank(value: str) -> str:
     if not value.strip():
@@ -25,6 +27,24 @@ class BotSearchRequest(BaseModel):
     top_k: int | None = Field(default=None, ge=1, le=10)
     score_threshold: float | None = Field(default=None, ge=0, le=1)
     strict: bool | None = None
+    max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
+    # The person the bot searches for: it then sees what that user may read of its KBs;
+    # without one, only what the whole tenant may read.
+    user_id: str | None = Field(default=None, pattern=NAME_PATTERN)
+
+    _query = field_validator("query")(_not_blank)
+
+
+class KnowledgeSearchRequest(BaseModel):
+    """A person's search (seed 002) over their tenant's active KBs, as their token allows."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2000)
+    kb_ids: list[str] | None = Field(default=None, max_length=100)
+    top_k: int = Field(default=5, ge=1, le=50)
+    retrieval_mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
+    score_threshold: float | None = Field(default=None, ge=0, le=1)
     max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
 
     _query = field_validator("query")(_not_blank)
@@ -77,6 +97,18 @@ class SearchHit(BaseModel):
     retrieval_rationale: str
     also_in: list[AlsoIn] = Field(default_factory=list)
 
+    @property
+    def citation(self) -> str:
+        """Where the passage is, as a reader would cite it."""
+        parts = [self.document_title or self.source_name]
+        if self.page is not None:
+            parts.append(f"p. {self.page}")
+        if self.heading_path:
+            parts.append(" > ".join(self.heading_path))
+        if self.url:
+            parts.append(self.url)
+        return ", ".join(part for part in parts if part)
+
 
 class CacheHits(BaseModel):
     """Which cache layers answered."""
@@ -102,3 +134,47 @@ class SearchResponse(BaseModel):
     metrics: SearchMetrics = Field(default_factory=SearchMetrics)
     # Set when the search is strict and found nothing: what the bot should say.
     fallback_message: str | None = None
+
+
+class KnowledgeResult(BaseModel):
+    """One hit of a person's search: seed 002's fields, then where to cite it."""
+
+    content: str
+    # The document the passage is from.
+    source: str
+    score: float
+    document_title: str
+    chunk_index: int
+    retrieval_rationale: str
+    kb_id: str
+    page: int | None = None
+    heading_path: list[str] = Field(default_factory=list)
+    url: str | None = None
+    # "Title, p. 3 > Heading" or similar: ready to show under an answer.
+    citation: str
+    also_in: list[AlsoIn] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, hit: SearchHit) -> KnowledgeResult:
+        """The hit as a person's search shows it."""
+        return cls(
+            content=hit.chunk_text,
+            source=hit.document_id,
+            score=hit.score,
+            document_title=hit.document_title,
+            chunk_index=hit.chunk_index,
+            retrieval_rationale=hit.retrieval_rationale,
+            kb_id=hit.kb_id,
+            page=hit.page,
+            heading_path=hit.heading_path,
+            url=hit.url,
+            citation=hit.citation,
+            also_in=hit.also_in,
+        )
+
+
+class KnowledgeSearchResponse(BaseModel):
+    """Body of the answer to `POST /api/v1/knowledge/search`."""
+
+    results: list[KnowledgeResult]
+    metrics: SearchMetrics = Field(default_factory=SearchMetrics)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from core.errors import RetryableError
+from core.governance import Governance, Reader
 from core.rules import ensure_changeable
 from infra.blob_store import BlobStore, OriginalUpload, StoredUpload
 from infra.documents import DocumentRepository
@@ -22,6 +23,7 @@ from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from schemas.domain import (
     Document,
+    ItemKind,
     KnowledgeBase,
     ParseStatus,
     Record,
@@ -33,6 +35,7 @@ from schemas.domain import (
 from schemas.events import DocumentUploaded, Publish
 from schemas.formats import CONTENT_TYPES, extension_of, extraction_name
 from services.freshness import SearchFreshness
+from services.governance import ItemPolicy, Submission
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,19 @@ class Ingested:
     outcome: Outcome
 
 
+@dataclass(frozen=True)
+class TextItem:
+    """A text to add: a record, or a wiki page (a record on the line of its topic)."""
+
+    record: Record
+    source_key: str
+    kind: ItemKind = ItemKind.DOCUMENT
+    topic: str | None = None
+    summary: str = ""
+    # The Markdown stored and indexed (default: the record's title over its content).
+    text: str | None = None
+
+
 class QueueUnavailable(RetryableError):
     """The document is stored but its event could not be published."""
 
@@ -72,6 +88,7 @@ class Intake:
         blobs: BlobStore,
         publish: Publish,
         freshness: SearchFreshness,
+        policy: ItemPolicy,
         max_upload_bytes: int = 20 * 1024 * 1024,
     ) -> None:
         # Larger uploads are refused (413) while they stream in.
@@ -82,6 +99,7 @@ class Intake:
         self._blobs = blobs
         self._publish = publish
         self._freshness = freshness
+        self._policy = policy
 
     async def writable_kb(self, tenant_id: str, kb_id: str) -> KnowledgeBase:
         """The KB, if documents may be added to it (it exists and is not being deleted)."""
@@ -103,18 +121,34 @@ class Intake:
         filename: str,
         stored: StoredUpload,
         *,
+        by: Submission,
         title: str | None = None,
         reindex: bool = False,
     ) -> Ingested:
-        """Takes an uploaded file whose bytes are already stored under `document_id`."""
-        identical = await self._documents.find_identical(kb_id, stored.sha256)
+        """Takes an uploaded file whose bytes are already stored under `document_id`.
+
+        Identical bytes the caller can read are that document; a file of the same name on the
+        caller's version line is a new version of it (with its permissions, unless changed).
+        """
+        try:
+            kb = await self.writable_kb(tenant_id, kb_id)
+            identical = await self._documents.find_identical(kb_id, stored.sha256)
+            if identical is not None and not self._policy.visible(by.reader, identical):
+                identical = None
+            source_key = by.source_key(file_source_key(filename))
+            previous = await self._documents.latest_of_source(kb_id, source_key)
+            governance = await self._policy.for_new_item(
+                tenant_id, kb, by, previous.governance if previous else None
+            )
+        except BaseException:
+            await self._blobs.delete(stored.storage_key)
+            raise
         if identical is not None:
             await self._blobs.delete(stored.storage_key)
             if not reindex:
                 return Ingested(identical, Outcome.UNCHANGED)
-            return Ingested(await self.reindex(tenant_id, kb_id, identical.id), Outcome.REINDEXED)
-        source_key = file_source_key(filename)
-        previous = await self._documents.latest_of_source(kb_id, source_key)
+            document = await self.reindex(tenant_id, kb_id, identical.id, by.reader)
+            return Ingested(document, Outcome.REINDEXED)
         document = await self._create(
             document_id=document_id,
             tenant_id=tenant_id,
@@ -124,40 +158,95 @@ class Intake:
             content_type=CONTENT_TYPES[extension_of(filename)],
             stored=stored,
             source_key=source_key,
+            governance=governance,
+            knowledge_item_id=previous.knowledge_item_id if previous else document_id,
         )
         return Ingested(document, Outcome.UPDATED if previous else Outcome.CREATED)
 
-    async def accept_record(self, tenant_id: str, kb_id: str, record: Record) -> Ingested:
+    async def accept_record(
+        self, tenant_id: str, kb_id: str, record: Record, by: Submission, *, batch: bool = False
+    ) -> Ingested:
         """Upserts one text record (see `accept_records`)."""
-        return (await self.accept_records(tenant_id, kb_id, [record]))[0]
+        return (await self.accept_records(tenant_id, kb_id, [record], by, batch=batch))[0]
 
     async def accept_records(
-        self, tenant_id: str, kb_id: str, records: Sequence[Record]
+        self,
+        tenant_id: str,
+        kb_id: str,
+        records: Sequence[Record],
+        by: Submission,
+        *,
+        batch: bool = True,
     ) -> list[Ingested]:
         """Upserts text records: by external id if they have one, else by their content.
 
-        Unchanged records cost nothing; a changed one becomes a new version that replaces the
-        old one once indexed. New documents are created together in one transaction.
+        Unchanged records cost nothing (a changed permission is applied without re-indexing);
+        a changed one becomes a new version that replaces the old one once indexed. New
+        documents are created together in one transaction.
         """
-        await self.writable_kb(tenant_id, kb_id)
-        keys = [record_source_key(r.external_id) if r.external_id else None for r in records]
-        latest = await self._documents.latest_of_sources(kb_id, [k for k in keys if k])
-        results: list[Ingested | None] = [None] * len(records)
-        fresh: list[int] = []
-        for position, (record, key) in enumerate(zip(records, keys, strict=True)):
-            fingerprint = record.fingerprint()
+        items = [
+            TextItem(
+                record,
+                by.source_key(record_source_key(record.external_id)) if record.external_id else "",
+            )
+            for record in records
+        ]
+        return await self.accept_texts(tenant_id, kb_id, items, by, batch=batch)
+
+    async def accept_texts(
+        self,
+        tenant_id: str,
+        kb_id: str,
+        items: Sequence[TextItem],
+        by: Submission,
+        *,
+        batch: bool = False,
+    ) -> list[Ingested]:
+        """Upserts texts on their version lines (`source_key`; none: keyed by content)."""
+        kb = await self.writable_kb(tenant_id, kb_id)
+        latest = await self._documents.latest_of_sources(
+            kb_id, [item.source_key for item in items if item.source_key]
+        )
+        results: list[Ingested | None] = [None] * len(items)
+        fresh: list[tuple[int, Governance, str | None]] = []
+        retained: list[tuple[int, Document, Governance]] = []
+        for position, item in enumerate(items):
+            fingerprint = item.record.fingerprint()
             previous = (
-                latest.get(key) if key else await self._documents.find_identical(kb_id, fingerprint)
+                latest.get(item.source_key)
+                if item.source_key
+                else await self._documents.find_identical(kb_id, fingerprint)
+            )
+            if previous is not None and not self._policy.visible(by.reader, previous):
+                previous = None
+            governance = self._policy.decide(
+                kb, by, previous.governance if previous else None, batch=batch
             )
             if previous is None or previous.sha256 != fingerprint:
-                fresh.append(position)
-            elif previous.parse_status is ParseStatus.FAILED:
+                item_id = previous.knowledge_item_id if previous else None
+                fresh.append((position, governance, item_id))
+                continue
+            retained.append((position, previous, governance))
+        distinct = {g.model_dump_json(): g for _, g, _ in fresh} | {
+            g.model_dump_json(): g for _, _, g in retained
+        }
+        for governance in distinct.values():
+            await self._policy.check_exists(tenant_id, governance)
+        for position, previous, governance in retained:
+            changed = governance != previous.governance
+            if changed:
+                # A changed permission is stored, then shown by running the pipeline again
+                # (its vectors come from the embedding cache).
+                await self._documents.set_governance(
+                    tenant_id, previous.knowledge_item_id, governance
+                )
+            if changed or previous.parse_status is ParseStatus.FAILED:
                 document = await self.reindex(tenant_id, kb_id, previous.id)
                 results[position] = Ingested(document, Outcome.REINDEXED)
             else:
                 results[position] = Ingested(previous, Outcome.UNCHANGED)
-        documents = await self._prepare_records(
-            tenant_id, kb_id, [records[position] for position in fresh]
+        documents = await self._prepare_texts(
+            tenant_id, kb_id, [(items[position], g, item_id) for position, g, item_id in fresh]
         )
         try:
             revisions = await self._lifecycle.create_many(documents)
@@ -167,31 +256,27 @@ class Intake:
             raise
         await self._freshness.kbs_changed(revisions)
         await self._start_pipeline(documents)
-        for position, document in zip(fresh, documents, strict=True):
-            key = keys[position]
-            outcome = Outcome.UPDATED if key and key in latest else Outcome.CREATED
+        for (position, _, item_id), document in zip(fresh, documents, strict=True):
+            outcome = Outcome.UPDATED if item_id else Outcome.CREATED
             results[position] = Ingested(document, outcome)
         return [result for result in results if result is not None]
 
-    async def _prepare_records(
-        self, tenant_id: str, kb_id: str, records: list[Record]
+    async def _prepare_texts(
+        self, tenant_id: str, kb_id: str, texts: list[tuple[TextItem, Governance, str | None]]
     ) -> list[Document]:
-        """Stores the records' text and numbers their versions (a few at a time)."""
+        """Stores the texts and numbers their versions (a few at a time)."""
         limit = asyncio.Semaphore(RECORD_CONCURRENCY)
         stored: list[str] = []
 
-        async def prepare(record: Record) -> Document:
+        async def prepare(item: TextItem, governance: Governance, item_id: str | None) -> Document:
             async with limit:
+                record = item.record
                 document_id = new_document_id()
-                name = record.title.strip() or record.external_id or "text"
-                source_key = (
-                    record_source_key(record.external_id)
-                    if record.external_id
-                    else f"text:{document_id}"
-                )
+                name = item.topic or record.title.strip() or record.external_id or "text"
+                source_key = item.source_key or f"text:{document_id}"
                 version = await self._lifecycle.next_version(kb_id, source_key)
                 original = await self._blobs.store_original(
-                    record.as_markdown().encode(), f"{name}.md", document_id
+                    (item.text or record.as_markdown()).encode(), f"{name}.md", document_id
                 )
                 stored.append(original.storage_key)
                 now = utcnow()
@@ -200,7 +285,7 @@ class Intake:
                     tenant_id=tenant_id,
                     kb_id=kb_id,
                     filename=name,
-                    title=name[:500],
+                    title=(record.title.strip() or name)[:500],
                     content_type=CONTENT_TYPES[".md"],
                     size_bytes=original.size_bytes,
                     sha256=record.fingerprint(),
@@ -214,17 +299,28 @@ class Intake:
                     stage_started_at={ParseStatus.QUEUED.value: now},
                     created_at=now,
                     updated_at=now,
+                    governance=governance,
+                    knowledge_item_id=item_id or document_id,
+                    kind=item.kind,
+                    topic=item.topic,
+                    summary=item.summary,
                 )
 
         try:
-            return list(await asyncio.gather(*(prepare(record) for record in records)))
+            return list(await asyncio.gather(*(prepare(*text) for text in texts)))
         except BaseException:
             for key in stored:
                 await self._blobs.delete(key)
             raise
 
-    async def reindex(self, tenant_id: str, kb_id: str, document_id: str) -> Document:
-        """Runs the pipeline again on a document's stored original."""
+    async def reindex(
+        self, tenant_id: str, kb_id: str, document_id: str, reader: Reader | None = None
+    ) -> Document:
+        """Runs the pipeline again on a document's stored original; a `reader` must be its
+        owner or an admin (none: the intake itself re-runs it)."""
+        if reader is not None:
+            current = await self._documents.get(tenant_id, kb_id, document_id)
+            ItemPolicy.manageable(reader, current)
         document = await self._documents.restart(tenant_id, kb_id, document_id)
         await self._start_pipeline([document])
         return document
@@ -243,6 +339,8 @@ class Intake:
         external_id: str | None = None,
         url: str | None = None,
         metadata: dict[str, object] | None = None,
+        governance: Governance,
+        knowledge_item_id: str,
     ) -> Document:
         now = utcnow()
         try:
@@ -266,6 +364,8 @@ class Intake:
                 stage_started_at={ParseStatus.QUEUED.value: now},
                 created_at=now,
                 updated_at=now,
+                governance=governance,
+                knowledge_item_id=knowledge_item_id,
             )
             revisions = await self._lifecycle.create(document)
         except BaseException:

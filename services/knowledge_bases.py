@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.governance import Visibility
 from core.rules import ensure_changeable
 from infra.knowledge_bases import KnowledgeBaseRepository
 from schemas.domain import KbStatus, KnowledgeBase
@@ -22,10 +23,17 @@ class KnowledgeBaseService:
         self._freshness = freshness
 
     async def create(
-        self, tenant_id: str, name: str, description: str = "", default_language: str = "en"
+        self,
+        tenant_id: str,
+        name: str,
+        description: str = "",
+        default_language: str = "en",
+        default_visibility: Visibility = Visibility.SHARED,
     ) -> KnowledgeBase:
         """Creates an active, empty knowledge base."""
-        return await self._kbs.create(tenant_id, name, description, default_language)
+        return await self._kbs.create(
+            tenant_id, name, description, default_language, default_visibility
+        )
 
     async def list_all(self, tenant_id: str) -> list[KnowledgeBase]:
         """The tenant's knowledge bases, newest first."""

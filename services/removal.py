@@ -7,6 +7,7 @@ back, then removes its chunks, files and record.
 from __future__ import annotations
 
 from core.filters import chunks_of_document, chunks_of_kb
+from core.governance import Reader
 from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
@@ -14,6 +15,7 @@ from infra.lifecycle import DocumentLifecycle
 from infra.vectorstore.base import VectorStore
 from schemas.domain import Document, KbStatus
 from services.freshness import SearchFreshness
+from services.governance import ItemPolicy
 
 
 class Removal:
@@ -35,8 +37,12 @@ class Removal:
         self._store = store
         self._freshness = freshness
 
-    async def delete_document(self, tenant_id: str, kb_id: str, document_id: str) -> None:
-        """Removes the document from search at once, then its stored files and record."""
+    async def delete_document(
+        self, tenant_id: str, kb_id: str, document_id: str, reader: Reader
+    ) -> None:
+        """Removes the document from search at once, then its stored files and record (its
+        owner or an admin only)."""
+        ItemPolicy.manageable(reader, await self._documents.get(tenant_id, kb_id, document_id))
         document = await self._documents.begin_delete(tenant_id, kb_id, document_id)
         await self._store.delete(chunks_of_document(tenant_id, document_id))
         await self._delete_files(document)

@@ -7,23 +7,27 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from api.deps import AdminPrincipal, Documents, IntakeDep, RemovalDep
+from api.deps import CallerDep, Documents, GovernanceDep, IntakeDep, RemovalDep
 from api.uploads import receive_upload
 from core.errors import InvalidRequest, UnsupportedDocumentType
+from core.governance import GovernanceChange
 from infra.metrics import UPLOADS
 from schemas.api import (
     BatchIn,
     BatchOut,
+    DocumentContent,
     DocumentList,
     DocumentOut,
     IngestResult,
     StoredChunk,
     StoredChunks,
     TextDocumentIn,
+    governance_change,
 )
 from schemas.domain import ParseStatus, new_document_id
 from schemas.formats import CONTENT_TYPES, SUPPORTED_EXTENSIONS, extension_of
 from services.documents import DocumentQueries
+from services.governance import Submission
 from services.intake import Ingested, Outcome
 
 router = APIRouter(prefix="/api/v1/knowledge-bases/{kb_id}/documents", tags=["documents"])
@@ -39,6 +43,14 @@ UPLOAD_BODY = {
                     "properties": {
                         "file": {"type": "string", "format": "binary"},
                         "title": {"type": "string"},
+                        "visibility_mode": {
+                            "type": "string",
+                            "enum": ["private", "shared", "restricted"],
+                        },
+                        "owner_user_id": {"type": "string"},
+                        "audience_tags": {"type": "string", "description": "comma-separated"},
+                        "user_grants": {"type": "string", "description": "comma-separated"},
+                        "tags": {"type": "string", "description": "comma-separated"},
                     },
                 }
             }
@@ -51,6 +63,23 @@ def _check_supported(filename: str) -> None:
     extension = extension_of(filename)
     if extension not in CONTENT_TYPES:
         raise UnsupportedDocumentType(extension, SUPPORTED_EXTENSIONS)
+
+
+LIST_FIELDS = ("audience_tags", "user_grants", "tags")
+GOVERNANCE_FORM_FIELDS = ("visibility_mode", "owner_user_id", *LIST_FIELDS)
+
+
+def _form_governance(fields: dict[str, str]) -> GovernanceChange:
+    values: dict[str, object] = {}
+    for name in GOVERNANCE_FORM_FIELDS:
+        raw = fields.get(name, "").strip()
+        if not raw:
+            continue
+        if name in LIST_FIELDS:
+            values[name] = [part.strip() for part in raw.split(",") if part.strip()]
+        else:
+            values[name] = raw
+    return governance_change(values)
 
 
 def _answer(documents: DocumentQueries, ingested: Ingested) -> JSONResponse:
@@ -70,7 +99,7 @@ def _answer(documents: DocumentQueries, ingested: Ingested) -> JSONResponse:
 async def upload_document(
     kb_id: str,
     request: Request,
-    principal: AdminPrincipal,
+    caller: CallerDep,
     intake: IntakeDep,
     documents: Documents,
     reindex: Annotated[bool, Query(description="re-run the pipeline on identical bytes")] = False,
@@ -78,9 +107,12 @@ async def upload_document(
     """Stores the file (multipart field `file`) and queues it for ingestion; answers at once.
 
     A file with the same name as an earlier one is a new version of it: the old version stays
-    searchable until the new one is indexed, then the new one replaces it.
+    searchable until the new one is indexed, then the new one replaces it. Optional fields say
+    who may read it (`visibility_mode`, `audience_tags`, `user_grants`, `owner_user_id`,
+    `tags`); left out, an admin's upload takes the KB's default visibility and a user's is
+    private to them.
     """
-    await intake.writable_kb(principal.tenant_id, kb_id)
+    await intake.writable_kb(caller.tenant_id, kb_id)
     document_id = new_document_id()
     try:
         received = await receive_upload(
@@ -96,12 +128,18 @@ async def upload_document(
     except Exception:
         UPLOADS.labels("rejected").inc()
         raise
+    try:
+        change = _form_governance(received.fields)
+    except InvalidRequest:
+        await intake.discard(received.stored)
+        raise
     ingested = await intake.accept_file(
-        principal.tenant_id,
+        caller.tenant_id,
         kb_id,
         document_id,
         received.filename,
         received.stored,
+        by=Submission(caller.reader, change),
         title=received.fields.get("title", "").strip() or None,
         reindex=reindex,
     )
@@ -118,14 +156,15 @@ async def upload_document(
 async def ingest_text(
     kb_id: str,
     request: Request,
-    principal: AdminPrincipal,
+    caller: CallerDep,
     intake: IntakeDep,
     documents: Documents,
 ) -> JSONResponse:
-    """Indexes a text (`title`, `content`; optional `external_id`, `url`, `metadata`), as JSON
-    or as form fields."""
+    """Indexes a text (`title`, `content`; optional `external_id`, `url`, `metadata` and the
+    governance fields), as JSON or as form fields."""
     body = await _text_body(request)
-    ingested = await intake.accept_record(principal.tenant_id, kb_id, body)
+    by = Submission(caller.reader, body.governance())
+    ingested = await intake.accept_record(caller.tenant_id, kb_id, body.record(), by)
     return _answer(documents, ingested)
 
 
@@ -133,8 +172,16 @@ async def _text_body(request: Request) -> TextDocumentIn:
     content_type = request.headers.get("content-type", "")
     if content_type.startswith(("multipart/form-data", "application/x-www-form-urlencoded")):
         form = await request.form(max_files=0, max_fields=10)
-        fields = {key: value for key, value in form.items() if isinstance(value, str)}
-        return TextDocumentIn.model_validate(fields)
+        fields: dict[str, object] = {
+            key: value for key, value in form.items() if isinstance(value, str)
+        }
+        for name in LIST_FIELDS:
+            if isinstance(fields.get(name), str):
+                fields[name] = [p.strip() for p in str(fields[name]).split(",") if p.strip()]
+        try:
+            return TextDocumentIn.model_validate(fields)
+        except ValueError as exc:
+            raise InvalidRequest(f"invalid body: {exc}") from exc
     try:
         return TextDocumentIn.model_validate_json(await request.body())
     except ValueError as exc:
@@ -142,11 +189,12 @@ async def _text_body(request: Request) -> TextDocumentIn:
 
 
 @router.post("/batch", status_code=status.HTTP_202_ACCEPTED)
-async def ingest_batch(
-    kb_id: str, body: BatchIn, principal: AdminPrincipal, intake: IntakeDep
-) -> BatchOut:
-    """Upserts up to 1,000 records by `external_id`; unchanged records cost nothing."""
-    ingested = await intake.accept_records(principal.tenant_id, kb_id, body.records)
+async def ingest_batch(kb_id: str, body: BatchIn, caller: CallerDep, intake: IntakeDep) -> BatchOut:
+    """Upserts up to 1,000 records by `external_id`; unchanged records cost nothing. The
+    governance fields apply to every record (`confirm_tenant_wide: true` is required to make
+    them `shared` without an audience)."""
+    by = Submission(caller.reader, body.governance(), body.confirm_tenant_wide)
+    ingested = await intake.accept_records(caller.tenant_id, kb_id, body.records, by)
     return BatchOut(
         results=[
             IngestResult(
@@ -163,7 +211,7 @@ async def ingest_batch(
 @router.get("")
 async def list_documents(
     kb_id: str,
-    principal: AdminPrincipal,
+    caller: CallerDep,
     documents: Documents,
     status_filter: Annotated[
         ParseStatus | Literal["stalled"] | None,
@@ -172,10 +220,11 @@ async def list_documents(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
 ) -> DocumentList:
-    """The knowledge base's documents, newest first, a page at a time."""
+    """The knowledge base's documents the caller may see, newest first, a page at a time."""
     page = await documents.list_page(
-        principal.tenant_id,
+        caller.tenant_id,
         kb_id,
+        caller.reader,
         status=status_filter if isinstance(status_filter, ParseStatus) else None,
         stalled=status_filter == "stalled",
         limit=limit,
@@ -190,39 +239,66 @@ async def list_documents(
 
 @router.get("/{document_id}")
 async def get_document(
-    kb_id: str, document_id: str, principal: AdminPrincipal, documents: Documents
+    kb_id: str, document_id: str, caller: CallerDep, documents: Documents
 ) -> DocumentOut:
-    """One document with its pipeline status."""
-    document = await documents.get(principal.tenant_id, kb_id, document_id)
+    """One document with its pipeline status and governance (404 if the caller may not
+    read it)."""
+    document = await documents.get(caller.tenant_id, kb_id, document_id, caller.reader)
     return DocumentOut.of(document, documents.stalled_before())
+
+
+@router.patch("/{document_id}")
+async def change_governance(
+    kb_id: str,
+    document_id: str,
+    body: GovernanceChange,
+    caller: CallerDep,
+    governance: GovernanceDep,
+    documents: Documents,
+) -> DocumentOut:
+    """Changes who owns and who may read the item (every version of it), or archives it
+    (`archived: true`). Search sees the change when this returns; nothing is re-embedded."""
+    document = await governance.change(caller.principal, kb_id, document_id, body)
+    return DocumentOut.of(document, documents.stalled_before())
+
+
+@router.get("/{document_id}/content")
+async def document_content(
+    kb_id: str, document_id: str, caller: CallerDep, documents: Documents
+) -> DocumentContent:
+    """The item's text (404 if the caller may not read it)."""
+    document = await documents.get(caller.tenant_id, kb_id, document_id, caller.reader)
+    content = await documents.content(caller.tenant_id, kb_id, document_id, caller.reader)
+    return DocumentContent(document_id=document.id, title=document.title, content=content)
 
 
 @router.get("/{document_id}/chunks")
 async def document_chunks(
     kb_id: str,
     document_id: str,
-    principal: AdminPrincipal,
+    caller: CallerDep,
     documents: Documents,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> StoredChunks:
     """The document's chunks as the vector store holds them (what search can return)."""
-    payloads = await documents.chunks(principal.tenant_id, kb_id, document_id, limit)
+    payloads = await documents.chunks(caller.tenant_id, kb_id, document_id, caller.reader, limit)
     return StoredChunks(items=[StoredChunk.of(payload) for payload in payloads])
 
 
 @router.post("/{document_id}/reindex", status_code=status.HTTP_202_ACCEPTED)
 async def reindex_document(
-    kb_id: str, document_id: str, principal: AdminPrincipal, intake: IntakeDep
+    kb_id: str, document_id: str, caller: CallerDep, intake: IntakeDep
 ) -> DocumentOut:
     """Runs the pipeline again on the stored original; what is indexed stays searchable."""
-    document = await intake.reindex(principal.tenant_id, kb_id, document_id)
+    document = await intake.reindex(caller.tenant_id, kb_id, document_id, caller.reader)
     return DocumentOut.of(document)
 
 
 @router.delete("/{document_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_document(
-    kb_id: str, document_id: str, principal: AdminPrincipal, removal: RemovalDep
+    kb_id: str, document_id: str, caller: CallerDep, removal: RemovalDep
 ) -> Response:
-    """Deletes the document: gone from search when this returns, then its files."""
-    await removal.delete_document(principal.tenant_id, kb_id, document_id)
+    """Deletes the document (its owner or an admin): gone from search when this returns,
+    then its files."""
+    await removal.delete_document(caller.tenant_id, kb_id, document_id, caller.reader)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 
-from api.deps import AdminPrincipal, KnowledgeBases
+from api.deps import AdminPrincipal, KnowledgeBases, PrincipalDep
 from schemas.api import (
     KnowledgeBaseCreate,
     KnowledgeBaseList,
@@ -24,21 +24,27 @@ async def create_knowledge_base(
     body: KnowledgeBaseCreate, principal: AdminPrincipal, kbs: KnowledgeBases
 ) -> KnowledgeBaseOut:
     """Creates a knowledge base in the caller's tenant."""
-    kb = await kbs.create(principal.tenant_id, body.name, body.description, body.default_language)
+    kb = await kbs.create(
+        principal.tenant_id,
+        body.name,
+        body.description,
+        body.default_language,
+        body.default_visibility,
+    )
     return KnowledgeBaseOut.of(kb)
 
 
 @router.get("")
 @router.get("/", include_in_schema=False)
-async def list_knowledge_bases(principal: AdminPrincipal, kbs: KnowledgeBases) -> KnowledgeBaseList:
-    """The caller's tenant's knowledge bases, newest first."""
+async def list_knowledge_bases(principal: PrincipalDep, kbs: KnowledgeBases) -> KnowledgeBaseList:
+    """The caller's tenant's knowledge bases, newest first (users may list them too)."""
     items = await kbs.list_all(principal.tenant_id)
     return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb) for kb in items])
 
 
 @router.get("/{kb_id}")
 async def get_knowledge_base(
-    kb_id: str, principal: AdminPrincipal, kbs: KnowledgeBases
+    kb_id: str, principal: PrincipalDep, kbs: KnowledgeBases
 ) -> KnowledgeBaseOut:
     """One knowledge base."""
     return KnowledgeBaseOut.of(await kbs.get(principal.tenant_id, kb_id))
@@ -48,7 +54,8 @@ async def get_knowledge_base(
 async def update_knowledge_base(
     kb_id: str, body: KnowledgeBaseUpdate, principal: AdminPrincipal, kbs: KnowledgeBases
 ) -> KnowledgeBaseOut:
-    """Changes name, description, language or status (only the fields given)."""
+    """Changes name, description, language, default visibility or status (only the fields
+    given)."""
     changes = body.model_dump(exclude_unset=True, exclude_none=True)
     return KnowledgeBaseOut.of(await kbs.update(principal.tenant_id, kb_id, changes))
 

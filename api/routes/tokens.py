@@ -1,19 +1,38 @@
-"""Admin endpoint issuing API tokens within the caller's tenant."""
+"""Admin endpoints for API tokens within the caller's tenant: issue, list, revoke."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Response, status
 
 from api.deps import AdminPrincipal, Tokens
-from schemas.api import TokenCreate, TokenOut
+from schemas.api import TokenCreate, TokenList, TokenOut
 
 router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 async def create_token(body: TokenCreate, principal: AdminPrincipal, tokens: Tokens) -> TokenOut:
-    """Issues a token for the caller's tenant; the secret is shown only in this answer."""
-    token_id, token = await tokens.issue(principal.tenant_id, body.role, body.name)
+    """Issues a token for the caller's tenant (a `user` token names its `user_id`); the secret
+    is shown only in this answer."""
+    info, token = await tokens.issue(principal.tenant_id, body.name, body.role, body.user_id)
     return TokenOut(
-        id=token_id, name=body.name, tenant_id=principal.tenant_id, role=body.role, token=token
+        id=info.id,
+        name=info.name,
+        tenant_id=info.tenant_id,
+        role=info.role,
+        user_id=info.user_id,
+        token=token,
     )
+
+
+@router.get("")
+async def list_tokens(principal: AdminPrincipal, tokens: Tokens) -> TokenList:
+    """The tenant's tokens, without their secrets."""
+    return TokenList(items=await tokens.list_all(principal.tenant_id))
+
+
+@router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def revoke_token(token_id: str, principal: AdminPrincipal, tokens: Tokens) -> Response:
+    """Revokes a token: the next request with it is refused (401)."""
+    await tokens.revoke(principal.tenant_id, token_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -43,6 +43,7 @@ PAYLOAD_INDEXES: tuple[tuple[str, IndexKind], ...] = (
     ("document_id", IndexKind.KEYWORD),
     ("source_key", IndexKind.KEYWORD),
     ("active", IndexKind.BOOL),
+    ("readers", IndexKind.KEYWORD),
     ("version", IndexKind.INTEGER),
     ("chunk_index", IndexKind.INTEGER),
 )
@@ -128,6 +129,12 @@ class PublishedDocument:
     source_key: str
     version: int
     keep_chunks: int
+    # Who may read it now (`core.governance`): set on its chunks as they are shown.
+    readers: tuple[str, ...]
+
+    def shown_payload(self) -> dict[str, Any]:
+        """What is set on the chunks that are shown."""
+        return {"active": True, "readers": list(self.readers)}
 
     def selections(self) -> tuple[Filter, Filter, Filter]:
         """What publishing touches: the chunks to show, and the two sets to delete (older
@@ -208,6 +215,10 @@ class VectorStore(Protocol):
 
     async def delete(self, selector: Filter) -> None:
         """Deletes the points the filter selects (a document's: `chunks_of_document`)."""
+        ...
+
+    async def set_readers(self, selector: Filter, readers: Sequence[str]) -> None:
+        """Sets who may read the points the filter selects (no vector is touched)."""
         ...
 
     async def delete_points(self, point_ids: Sequence[str]) -> None:

@@ -132,7 +132,7 @@ class EdgeVectorStore:
         three run under the store's lock, so no search sees a state in between."""
         shown, older, tail = (edge_filter(selector) for selector in document.selections())
         operations = [
-            qe.UpdateOperation.set_payload_by_filter(shown, {"active": True}),
+            qe.UpdateOperation.set_payload_by_filter(shown, document.shown_payload()),
             qe.UpdateOperation.delete_points_by_filter(older),
             qe.UpdateOperation.delete_points_by_filter(tail),
         ]
@@ -149,6 +149,13 @@ class EdgeVectorStore:
         await self._write(
             lambda shard: shard.update(qe.UpdateOperation.delete_points_by_filter(native))
         )
+
+    async def set_readers(self, selector: Filter, readers: Sequence[str]) -> None:
+        """Sets who may read the points the filter selects (no vector is touched)."""
+        operation = qe.UpdateOperation.set_payload_by_filter(
+            edge_filter(selector), {"readers": list(readers)}
+        )
+        await self._write(lambda shard: shard.update(operation))
 
     async def delete_points(self, point_ids: Sequence[str]) -> None:
         """Deletes points by id."""

@@ -121,7 +121,7 @@ class QdrantServerStore:
                 self._collection,
                 [
                     qm.SetPayloadOperation(
-                        set_payload=qm.SetPayload(payload={"active": True}, filter=shown)
+                        set_payload=qm.SetPayload(payload=document.shown_payload(), filter=shown)
                     ),
                     qm.DeleteOperation(delete=qm.FilterSelector(filter=older)),
                     qm.DeleteOperation(delete=qm.FilterSelector(filter=tail)),
@@ -134,6 +134,16 @@ class QdrantServerStore:
         async with _qdrant_errors():
             await self._client.delete(
                 self._collection, qm.FilterSelector(filter=qdrant_filter(selector)), wait=True
+            )
+
+    async def set_readers(self, selector: Filter, readers: Sequence[str]) -> None:
+        """Sets who may read the points the filter selects (no vector is touched)."""
+        async with _qdrant_errors():
+            await self._client.set_payload(
+                self._collection,
+                payload={"readers": list(readers)},
+                points=qdrant_filter(selector),
+                wait=True,
             )
 
     async def delete_points(self, point_ids: Sequence[str]) -> None:

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 
 from core.filters import SearchScope
+from core.governance import Reader
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.metrics import SEARCH_LATENCY, SEARCH_REQUESTS
 from infra.search_cache import SearchCache, result_key
@@ -15,12 +16,14 @@ from schemas.search import (
     AlsoIn,
     BotSearchRequest,
     CacheHits,
+    KnowledgeSearchRequest,
     SearchHit,
     SearchMetrics,
     SearchResponse,
     TenantSearchRequest,
 )
 from services.freshness import SearchFreshness
+from services.governance import ItemPolicy
 from services.search.access import AccessGuard
 from services.search.fusion import FusionMethod, FusionParams
 from services.search.retrieval import Candidate, Retriever
@@ -33,6 +36,8 @@ class Plan:
 
     tenant_id: str
     kb_ids: list[str]
+    # Who searches: only chunks one of these principals may read are looked at.
+    reader: Reader
     query: str
     mode: RetrievalMode
     top_k: int
@@ -54,8 +59,10 @@ class SearchService:
         retriever: Retriever,
         cache: SearchCache,
         freshness: SearchFreshness,
+        policy: ItemPolicy,
         settings: SearchSettings,
     ) -> None:
+        self._policy = policy
         self._guard = guard
         self._kbs = kbs
         self._retriever = retriever
@@ -74,14 +81,21 @@ class SearchService:
         )
 
     async def search_bot(self, request: BotSearchRequest) -> SearchResponse:
-        """A bot's search, within its attached, active KBs."""
+        """A bot's search, within its attached, active KBs: of what `user_id` may read, or
+        without one, of what the whole tenant may read."""
         started = time.perf_counter()
         access, cached_access = await self._guard.for_bot(request.bot_id)
         knowledge = access.knowledge
         strict = knowledge.strict if request.strict is None else request.strict
+        reader = (
+            Reader.tenant_wide()
+            if request.user_id is None
+            else await self._policy.user(access.tenant_id, request.user_id)
+        )
         plan = Plan(
             tenant_id=access.tenant_id,
             kb_ids=access.allowed(request.kb_ids),
+            reader=reader,
             query=request.query.strip(),
             mode=RetrievalMode(knowledge.retrieval_mode),
             top_k=request.top_k or knowledge.top_k,
@@ -97,12 +111,39 @@ class SearchService:
         )
         return await self._answer(plan, started, CacheHits(access=cached_access))
 
+    async def search_reader(
+        self, tenant_id: str, reader: Reader, request: KnowledgeSearchRequest
+    ) -> SearchResponse:
+        """A person's search over their tenant's active KBs (those named, if any), of what
+        they may read."""
+        started = time.perf_counter()
+        if request.kb_ids is None:
+            kb_ids = await self._kbs.all_active_ids(tenant_id)
+        else:
+            kb_ids = await self._kbs.active_ids(tenant_id, request.kb_ids)
+        threshold = request.score_threshold
+        plan = Plan(
+            tenant_id=tenant_id,
+            kb_ids=kb_ids,
+            reader=reader,
+            query=request.query.strip(),
+            mode=RetrievalMode(request.retrieval_mode),
+            top_k=request.top_k,
+            threshold=self._settings.people_score_threshold if threshold is None else threshold,
+            fusion=self._fusion("convex", 0.5, 60),
+            max_context_tokens=request.max_context_tokens,
+            fallback_message=None,
+            identity=("reader", tenant_id),
+        )
+        return await self._answer(plan, started, CacheHits())
+
     async def search_tenant(self, request: TenantSearchRequest) -> SearchResponse:
-        """Admin tooling's search over a tenant's requested, active KBs."""
+        """Admin tooling's search over a tenant's requested, active KBs (as an admin)."""
         started = time.perf_counter()
         plan = Plan(
             tenant_id=request.tenant_id,
             kb_ids=await self._kbs.active_ids(request.tenant_id, request.kb_ids),
+            reader=Reader.administrator(),
             query=request.query.strip(),
             mode=RetrievalMode(request.retrieval_mode),
             top_k=request.top_k,
@@ -139,7 +180,7 @@ class SearchService:
         query = await self._retriever.embed(plan.query)
         hits.embedding = query.cached
         searched = time.perf_counter()
-        scope = SearchScope(plan.tenant_id, tuple(plan.kb_ids))
+        scope = SearchScope(plan.tenant_id, tuple(plan.kb_ids), plan.reader.key)
         # Copies and neighbours fold together, so the candidates may hold fewer than top_k
         # distinct passages: then deeper candidates are fetched, up to the retrievers' depth.
         limit = plan.top_k * self._settings.oversample
@@ -180,6 +221,7 @@ class SearchService:
         return result_key(
             [
                 *plan.identity,
+                plan.reader.key,
                 sorted(zip(plan.kb_ids, revisions, strict=True)),
                 plan.query,
                 plan.mode.value,

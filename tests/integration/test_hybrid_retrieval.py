@@ -76,6 +76,7 @@ async def store(tmp_path: Path, embedder: Embedder) -> AsyncIterator[CountingSto
                     chunk_index=index,
                     chunk_text=text,
                     active=True,
+                    readers=["tenant"],
                 ),
             )
             for index, text in enumerate(TOPICS)
@@ -103,7 +104,7 @@ async def test_a_deeper_look_continues_the_ranking_without_ranking_again(
     store: CountingStore, retriever: Retriever
 ) -> None:
     query = "router firmware"
-    scope = SearchScope("t1", ("kb1",))
+    scope = SearchScope("t1", ("kb1",), ("tenant",))
     vector = (await retriever.embed(query)).vector
 
     async def retrieve(limit: int, previous: Retrieved | None = None) -> Retrieved:

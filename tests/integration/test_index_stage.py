@@ -91,7 +91,7 @@ class Stage:
         """Ids of the documents a search sees."""
         hits = await self.store.search(
             VectorQuery(
-                scope=SearchScope("acme", (kb_id,)),
+                scope=SearchScope("acme", (kb_id,), ("tenant",)),
                 dense=np.ones(DIM, dtype=np.float32) / np.sqrt(DIM),
                 limit=100,
             )
@@ -155,7 +155,9 @@ async def test_a_document_becomes_searchable_only_when_complete(
     # Cached answers of the KB's older revisions are retired.
     assert stage.freshness.told == {kb.id: counted.revision}
     hit = (await store.search(
-        VectorQuery(SearchScope("acme", (kb.id,)), np.ones(DIM, dtype=np.float32), limit=1)
+        VectorQuery(
+            SearchScope("acme", (kb.id,), ("tenant",)), np.ones(DIM, dtype=np.float32), limit=1
+        )
     ))[0]  # fmt: skip
     assert hit.payload.document_id == document.id
     assert hit.payload.chunk_id.startswith(f"{document.id}_chunk_")

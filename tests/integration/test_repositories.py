@@ -231,12 +231,23 @@ async def test_tokens_resolve_to_their_tenant_and_role(db: Database) -> None:
     boot = await tokens.resolve("boot-secret")
     assert boot is not None
     assert (boot.tenant_id, boot.role) == ("default", Role.ADMIN)
-    token_id, token = await tokens.issue("acme", Role.USER, "bot reader")
+    info, token = await tokens.issue("acme", Role.USER, "a reader", user_id="alice")
+    token_id = info.id
     resolved = await tokens.resolve(token)
     assert resolved is not None
-    assert (resolved.tenant_id, resolved.role, resolved.token_id) == ("acme", Role.USER, token_id)
+    assert (resolved.tenant_id, resolved.role, resolved.token_id, resolved.user_id) == (
+        "acme",
+        Role.USER,
+        token_id,
+        "alice",
+    )
+    assert [t.id for t in await tokens.list_all("acme")] == [token_id]
     assert await tokens.resolve("not-a-token") is None
     # Only a hash is stored.
     stored = await db["api_tokens"].find_one({"token_id": token_id})
     assert stored is not None
     assert token not in str(stored)
+    # A revoked token stands for nobody.
+    assert await tokens.revoke("acme", token_id)
+    assert await tokens.resolve(token) is None
+    assert not await tokens.revoke("acme", token_id)

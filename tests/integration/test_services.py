@@ -15,6 +15,7 @@ from infra.settings import QdrantSettings
 from ragline.system import System
 from schemas.bots import BotCreate, BotUpdate, KnowledgeConfig, KnowledgePatch
 from schemas.domain import KbStatus, Record
+from services.governance import Submission
 from tests.conftest import settings_for
 
 
@@ -37,7 +38,9 @@ async def test_a_kb_being_deleted_takes_no_changes_from_any_service(system: Syst
     with pytest.raises(Conflict, match="hard=true"):
         await system.knowledge_bases.disable("acme", kb.id)
     with pytest.raises(Conflict, match="being deleted"):
-        await system.intake.accept_record("acme", kb.id, Record(title="t", content="words"))
+        await system.intake.accept_record(
+            "acme", kb.id, Record(title="t", content="words"), Submission.connector()
+        )
     # Deleting again finishes the interrupted delete.
     await system.knowledge_bases.delete("acme", kb.id)
     with pytest.raises(NotFound):

@@ -30,6 +30,7 @@ from infra.vectorstore.base import (
     PublishedDocument,
     RetrievalMode,
     ScoredChunk,
+    SparseVector,
     VectorQuery,
     VectorStore,
 )
@@ -39,6 +40,9 @@ from schemas.chunks import ChunkPayload
 from schemas.domain import chunk_point_id
 
 DIM = 8
+
+# Who may read the chunks these tests write, and who searches: the whole tenant.
+EVERYONE = ("tenant",)
 
 
 def _unit(seed: int) -> np.ndarray:
@@ -67,6 +71,7 @@ def _point(
             chunk_index=index,
             chunk_text=f"{doc} chunk {index}",
             active=active,
+            readers=list(EVERYONE),
             source_key=source,
             version=version,
         ),
@@ -83,11 +88,12 @@ def _published(
         source_key=source,
         version=version,
         keep_chunks=keep,
+        readers=EVERYONE,
     )
 
 
 def _query(tenant: str, kbs: tuple[str, ...], vector: np.ndarray, limit: int = 10) -> VectorQuery:
-    return VectorQuery(scope=SearchScope(tenant, kbs), dense=vector, limit=limit)
+    return VectorQuery(scope=SearchScope(tenant, kbs, EVERYONE), dense=vector, limit=limit)
 
 
 def _docs(hits: list[ScoredChunk]) -> set[str]:
@@ -200,7 +206,10 @@ async def test_publishing_removes_the_tail_of_an_earlier_longer_run(store: Vecto
 async def test_score_threshold_drops_weak_matches(store: VectorStore) -> None:
     await store.upsert([_point("t1", "kb1", "doc_a", i, seed=i) for i in range(5)])
     query = VectorQuery(
-        scope=SearchScope("t1", ("kb1",)), dense=_unit(3), limit=10, score_threshold=0.99
+        scope=SearchScope("t1", ("kb1",), EVERYONE),
+        dense=_unit(3),
+        limit=10,
+        score_threshold=0.99,
     )
     hits = await store.search(query)
     assert [h.payload.chunk_index for h in hits] == [3]
@@ -245,7 +254,7 @@ async def test_sparse_search_ranks_by_bm25_within_scope(store: VectorStore) -> N
         ]
     )
     query = VectorQuery(
-        scope=SearchScope("t1", ("kb1",)),
+        scope=SearchScope("t1", ("kb1",), EVERYONE),
         dense=_unit(9),
         limit=5,
         mode=RetrievalMode.SPARSE,
@@ -255,7 +264,7 @@ async def test_sparse_search_ranks_by_bm25_within_scope(store: VectorStore) -> N
     assert [h.payload.document_id for h in hits] == ["doc_rare", "doc_common"]
     assert hits[0].score > hits[1].score > 0
     empty = VectorQuery(
-        scope=SearchScope("t1", ("kb1",)), dense=_unit(9), limit=5,
+        scope=SearchScope("t1", ("kb1",), EVERYONE), dense=_unit(9), limit=5,
         mode=RetrievalMode.SPARSE, sparse=encoder.query("the of"),
     )  # fmt: skip
     assert await store.search(empty) == []
@@ -272,7 +281,7 @@ async def test_rank_gives_both_rankings_within_scope_in_one_call(store: VectorSt
             _text_point("doc_other_kb", "a zebrafinch in another kb", 7, kb="kb2"),
         ]
     )
-    scope = SearchScope("t1", ("kb1",))
+    scope = SearchScope("t1", ("kb1",), EVERYONE)
     ranked = await store.rank(scope, _unit(7), encoder.query("zebrafinch"), depth=10)
     ids = {chunk_point_id(doc, 0): doc for doc in ("doc_dense", "doc_lexical", "doc_neither")}
     assert ids[ranked.dense[0][0]] == "doc_dense"
@@ -300,7 +309,7 @@ async def test_rank_probes_which_chunks_hold_a_term(store: VectorStore) -> None:
     )
     code, fan, absent = term_index("xj-4471"), term_index("fan"), term_index("zebrafinch")
     ranked = await store.rank(
-        SearchScope("t1", ("kb1",)),
+        SearchScope("t1", ("kb1",), EVERYONE),
         _unit(1),
         encoder.query("XJ-4471 fan"),
         depth=10,
@@ -332,7 +341,9 @@ async def test_fetch_gives_payload_cosine_and_terms_of_the_points_in_scope_only(
         chunk_point_id(doc, 0)
         for doc in ("doc_lexical", "doc_dense", "doc_foreign", "doc_other_kb", "doc_never_stored")
     ]
-    fetched = await store.fetch(SearchScope("t1", ("kb1",)), [*wanted, hidden.point_id], _unit(7))
+    fetched = await store.fetch(
+        SearchScope("t1", ("kb1",), EVERYONE), [*wanted, hidden.point_id], _unit(7)
+    )
     by_doc = {chunk.payload.document_id: chunk for chunk in fetched}
     assert set(by_doc) == {"doc_dense", "doc_lexical"}
     assert by_doc["doc_dense"].score == pytest.approx(1.0, abs=1e-4)
@@ -342,7 +353,7 @@ async def test_fetch_gives_payload_cosine_and_terms_of_the_points_in_scope_only(
     assert term_index("zebrafinch") in by_doc["doc_lexical"].terms
     assert term_index("zebrafinch") not in by_doc["doc_dense"].terms
     assert encoder.query("zebrafinch").indices[0] in by_doc["doc_lexical"].terms
-    assert await store.fetch(SearchScope("t1", ("kb1",)), [], _unit(7)) == []
+    assert await store.fetch(SearchScope("t1", ("kb1",), EVERYONE), [], _unit(7)) == []
 
 
 async def test_embedded_store_keeps_points_across_restarts(tmp_path: Path) -> None:
@@ -402,7 +413,7 @@ def _varied_points() -> list[ChunkPoint]:
 
 FILTERS = [
     Filter(),
-    SearchScope("t1", ("kb0", "kb2")).filter(),
+    SearchScope("t1", ("kb0", "kb2"), EVERYONE).filter(),
     Filter(must=(Match("active", False),)),
     Filter(should=(Match("kb_id", "kb1"), Range("version", gte=3))),
     Filter(must_not=(Match("document_id", "doc_1"), Match("active", True))),
@@ -433,3 +444,48 @@ async def test_the_store_selects_what_the_filter_model_matches(
     expected = sum(1 for point in points if selector.matches(point.payload.to_store()))
     assert 0 < expected < len(points) or selector == Filter()
     assert await store.count(selector) == expected
+
+
+async def test_readers_decide_what_a_search_sees_in_every_retriever(store: VectorStore) -> None:
+    """Published chunks carry their document's readers; changing them needs no re-embedding
+    and every retriever (dense, sparse, ranked, fetched) sees only what the caller may read."""
+    sparse = SparseVector([7], [1.0])
+    points = [
+        ChunkPoint(
+            point_id=chunk_point_id(doc, 0),
+            dense=_unit(1),
+            payload=ChunkPayload(
+                tenant_id="t1", kb_id="kb1", document_id=doc, chunk_index=0, chunk_text=doc
+            ),
+            sparse=sparse,
+        )
+        for doc in ("doc_mine", "doc_theirs")
+    ]
+    await store.upsert(points)
+    for doc, readers in (("doc_mine", ("user:me",)), ("doc_theirs", ("user:them",))):
+        published = _published(doc, keep=1)
+        await store.publish_document(PublishedDocument(**{**vars(published), "readers": readers}))
+    me = SearchScope("t1", ("kb1",), ("tenant", "user:me"))
+
+    async def seen() -> list[set[str]]:
+        dense = _docs(await store.search(VectorQuery(me, _unit(1), 10)))
+        lexical = _docs(
+            await store.search(
+                VectorQuery(me, _unit(1), 10, mode=RetrievalMode.SPARSE, sparse=sparse)
+            )
+        )
+        rankings = await store.rank(me, _unit(1), sparse, 10, [7], 10)
+        ranked = {store_id for store_id, _ in [*rankings.dense, *rankings.sparse]} | set(
+            rankings.holding[7]
+        )
+        fetched = _docs(await store.fetch(me, [p.point_id for p in points], _unit(1)))
+        by_id = {p.point_id: p.payload.document_id for p in points}
+        return [dense, lexical, {by_id[i] for i in ranked}, fetched]
+
+    assert await seen() == [{"doc_mine"}] * 4
+    await store.set_readers(chunks_of_document("t1", "doc_theirs"), ["tenant"])
+    assert await seen() == [{"doc_mine", "doc_theirs"}] * 4
+    await store.set_readers(chunks_of_document("t1", "doc_mine"), [])
+    assert await seen() == [{"doc_theirs"}] * 4
+    payloads = await store.document_chunks("t1", "doc_theirs")
+    assert payloads[0].readers == ["tenant"]

@@ -8,6 +8,7 @@ PAYLOAD = {
     "tenant_id": "t1",
     "kb_id": "kb1",
     "active": True,
+    "readers": ["role:admin", "tenant"],
     "version": 3,
     "heading_path": ["Install", "Setup"],
 }
@@ -52,9 +53,9 @@ def test_ranges_are_half_open() -> None:
 
 
 def test_a_search_scope_admits_only_active_chunks_of_its_tenant_and_kbs() -> None:
-    scope = SearchScope("t1", ("kb1", "kb2"))
+    scope = SearchScope("t1", ("kb1", "kb2"), ("tenant",))
     assert scope.admits(PAYLOAD)
     assert not scope.admits({**PAYLOAD, "active": False})
     assert not scope.admits({**PAYLOAD, "tenant_id": "t2"})
     assert not scope.admits({**PAYLOAD, "kb_id": "kb3"})
-    assert not SearchScope("t1", ()).admits(PAYLOAD)
+    assert not SearchScope("t1", (), ("tenant",)).admits(PAYLOAD)

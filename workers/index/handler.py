@@ -37,6 +37,7 @@ def chunk_points(event: ChunkBatchEmbedded, document: Document, active: bool) ->
             version=document.version,
             chunk_index=chunk.chunk_index,
             active=active,
+            readers=document.readers,
             chunk_id=chunk_id(event.document_id, chunk.chunk_index),
             chunk_text=chunk.text,
             context=chunk.context,
@@ -102,6 +103,9 @@ class IndexHandler:
         if live > document.version:
             await self._drop_superseded(document)
             return StageResult(skipped=True)
+        # Who may read it is read now, not when the run began: its permissions may have
+        # changed meanwhile.
+        readers = await self._current_readers(document)
         await self._store.publish_document(
             PublishedDocument(
                 tenant_id=document.tenant_id,
@@ -110,8 +114,16 @@ class IndexHandler:
                 source_key=document.source_key,
                 version=document.version,
                 keep_chunks=document.chunk_count or 0,
+                readers=tuple(readers),
             )
         )
+        # A change of permission stored between that read and the publish wrote its readers
+        # before the publish overwrote them: read again and set what is current.
+        latest = await self._current_readers(document)
+        if latest != readers:
+            await self._store.set_readers(
+                chunks_of_document(document.tenant_id, document.id), latest
+            )
         outcome = await self._lifecycle.finish(document.id, document.generation)
         if outcome is None:
             return StageResult(skipped=True)
@@ -122,6 +134,10 @@ class IndexHandler:
         for retired in outcome.retired:
             await self._delete_files(retired)
         return StageResult(finished_document=True)
+
+    async def _current_readers(self, document: Document) -> list[str]:
+        current = await self._documents.find(document.id)
+        return (current or document).readers
 
     async def _drop_superseded(self, document: Document) -> None:
         """A newer version went live first: this one is removed, never shown."""

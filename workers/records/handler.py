@@ -10,6 +10,7 @@ from typing import Protocol
 
 from schemas.domain import Record
 from schemas.events import RecordPublished
+from services.governance import Submission
 from services.intake import Ingested, Outcome
 from workers.ports import StageResult
 
@@ -17,7 +18,9 @@ from workers.ports import StageResult
 class RecordIntake(Protocol):
     """Takes records (`services.intake.Intake`)."""
 
-    async def accept_record(self, tenant_id: str, kb_id: str, record: Record) -> Ingested:
+    async def accept_record(
+        self, tenant_id: str, kb_id: str, record: Record, by: Submission, *, batch: bool = False
+    ) -> Ingested:
         """Upserts one record."""
         ...
 
@@ -30,6 +33,9 @@ class RecordHandler:
 
     async def __call__(self, event: RecordPublished) -> StageResult:
         """Handles one `RecordPublished`."""
-        ingested = await self._intake.accept_record(event.tenant_id, event.kb_id, event.record)
+        by = Submission.connector(event.governance, event.confirm_tenant_wide)
+        ingested = await self._intake.accept_record(
+            event.tenant_id, event.kb_id, event.record, by, batch=True
+        )
         unchanged = ingested.outcome is Outcome.UNCHANGED
         return StageResult(skipped=unchanged, finished_document=not unchanged)

@@ -1,0 +1,73 @@
+"""People's endpoints (seed 002): search what they may read, and wiki pages."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response, status
+from fastapi.responses import JSONResponse
+
+from api.deps import CallerDep, Search, Wiki
+from core.errors import InvalidRequest
+from schemas.api import WikiPageIn, WikiPageList, WikiPageOut
+from schemas.search import KnowledgeResult, KnowledgeSearchRequest, KnowledgeSearchResponse
+from services.intake import Outcome
+
+router = APIRouter(prefix="/api/v1/knowledge", tags=["knowledge"])
+
+
+@router.post("/search")
+async def knowledge_search(
+    body: KnowledgeSearchRequest, caller: CallerDep, search: Search
+) -> KnowledgeSearchResponse:
+    """Searches the caller's tenant's active KBs (those named, if any), returning only
+    passages of items the caller may read."""
+    response = await search.search_reader(caller.tenant_id, caller.reader, body)
+    return KnowledgeSearchResponse(
+        results=[KnowledgeResult.of(hit) for hit in response.hits], metrics=response.metrics
+    )
+
+
+@router.post(
+    "/wiki",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=WikiPageOut,
+    responses={200: {"description": "the page is unchanged"}},
+)
+async def write_wiki_page(body: WikiPageIn, caller: CallerDep, wiki: Wiki) -> JSONResponse:
+    """Creates a page, or a new version of it (its owner or an admin); it is indexed like a
+    document and replaces the old version once indexed."""
+    if body.tenant_id not in (None, caller.tenant_id):
+        raise InvalidRequest("tenant_id is not the caller's tenant")
+    ingested = await wiki.write(
+        caller.tenant_id,
+        caller.reader,
+        kb_id=body.kb_id,
+        topic=body.topic,
+        title=body.title,
+        content=body.content,
+        summary=body.summary,
+        change=body.governance(),
+    )
+    page = WikiPageOut.of(ingested.document, body.content)
+    code = 200 if ingested.outcome is Outcome.UNCHANGED else 202
+    return JSONResponse(page.model_dump(mode="json"), status_code=code)
+
+
+@router.get("/wiki")
+async def list_wiki_pages(caller: CallerDep, wiki: Wiki) -> WikiPageList:
+    """The wiki pages the caller may read (newest versions, without their text)."""
+    pages = await wiki.list_pages(caller.tenant_id, caller.reader)
+    return WikiPageList(items=[WikiPageOut.of(page) for page in pages])
+
+
+@router.get("/wiki/{topic}")
+async def read_wiki_page(topic: str, caller: CallerDep, wiki: Wiki) -> WikiPageOut:
+    """A page with its Markdown (404 if the caller may not read it)."""
+    page, content = await wiki.read(caller.tenant_id, caller.reader, topic)
+    return WikiPageOut.of(page, content)
+
+
+@router.delete("/wiki/{topic}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_wiki_page(topic: str, caller: CallerDep, wiki: Wiki) -> Response:
+    """Deletes every version of the page (its owner or an admin)."""
+    await wiki.delete(caller.tenant_id, caller.reader, topic)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

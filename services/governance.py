@@ -1,0 +1,223 @@
+"""Item governance: who a caller is as a reader, who owns what they add, who may change it.
+
+The rule itself (which principals read an item) is `core.governance`; this module applies it
+with what is stored: audience memberships, the tenant's users and audiences (a grant or an
+audience that does not exist is refused, naming it), the KB's default visibility, and the
+previous version of a source (a new version keeps its permissions unless told otherwise).
+Changing an item's governance rewrites the readers of its chunks in the vector store (no
+re-embedding) and raises its KB's revision, so no cached answer shows the old permission.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.errors import Forbidden, InvalidRequest, NotFound
+from core.filters import Filter, Match, MatchAny
+from core.governance import Governance, GovernanceChange, Reader, Visibility
+from core.rules import ensure_changeable
+from infra.audiences import AudienceRepository
+from infra.documents import DocumentRepository
+from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.users import UserRepository
+from infra.vectorstore.base import VectorStore
+from schemas.domain import Document, KnowledgeBase, Principal, Role, utcnow
+from services.freshness import SearchFreshness
+
+
+@dataclass(frozen=True)
+class Submission:
+    """Who adds an item and what governance they ask for."""
+
+    reader: Reader
+    change: GovernanceChange = field(default_factory=GovernanceChange)
+    # Required to make a batch readable by the whole tenant when it names visibility `shared`
+    # without an audience (seed 002's Airbyte rule).
+    confirm_tenant_wide: bool = False
+
+    @classmethod
+    def connector(cls, change: GovernanceChange | None = None, confirm: bool = False) -> Submission:
+        """A connector's records: added with the tenant's authority."""
+        return cls(Reader.administrator(), change or GovernanceChange(), confirm)
+
+    def source_key(self, key: str) -> str:
+        """The version line an item joins: a user's own items form lines of their own, so one
+        user's upload never replaces another's item of the same name."""
+        if self.reader.admin or self.reader.user_id is None:
+            return key
+        return f"u:{self.reader.user_id}:{key}"
+
+
+class ItemPolicy:
+    """Resolves readers, and decides and checks items' governance."""
+
+    def __init__(self, users: UserRepository, audiences: AudienceRepository) -> None:
+        self._users = users
+        self._audiences = audiences
+
+    async def reader(self, principal: Principal) -> Reader:
+        """The caller of an API request as a reader."""
+        if principal.role is Role.ADMIN:
+            return Reader.administrator(principal.user_id)
+        if principal.user_id is None:
+            return Reader.tenant_wide()
+        return await self.user(principal.tenant_id, principal.user_id)
+
+    async def user(self, tenant_id: str, user_id: str) -> Reader:
+        """A user of the tenant, with the audiences they belong to now."""
+        return Reader.user(user_id, await self._audiences.of_user(tenant_id, user_id))
+
+    async def for_new_item(
+        self,
+        tenant_id: str,
+        kb: KnowledgeBase,
+        by: Submission,
+        previous: Governance | None = None,
+    ) -> Governance:
+        """The governance of one item being added (see `decide`), its names checked."""
+        governance = self.decide(kb, by, previous)
+        await self.check_exists(tenant_id, governance)
+        return governance
+
+    @staticmethod
+    def decide(
+        kb: KnowledgeBase,
+        by: Submission,
+        previous: Governance | None = None,
+        *,
+        batch: bool = False,
+    ) -> Governance:
+        """The governance of an item being added: the previous version's (or the default:
+        the KB's visibility for an admin, private to a user), with the requested changes.
+        The names it holds are not checked here (`check_exists`)."""
+        reader = by.reader
+        if previous is not None:
+            base = previous
+        elif reader.admin or reader.user_id is None:
+            base = Governance(
+                owner_user_id=reader.user_id,
+                creator_user_id=reader.user_id,
+                visibility_mode=kb.default_visibility,
+            )
+        else:
+            base = Governance(
+                owner_user_id=reader.user_id,
+                creator_user_id=reader.user_id,
+                visibility_mode=Visibility.PRIVATE,
+            )
+        change = by.change
+        if (
+            not reader.admin
+            and change.owner_user_id is not None
+            and change.owner_user_id != reader.user_id
+        ):
+            raise Forbidden("a user can only add items they own")
+        governance = change.apply(base, utcnow())
+        if (
+            batch
+            and change.visibility_mode is Visibility.SHARED
+            and not governance.audience_tags
+            and not by.confirm_tenant_wide
+        ):
+            raise InvalidRequest(
+                "a shared batch without audience_tags is readable by the whole tenant: "
+                "set confirm_tenant_wide to true, or name audience_tags"
+            )
+        return governance
+
+    async def check_exists(self, tenant_id: str, governance: Governance) -> None:
+        """422 naming any audience or user the governance names that does not exist."""
+        audiences = await self._audiences.unknown(tenant_id, governance.audience_tags)
+        if audiences:
+            raise InvalidRequest(f"unknown audience: {', '.join(audiences)}")
+        people = [governance.owner_user_id] if governance.owner_user_id else []
+        users = await self._users.unknown(tenant_id, [*governance.user_grants, *people])
+        if users:
+            raise InvalidRequest(f"unknown user: {', '.join(users)}")
+
+    @staticmethod
+    def visible(reader: Reader, document: Document) -> bool:
+        """Whether the caller may see the document (admins see archived ones too)."""
+        return reader.admin or reader.can_read(document.readers)
+
+    @classmethod
+    def readable(cls, reader: Reader, document: Document) -> Document:
+        """The document if the caller may see it; else `NotFound`, so nobody learns that
+        something they may not read exists."""
+        if cls.visible(reader, document):
+            return document
+        raise NotFound("document", document.id)
+
+    @classmethod
+    def manageable(cls, reader: Reader, document: Document) -> Document:
+        """The document if the caller may change or delete it: 404 if they cannot read it,
+        403 if they can but are neither its owner nor an admin."""
+        cls.readable(reader, document)
+        if not reader.manages(document.governance):
+            raise Forbidden("only the item's owner or an admin can change it")
+        return document
+
+
+def chunks_of_item(tenant_id: str, document_ids: list[str]) -> Filter:
+    """Every chunk of the given versions of an item."""
+    return Filter(
+        must=(Match("tenant_id", tenant_id), MatchAny("document_id", tuple(document_ids)))
+    )
+
+
+class ItemGovernance:
+    """Changes who owns and who may read an item, everywhere at once."""
+
+    def __init__(
+        self,
+        policy: ItemPolicy,
+        documents: DocumentRepository,
+        kbs: KnowledgeBaseRepository,
+        store: VectorStore,
+        freshness: SearchFreshness,
+    ) -> None:
+        self._policy = policy
+        self._documents = documents
+        self._kbs = kbs
+        self._store = store
+        self._freshness = freshness
+
+    async def change(
+        self, principal: Principal, kb_id: str, document_id: str, change: GovernanceChange
+    ) -> Document:
+        """Applies the change to every version of the document's item; search sees it as soon
+        as this returns."""
+        reader = await self._policy.reader(principal)
+        tenant_id = principal.tenant_id
+        document = await self._documents.get(tenant_id, kb_id, document_id)
+        self._policy.manageable(reader, document)
+        ensure_changeable(await self._kbs.get(tenant_id, kb_id))
+        if not reader.admin and change.owner_user_id not in (None, reader.user_id):
+            raise Forbidden("only an admin can give an item to another user")
+        governance = change.apply(document.governance, utcnow())
+        await self._policy.check_exists(tenant_id, governance)
+        await self.apply(document, governance)
+        return await self._documents.get(tenant_id, kb_id, document_id)
+
+    async def apply(self, document: Document, governance: Governance) -> None:
+        """Stores the governance on the item's versions and their chunks; retires cached
+        answers of the KB."""
+        tenant_id = document.tenant_id
+        await self._documents.set_governance(tenant_id, document.knowledge_item_id, governance)
+        versions = await self._documents.versions_of_item(tenant_id, document.knowledge_item_id)
+        ids = sorted({document.id, *(v.id for v in versions)})
+        await self._store.set_readers(chunks_of_item(tenant_id, ids), governance.readers())
+        kb = await self._kbs.update(tenant_id, document.kb_id, {})
+        await self._freshness.kb_changed(kb)
+
+    async def backfill(self, batch: int = 500) -> int:
+        """Gives documents stored before items had governance the default one (shared, as
+        they were readable before) and their chunks its readers; returns how many."""
+        done = 0
+        while True:
+            pending = await self._documents.without_readers(batch)
+            if not pending:
+                return done
+            for document in pending:
+                await self.apply(document, document.governance)
+            done += len(pending)
