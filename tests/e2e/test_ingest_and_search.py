@@ -248,11 +248,18 @@ async def test_admin_api_needs_an_admin_token_of_the_same_tenant(api: Api) -> No
     assert bad.headers["www-authenticate"] == "Bearer"
 
     user = await api.http.post(
-        "/api/v1/tokens", json={"name": "reader", "role": "user"}, headers=api.auth
+        "/api/v1/tokens",
+        json={"name": "reader", "role": "user", "user_id": "reader"},
+        headers=api.auth,
     )
     assert user.status_code == 201
     user_headers = {"Authorization": f"Bearer {user.json()['token']}"}
-    assert (await api.http.get("/api/v1/knowledge-bases", headers=user_headers)).status_code == 403
+    # A user may see the KBs but not administer them.
+    assert (await api.http.get("/api/v1/knowledge-bases", headers=user_headers)).status_code == 200
+    created = await api.http.post(
+        "/api/v1/knowledge-bases", json={"name": "mine"}, headers=user_headers
+    )
+    assert created.status_code == 403
 
     other = await _other_tenant_admin(api)
     other_headers = {"Authorization": f"Bearer {other}"}
