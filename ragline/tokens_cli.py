@@ -1,4 +1,5 @@
-"""Issues an API token for any tenant: `python -m ragline.tokens_cli --tenant acme --role admin`.
+"""Issues an API token for any tenant: `python -m ragline.tokens_cli --tenant acme --role admin`
+(a user's: `--role user --user-id alice`).
 
 An operator's tool (it writes to MongoDB directly); admins issue tokens for their own tenant
 through `POST /api/v1/tokens`.
@@ -16,10 +17,13 @@ from ragline.system import System
 from schemas.domain import Role
 
 
-async def issue(settings: Settings, tenant: str, role: Role, name: str) -> str:
-    """Creates the token and returns its secret."""
+async def issue(
+    settings: Settings, tenant: str, role: Role, name: str, user_id: str | None = None
+) -> str:
+    """Creates the token (registering its user) and returns its secret."""
     async with AsyncExitStack() as stack:
-        _, token = await System(settings, stack).tokens.issue(tenant, role, name)
+        system = System(settings, stack)
+        _, token = await system.token_service.issue(tenant, name, role, user_id)
         return token
 
 
@@ -29,8 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--role", choices=[r.value for r in Role], default=Role.ADMIN.value)
     parser.add_argument("--name", default="issued from the command line")
+    parser.add_argument("--user-id", help="the person the token stands for (needed for a user)")
     args = parser.parse_args(argv)
-    token = asyncio.run(issue(Settings(), args.tenant, Role(args.role), args.name))
+    if args.role == Role.USER.value and not args.user_id:
+        parser.error("a user token needs --user-id")
+    token = asyncio.run(issue(Settings(), args.tenant, Role(args.role), args.name, args.user_id))
     sys.stdout.write(token + "\n")
     return 0
 

@@ -9,13 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import Conflict, InvalidRequest, NotFound
+from core.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from core.governance import GovernanceChange, Reader, Visibility
 from devstack.launcher import LocalServices
+from infra.kafka import build_broker, ensure_topics
+from infra.mongo import ensure_indexes
 from infra.settings import QdrantSettings
 from ragline.system import System
 from schemas.bots import BotCreate, BotUpdate, KnowledgeConfig, KnowledgePatch
-from schemas.domain import KbStatus, Record
+from schemas.domain import KbStatus, Principal, Record, Role
+from schemas.topics import ALL_TOPICS
 from services.governance import Submission
+from services.intake import Outcome
 from tests.conftest import settings_for
 
 
@@ -26,6 +31,22 @@ async def system(local_services: LocalServices, tmp_path: Path) -> AsyncIterator
     async with AsyncExitStack() as stack:
         opened = System(settings, stack)
         await opened.open_vector_store()
+        yield opened
+        await opened.mongo.drop_database(settings.mongo.database)
+
+
+@pytest.fixture
+async def publishing(local_services: LocalServices, tmp_path: Path) -> AsyncIterator[System]:
+    """A system of its own database and vector store that publishes to the local Kafka."""
+    settings = settings_for(local_services, qdrant=QdrantSettings(path=tmp_path / "vectors"))
+    await ensure_topics(settings.kafka, ALL_TOPICS)
+    broker = build_broker(settings.kafka, "test-services")
+    await broker.start()
+    async with AsyncExitStack() as stack:
+        stack.push_async_callback(broker.stop)
+        opened = System(settings, stack, broker)
+        await opened.open_vector_store()
+        await ensure_indexes(opened.db)
         yield opened
         await opened.mongo.drop_database(settings.mongo.database)
 
@@ -81,3 +102,76 @@ async def test_bot_changes_drop_its_cached_access(system: System) -> None:
     await system.freshness.remember_access(bot.id, {"tenant_id": "acme"})
     await system.bot_admin.delete("acme", bot.id)
     assert await system.freshness.cached_access(bot.id) is None
+
+
+async def test_items_get_their_owner_and_visibility_from_who_adds_them(
+    publishing: System,
+) -> None:
+    system = publishing
+    kb = await system.knowledge_bases.create("acme", "Policies")
+    await system.people.register_user("acme", "uma", "Uma")
+    await system.people.register_user("acme", "vic", "Vic")
+    admin = Submission.connector()
+    uma = Submission(Reader.user("uma"))
+
+    by_admin = await system.intake.accept_record("acme", kb.id, _record("r1", "Leave"), admin)
+    assert by_admin.document.governance.visibility_mode is Visibility.SHARED
+    assert by_admin.document.readers == ["role:admin", "tenant"]
+    by_uma = await system.intake.accept_record("acme", kb.id, _record("r1", "Mine"), uma)
+    assert by_uma.document.governance.owner_user_id == "uma"
+    assert by_uma.document.governance.visibility_mode is Visibility.PRIVATE
+    # Her record of the same id is a line of her own: the admin's item is not replaced.
+    assert by_uma.outcome is Outcome.CREATED
+    assert by_uma.document.source_key != by_admin.document.source_key
+
+    restricted = Submission.connector(
+        GovernanceChange(visibility_mode=Visibility.RESTRICTED, user_grants=["vic"])
+    )
+    changed = await system.intake.accept_record(
+        "acme", kb.id, _record("r1", "Leave"), restricted, batch=True
+    )
+    # Same content, new permission: stored, and the pipeline runs again to show it.
+    assert changed.outcome is Outcome.REINDEXED
+    stored = await system.documents.get("acme", kb.id, by_admin.document.id)
+    assert stored.readers == ["role:admin", "user:vic"]
+    # A new version keeps the permission of the one it replaces.
+    newer = await system.intake.accept_record("acme", kb.id, _record("r1", "Leave v2"), admin)
+    assert newer.outcome is Outcome.UPDATED
+    assert newer.document.governance.user_grants == ["vic"]
+    assert newer.document.knowledge_item_id == by_admin.document.id
+
+
+async def test_governance_input_is_checked_and_changes_need_the_owner(
+    publishing: System,
+) -> None:
+    system = publishing
+    kb = await system.knowledge_bases.create("acme", "Policies")
+    await system.people.register_user("acme", "uma", "Uma")
+    await system.people.register_user("acme", "vic", "Vic")
+    shared = Submission.connector(GovernanceChange(visibility_mode=Visibility.SHARED))
+    with pytest.raises(InvalidRequest, match="confirm_tenant_wide"):
+        await system.intake.accept_records("acme", kb.id, [_record("r2", "x")], shared)
+    ghosts = Submission.connector(GovernanceChange(audience_tags=["ghosts"]))
+    with pytest.raises(InvalidRequest, match="unknown audience: ghosts"):
+        await system.intake.accept_records("acme", kb.id, [_record("r2", "x")], ghosts)
+    assert (await system.documents.list_page("acme", kb.id)).items == []
+
+    grant = GovernanceChange(visibility_mode=Visibility.RESTRICTED, user_grants=["vic"])
+    item = await system.intake.accept_record(
+        "acme", kb.id, _record("r3", "Salary bands"), Submission(Reader.user("uma"), grant)
+    )
+    uma = Principal(tenant_id="acme", role=Role.USER, token_id="t1", user_id="uma")
+    vic = uma.model_copy(update={"user_id": "vic", "token_id": "t2"})
+    wes = uma.model_copy(update={"user_id": "wes", "token_id": "t3"})
+    archive = GovernanceChange(archived=True)
+    with pytest.raises(NotFound):  # Wes cannot read it: he does not learn it exists
+        await system.item_governance.change(wes, kb.id, item.document.id, archive)
+    with pytest.raises(Forbidden):  # Vic reads it but does not own it
+        await system.item_governance.change(vic, kb.id, item.document.id, archive)
+    done = await system.item_governance.change(uma, kb.id, item.document.id, archive)
+    assert done.governance.archived_at is not None
+    assert done.readers == []
+
+
+def _record(external_id: str, content: str) -> Record:
+    return Record(external_id=external_id, title=external_id, content=content)
