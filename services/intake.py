@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from core.errors import RetryableError
+from core.errors import Forbidden, RetryableError
 from core.governance import Governance, Reader
 from core.rules import ensure_changeable
 from infra.blob_store import BlobStore, OriginalUpload, StoredUpload
@@ -137,6 +137,7 @@ class Intake:
                 identical = None
             source_key = by.source_key(file_source_key(filename))
             previous = await self._documents.latest_of_source(kb_id, source_key)
+            self._check_may_add_version(by, previous)
             governance = await self._policy.for_new_item(
                 tenant_id, kb, by, previous.governance if previous else None
             )
@@ -212,13 +213,13 @@ class Intake:
         retained: list[tuple[int, Document, Governance]] = []
         for position, item in enumerate(items):
             fingerprint = item.record.fingerprint()
-            previous = (
-                latest.get(item.source_key)
-                if item.source_key
-                else await self._documents.find_identical(kb_id, fingerprint)
-            )
-            if previous is not None and not self._policy.visible(by.reader, previous):
-                previous = None
+            if item.source_key:
+                previous = latest.get(item.source_key)
+                self._check_may_add_version(by, previous)
+            else:
+                previous = await self._documents.find_identical(kb_id, fingerprint)
+                if previous is not None and not self._policy.visible(by.reader, previous):
+                    previous = None
             governance = self._policy.decide(
                 kb, by, previous.governance if previous else None, batch=batch
             )
@@ -260,6 +261,13 @@ class Intake:
             outcome = Outcome.UPDATED if item_id else Outcome.CREATED
             results[position] = Ingested(document, outcome)
         return [result for result in results if result is not None]
+
+    @staticmethod
+    def _check_may_add_version(by: Submission, previous: Document | None) -> None:
+        """Only an item's owner or an admin adds a version of it (a user's own version lines
+        hold their items, unless an admin gave one to someone else)."""
+        if previous is not None and not by.reader.manages(previous.governance):
+            raise Forbidden("only the item's owner or an admin can add a version of it")
 
     async def _prepare_texts(
         self, tenant_id: str, kb_id: str, texts: list[tuple[TextItem, Governance, str | None]]
