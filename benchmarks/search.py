@@ -15,6 +15,15 @@ The last line printed is one JSON object: `p95_ms_uncached_c1`, `p95_ms_cached_c
 1,000,000, the API process's peak memory (`api_peak_rss_mb`) and the store's size on disk
 (`store_disk_mb`). The load generator is a lean asyncio HTTP/1.1 client in this process, on
 the same two cores as the server.
+
+`--user-form` measures people's permission-filtered search instead, on a store of its own
+(100,000 chunks in 10 KBs) where the user `u-bench` may read 10% of the chunks: 5% name them
+(`user:u-bench`), 5% an audience they belong to (`audience:bench-crew`); the other 90% are
+private items of 50 other users. Side by side in one run, uncached, concurrency 1: the user's
+search (`POST /api/v1/knowledge/search`, dense and hybrid, top 10) and the unfiltered search
+(the tenant form over the same KBs, as an admin, which reads everything). And the recall@10 of
+the filtered dense query against an exact filtered brute-force search over the same vectors
+(`recall_at_10_user_filtered`), measured in-process on the store before the API starts.
 """
 
 from __future__ import annotations
@@ -26,24 +35,28 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
+from numpy.typing import NDArray
 
 from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb
+from core.filters import SearchScope
 from devstack.launcher import LocalServices, Pipeline, free_port, pipeline_env
 from infra.embedding.base import Embedder
 from infra.mongo import ensure_indexes
 from infra.settings import Settings
 from infra.sparse import SparseEncoder
-from infra.vectorstore.base import ChunkPoint, VectorStore
+from infra.vectorstore.base import ChunkPoint, RetrievalMode, VectorQuery, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
 from ragline.system import System
 from schemas.chunks import ChunkPayload
-from schemas.domain import ChunkRecord, Record, chunk_id, chunk_point_id
+from schemas.domain import ChunkRecord, Record, Role, chunk_id, chunk_point_id
 from workers.chunk.chunking import chunk_document
 from workers.chunk.context import with_generic_context
 from workers.extract.extractors import extract
@@ -51,6 +64,26 @@ from workers.extract.extractors import extract
 KBS = 10
 ATTACHED = 3
 LEVELS = (1, 8, 32)
+# The user form's reader, the audience they are in, and how many other owners there are.
+USER, AUDIENCE, OWNERS = "u-bench", "bench-crew", 50
+USER_PRINCIPALS = ("tenant", f"user:{USER}", f"audience:{AUDIENCE}")
+USER_PRINCIPALS_SET = frozenset(USER_PRINCIPALS)
+USER_TOKEN = "bench-user-token"  # noqa: S105 - a benchmark's own token
+
+
+def everyone(_: int) -> list[str]:
+    """The bot benchmark: every chunk readable by the whole tenant."""
+    return ["role:admin", "tenant"]
+
+
+def one_in_ten(n: int) -> list[str]:
+    """The user form: chunk n is the bench user's (5%), their audience's (5%), or one of 50
+    other users' private items (90%)."""
+    if n % 20 == 0:
+        return ["role:admin", f"user:{USER}"]
+    if n % 20 == 10:
+        return ["role:admin", f"audience:{AUDIENCE}"]
+    return ["role:admin", f"user:owner-{n % OWNERS}"]
 
 
 def base_chunks(corpus: dict[str, str]) -> list[ChunkRecord]:
@@ -62,9 +95,16 @@ def base_chunks(corpus: dict[str, str]) -> list[ChunkRecord]:
     return chunks
 
 
-async def fill_store(settings: Settings, total: int, corpus: dict[str, str]) -> list[str]:
+async def fill_store(
+    settings: Settings,
+    total: int,
+    corpus: dict[str, str],
+    readers_of: Callable[[int], list[str]] = everyone,
+    recall_queries: list[str] | None = None,
+) -> tuple[list[str], float | None]:
     """Creates the KBs and writes `total` chunks across them (the API is not running yet: this
-    process owns the store), then builds the HNSW index; returns the KB ids."""
+    process owns the store), then builds the HNSW index; returns the KB ids, and with
+    `recall_queries` the filtered search's recall@10 for the bench user."""
     async with AsyncExitStack() as stack:
         system = System(settings, stack)
         await ensure_indexes(system.db)
@@ -72,19 +112,64 @@ async def fill_store(settings: Settings, total: int, corpus: dict[str, str]) -> 
         embedder = await system.open_embedder()
         kbs = system.knowledge_bases
         kb_ids = [(await kbs.create("default", f"KB {n}")).id for n in range(KBS)]
-        await write_chunks(store, embedder, kb_ids, total, corpus)
+        written = await write_chunks(store, embedder, kb_ids, total, corpus, readers_of)
         if isinstance(store, EdgeVectorStore):
             started = time.time()
             await store.optimize()
             print(f"built the HNSW index in {time.time() - started:.0f} s")
-    return kb_ids
+        recall = None
+        if recall_queries:
+            recall = await filtered_recall(store, embedder, kb_ids, written, recall_queries)
+    return kb_ids, recall
+
+
+async def filtered_recall(
+    store: VectorStore,
+    embedder: Embedder,
+    kb_ids: list[str],
+    written: Written,
+    queries: list[str],
+) -> float:
+    """Mean recall@10 of the store's filtered dense query against an exact brute-force search
+    over the chunks the bench user may read."""
+    readable = np.array(
+        [not USER_PRINCIPALS_SET.isdisjoint(readers) for readers in written.readers]
+    )
+    candidates = np.flatnonzero(readable)
+    scope = SearchScope("default", tuple(kb_ids), USER_PRINCIPALS)
+    recalls = []
+    for vector in embedder.embed_queries(queries):
+        exact = candidates[np.argsort(-(written.vectors[candidates] @ vector))[:10]]
+        wanted = {written.point_ids[i] for i in exact}
+        found = await store.search(VectorQuery(scope, vector, 10, mode=RetrievalMode.DENSE))
+        recalls.append(len(wanted & {hit.point_id for hit in found}) / len(wanted))
+    print(
+        f"filtered dense search, {len(queries)} queries over the {len(candidates)} chunks "
+        f"({len(candidates) / len(readable):.0%}) the user may read: recall@10 "
+        f"{statistics.mean(recalls):.4f} (min {min(recalls):.2f})"
+    )
+    return statistics.mean(recalls)
+
+
+@dataclass
+class Written:
+    """What was written, kept for an exact search: point ids, unit vectors, readers."""
+
+    point_ids: list[str]
+    vectors: NDArray[np.float32]
+    readers: list[list[str]]
 
 
 async def write_chunks(
-    store: VectorStore, embedder: Embedder, kb_ids: list[str], total: int, corpus: dict[str, str]
-) -> None:
+    store: VectorStore,
+    embedder: Embedder,
+    kb_ids: list[str],
+    total: int,
+    corpus: dict[str, str],
+    readers_of: Callable[[int], list[str]] = everyone,
+) -> Written:
     """Writes `total` chunks across the KBs: the corpus's chunks, again and again, each copy's
-    vector moved a little."""
+    vector moved a little, readable by `readers_of(n)`."""
     chunks = base_chunks(corpus)
     texts = [chunk.text for chunk in chunks]
     embedded = [chunk.embedding_text for chunk in chunks]
@@ -96,14 +181,18 @@ async def write_chunks(
     rng = np.random.default_rng(7)
     started = time.time()
     batch: list[ChunkPoint] = []
+    written = Written([], np.zeros((total, vectors.shape[1]), dtype=np.float32), [])
     for n in range(total):
         base = n % len(texts)
         document_id = f"doc_bench{n // len(texts):03d}{base:05d}"
         noisy = vectors[base] + rng.normal(scale=0.02, size=384).astype(np.float32)
+        written.vectors[n] = noisy / np.linalg.norm(noisy)
+        written.point_ids.append(chunk_point_id(document_id, 0))
+        written.readers.append(readers_of(n))
         batch.append(
             ChunkPoint(
-                point_id=chunk_point_id(document_id, 0),
-                dense=(noisy / np.linalg.norm(noisy)).astype(np.float32),
+                point_id=written.point_ids[-1],
+                dense=written.vectors[n],
                 sparse=sparse[base],
                 payload=ChunkPayload(
                     tenant_id="default",
@@ -114,6 +203,7 @@ async def write_chunks(
                     chunk_text=texts[base],
                     context=chunks[base].context,
                     active=True,
+                    readers=written.readers[-1],
                     source_name=f"{document_id}.md",
                     document_title=document_id,
                     page=None,
@@ -131,6 +221,7 @@ async def write_chunks(
             batch = []
     await store.upsert(batch)
     print(f"wrote {total} chunks in {time.time() - started:.0f} s")
+    return written
 
 
 class Connection:
@@ -160,9 +251,31 @@ class Connection:
         return int(status_line.split()[1]), payload
 
 
+@dataclass(frozen=True)
+class Form:
+    """A search form: where it is posted, as whom, and the body around the query."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    def encode(self, query: str) -> bytes:
+        """The request body for one query."""
+        return json.dumps({**self.body, "query": query}).encode()
+
+
+def bot_form(bot_id: str) -> Form:
+    """The agent runtime's search for a bot."""
+    return Form(
+        "/api/v1/internal/knowledge/search",
+        {"X-Internal-Secret": SECRET},
+        {"bot_id": bot_id, "session_id": "bench"},
+    )
+
+
 async def load(
     port: int,
-    bot_id: str,
+    form: Form,
     queries: list[str],
     concurrency: int,
     breakdown: list[dict[str, Any]] | None = None,
@@ -173,17 +286,13 @@ async def load(
     """
     pending = list(enumerate(queries))
     latencies: list[float] = []
-    headers = {"X-Internal-Secret": SECRET}
 
     async def worker() -> None:
         connection = Connection("127.0.0.1", port)
         while pending:
             _, query = pending.pop()
-            body = json.dumps({"bot_id": bot_id, "session_id": "bench", "query": query}).encode()
             started = time.perf_counter()
-            status, payload = await connection.post(
-                "/api/v1/internal/knowledge/search", body, headers
-            )
+            status, payload = await connection.post(form.path, form.encode(query), form.headers)
             latencies.append((time.perf_counter() - started) * 1000)
             if status != 200:
                 raise RuntimeError(f"search answered {status}: {payload[:200]!r}")
@@ -204,11 +313,12 @@ async def measure(port: int, bot_id: str, questions: list[str]) -> dict[str, Any
     """Every concurrency level, uncached then cached."""
     figures: dict[str, Any] = {}
     fresh = iter(questions)
+    form = bot_form(bot_id)
     for level in LEVELS:
         count = 200 if level == 1 else 400
         uncached = [next(fresh) for _ in range(count)]
         breakdown: list[dict[str, Any]] = []
-        latencies, rps = await load(port, bot_id, uncached, level, breakdown)
+        latencies, rps = await load(port, form, uncached, level, breakdown)
         figures[f"uncached_c{level}"] = (latencies, rps)
         if level == 1:
             parts = {
@@ -217,9 +327,14 @@ async def measure(port: int, bot_id: str, questions: list[str]) -> dict[str, Any
             }
             print(f"uncached c1, server side, mean: {parts}")
         hot = questions[-1]
-        await load(port, bot_id, [hot], 1)  # the answer is now cached
-        latencies, rps = await load(port, bot_id, [hot] * count * 2, level)
+        await load(port, form, [hot], 1)  # the answer is now cached
+        latencies, rps = await load(port, form, [hot] * count * 2, level)
         figures[f"cached_c{level}"] = (latencies, rps)
+    return summarise(figures)
+
+
+def summarise(figures: dict[str, tuple[list[float], float]]) -> dict[str, Any]:
+    """Prints and returns each measurement's percentiles and throughput."""
     result: dict[str, Any] = {}
     for name, (latencies, rps) in figures.items():
         p50, p95, p99 = (percentile(latencies, q) for q in (50, 95, 99))
@@ -259,7 +374,7 @@ def measure_size(chunks: int, data: dict[str, Any], questions: list[str]) -> dic
             }
             # The settings the API will read, so the store is filled where it looks.
             os.environ.update(env)
-            kb_ids = asyncio.run(fill_store(Settings(), chunks, data["corpus"]))
+            kb_ids, _ = asyncio.run(fill_store(Settings(), chunks, data["corpus"]))
             port = free_port()
             pipeline = Pipeline(work / "run", env, api_port=port)
             try:
@@ -288,16 +403,100 @@ def measure_size(chunks: int, data: dict[str, Any], questions: list[str]) -> dic
     return result
 
 
+async def add_bench_user(settings: Settings) -> str:
+    """The bench user's token, and their audience."""
+    async with AsyncExitStack() as stack:
+        system = System(settings, stack)
+        _, token = await system.token_service.issue("default", "bench", Role.USER, USER)
+        await system.people.put_audience("default", AUDIENCE, "the bench user's audience")
+        await system.people.set_members("default", AUDIENCE, [USER])
+        return token
+
+
+async def measure_user_form(
+    port: int, token: str, kb_ids: list[str], questions: list[str]
+) -> dict[str, Any]:
+    """Uncached searches at concurrency 1: the user's (dense, hybrid) beside the unfiltered
+    tenant form's over the same KBs."""
+    user = {"Authorization": f"Bearer {token}"}
+    forms = {
+        "user_dense": Form(
+            "/api/v1/knowledge/search", user, {"top_k": 10, "retrieval_mode": "dense"}
+        ),
+        "user_hybrid": Form(
+            "/api/v1/knowledge/search", user, {"top_k": 10, "retrieval_mode": "hybrid"}
+        ),
+        "unfiltered_dense": Form(
+            "/api/v1/internal/knowledge/search",
+            {"X-Internal-Secret": SECRET},
+            {"tenant_id": "default", "kb_ids": kb_ids, "top_k": 10, "retrieval_mode": "dense"},
+        ),
+        "unfiltered_hybrid": Form(
+            "/api/v1/internal/knowledge/search",
+            {"X-Internal-Secret": SECRET},
+            {"tenant_id": "default", "kb_ids": kb_ids, "top_k": 10, "retrieval_mode": "hybrid"},
+        ),
+    }
+    fresh = iter(questions)
+    figures = {}
+    for name, form in forms.items():
+        # Warm-up on queries of its own, then 150 queries never asked before.
+        await load(port, form, [next(fresh) for _ in range(5)], 1)
+        latencies, rps = await load(port, form, [next(fresh) for _ in range(150)], 1)
+        figures[f"{name}_c1"] = (latencies, rps)
+    return summarise(figures)
+
+
+def measure_user_size(chunks: int, data: dict[str, Any], questions: list[str]) -> dict[str, Any]:
+    """The user form: fill with one chunk in ten readable by the bench user, measure the
+    filtered recall in-process, then start the API and time both forms."""
+    with tempfile.TemporaryDirectory(prefix="ragline-search-") as tmp:
+        work = Path(tmp)
+        with LocalServices.on_free_ports(work / "services") as services:
+            env = {
+                **pipeline_env(services, work / "run", TOKEN, SECRET),
+                "RAGLINE_LOG_LEVEL": "WARNING",
+            }
+            os.environ.update(env)
+            settings = Settings()
+            kb_ids, recall = asyncio.run(
+                fill_store(settings, chunks, data["corpus"], one_in_ten, questions[-60:])
+            )
+            token = asyncio.run(add_bench_user(settings))
+            port = free_port()
+            pipeline = Pipeline(work / "run", env, api_port=port)
+            try:
+                pipeline.start(workers=False)
+                print(
+                    f"store: {chunks} chunks in {KBS} KBs; the user may read one in ten; "
+                    "top 10, uncached, concurrency 1"
+                )
+                result = asyncio.run(measure_user_form(port, token, kb_ids, questions))
+            finally:
+                pipeline.stop()
+    result["recall_at_10_user_filtered"] = round(recall or 0.0, 4)
+    result["user_readable_share"] = 0.1
+    return result
+
+
 def main() -> None:
     """Runs the benchmark and prints its figures; the last line is JSON."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.search")
     parser.add_argument("--chunks", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
+    parser.add_argument(
+        "--user-form",
+        action="store_true",
+        help="measure people's permission-filtered search instead (100,000 chunks)",
+    )
     args = parser.parse_args()
     data = json.loads(args.eval.read_text())
     questions = list(data["queries"].values())
     # Enough distinct questions for every uncached request.
     questions = [f"{q} ({n})" if n else q for n in range(3) for q in questions]
+    if args.user_form:
+        print(json.dumps(measure_user_size(100_000, data, questions)))
+        return
     result: dict[str, Any] = {}
     for chunks in args.chunks:
         figures = measure_size(chunks, data, questions)
