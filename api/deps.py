@@ -86,6 +86,15 @@ async def require_admin(principal: PrincipalDep) -> Principal:
 AdminPrincipal = Annotated[Principal, Depends(require_admin)]
 
 
+async def resolve_kb_id(kb_id: str, principal: PrincipalDep, kbs: KnowledgeBases) -> str:
+    """The id of the KB a path names by id or by code (404 for neither in the tenant)."""
+    return await kbs.resolve(principal.tenant_id, kb_id)
+
+
+# A `{kb_id}` path segment: the KB's id or its code, resolved to the id.
+KbId = Annotated[str, Depends(resolve_kb_id)]
+
+
 @dataclass(frozen=True)
 class Caller:
     """The caller's tenant, token and what they may read."""

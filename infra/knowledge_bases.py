@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from pymongo import ReturnDocument
+from pymongo.errors import DuplicateKeyError
 
-from core.errors import NotFound
+from core.errors import Conflict, NotFound
 from core.governance import Visibility
-from infra.mongo import KNOWLEDGE_BASES, Database, from_mongo, mongo_errors
+from infra.mongo import KB_CODES, KNOWLEDGE_BASES, Database, from_mongo, mongo_errors
 from schemas.domain import KbStatus, KnowledgeBase, new_kb_id, utcnow
 
 
@@ -18,6 +19,7 @@ class KnowledgeBaseRepository:
 
     def __init__(self, db: Database) -> None:
         self._kbs = db[KNOWLEDGE_BASES]
+        self._codes = db[KB_CODES]
 
     async def create(
         self,
@@ -26,8 +28,12 @@ class KnowledgeBaseRepository:
         description: str,
         default_language: str,
         default_visibility: Visibility = Visibility.SHARED,
+        *,
+        code: str | None = None,
+        urls: list[str] | None = None,
+        files: list[str] | None = None,
     ) -> KnowledgeBase:
-        """Creates an active, empty knowledge base."""
+        """Creates an active, empty knowledge base (`Conflict` if its code is taken)."""
         now = utcnow()
         kb = KnowledgeBase(
             id=new_kb_id(),
@@ -36,14 +42,48 @@ class KnowledgeBaseRepository:
             description=description,
             default_language=default_language,
             default_visibility=default_visibility,
+            code=code,
+            urls=urls or [],
+            files=files or [],
             created_at=now,
             updated_at=now,
         )
         record = kb.model_dump(exclude={"id"})
         record["_id"] = kb.id
-        async with mongo_errors():
-            await self._kbs.insert_one(record)
+        if code is not None:
+            await self._claim_code(tenant_id, code, kb.id)
+        try:
+            async with mongo_errors():
+                await self._kbs.insert_one(record)
+        except BaseException:
+            if code is not None:
+                await self.release_code(tenant_id, code)
+            raise
         return kb
+
+    async def _claim_code(self, tenant_id: str, code: str, kb_id: str) -> None:
+        try:
+            async with mongo_errors():
+                await self._codes.insert_one({"_id": f"{tenant_id}:{code}", "kb_id": kb_id})
+        except DuplicateKeyError as exc:
+            raise Conflict(f"the code {code!r} is taken by another knowledge base") from exc
+
+    async def release_code(self, tenant_id: str, code: str) -> None:
+        """Frees a KB code (its KB is gone or has another one now)."""
+        async with mongo_errors():
+            await self._codes.delete_one({"_id": f"{tenant_id}:{code}"})
+
+    async def resolve(self, tenant_id: str, id_or_code: str) -> str:
+        """The id of the tenant's KB with this id or code (`NotFound` for neither)."""
+        if id_or_code.startswith("kb_"):
+            return id_or_code
+        async with mongo_errors():
+            doc = await self._kbs.find_one(
+                {"tenant_id": tenant_id, "code": id_or_code}, projection={"_id": 1}
+            )
+        if doc is None:
+            raise NotFound("knowledge base", id_or_code)
+        return str(doc["_id"])
 
     async def list_all(self, tenant_id: str) -> list[KnowledgeBase]:
         """The tenant's knowledge bases, newest first."""
@@ -60,7 +100,26 @@ class KnowledgeBaseRepository:
         return KnowledgeBase.model_validate(from_mongo(doc))
 
     async def update(self, tenant_id: str, kb_id: str, changes: dict[str, Any]) -> KnowledgeBase:
-        """Applies the given field changes."""
+        """Applies the given field changes (a new code is claimed first, the old released)."""
+        new_code = changes.get("code")
+        previous = None
+        if new_code is not None:
+            previous = await self.get(tenant_id, kb_id)
+            if previous.code == new_code:
+                new_code = None
+            else:
+                await self._claim_code(tenant_id, new_code, kb_id)
+        try:
+            kb = await self._apply(tenant_id, kb_id, changes)
+        except BaseException:
+            if new_code is not None:
+                await self.release_code(tenant_id, new_code)
+            raise
+        if new_code is not None and previous is not None and previous.code:
+            await self.release_code(tenant_id, previous.code)
+        return kb
+
+    async def _apply(self, tenant_id: str, kb_id: str, changes: dict[str, Any]) -> KnowledgeBase:
         async with mongo_errors():
             doc = await self._kbs.find_one_and_update(
                 {"_id": kb_id, "tenant_id": tenant_id},
@@ -76,6 +135,22 @@ class KnowledgeBaseRepository:
         async with mongo_errors():
             cursor = self._kbs.find({"_id": {"$in": kb_ids}}, projection={"revision": 1})
             return {doc["_id"]: int(doc.get("revision", 0)) async for doc in cursor}
+
+    async def ids_of(self, tenant_id: str, refs: list[str]) -> list[str]:
+        """The ids of the KBs these ids or codes name, in order (an unknown code is dropped)."""
+        codes = [ref for ref in refs if not ref.startswith("kb_")]
+        found: dict[str, str] = {}
+        if codes:
+            async with mongo_errors():
+                cursor = self._kbs.find(
+                    {"tenant_id": tenant_id, "code": {"$in": codes}}, projection={"code": 1}
+                )
+                found = {doc["code"]: str(doc["_id"]) async for doc in cursor}
+        return [
+            ref if ref.startswith("kb_") else found[ref]
+            for ref in refs
+            if ref in found or ref.startswith("kb_")
+        ]
 
     async def all_active_ids(self, tenant_id: str) -> list[str]:
         """Every active KB of the tenant, oldest first."""

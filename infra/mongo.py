@@ -23,6 +23,8 @@ KNOWLEDGE_BASES = "knowledge_bases"
 DOCUMENTS = "knowledge_documents"
 TOKENS = "api_tokens"
 USERS = "users"
+# One record per KB code in use: `{tenant}:{code}` as its id makes a code unique in a tenant.
+KB_CODES = "kb_codes"
 AUDIENCES = "audiences"
 BOTS = "bots"
 SOURCES = "document_sources"
@@ -68,6 +70,7 @@ async def ensure_indexes(db: Database) -> None:
     async with mongo_errors():
         kbs = db[KNOWLEDGE_BASES]
         await kbs.create_index([("tenant_id", ASCENDING), ("created_at", DESCENDING)])
+        await kbs.create_index([("tenant_id", ASCENDING), ("code", ASCENDING)])
         docs = db[DOCUMENTS]
         # The document list, by KB and optionally by status, newest first (created_at, _id).
         await docs.create_index(

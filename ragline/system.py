@@ -238,7 +238,7 @@ class System:
     @cached_property
     def wiki(self) -> WikiService:
         """Wiki pages."""
-        return WikiService(self.documents, self.intake, self.removal, self.blobs)
+        return WikiService(self.documents, self.kbs, self.intake, self.removal, self.blobs)
 
     @cached_property
     def intake(self) -> Intake:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -11,6 +11,7 @@ from core.errors import InvalidRequest
 from core.governance import NAME_PATTERN, GovernanceChange, Visibility
 from schemas.chunks import ChunkPayload
 from schemas.domain import (
+    KB_CODE_PATTERN,
     PIPELINE_ORDER,
     Audience,
     Document,
@@ -25,6 +26,8 @@ from schemas.domain import (
 )
 
 IN_PROGRESS_STATUSES = frozenset(PIPELINE_ORDER[:-1])
+# A page or file a KB is filled from: an http(s) URL.
+SourceUrl = Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://\S+$")]
 
 
 def governance_change(fields: BaseModel | dict[str, object]) -> GovernanceChange:
@@ -48,6 +51,9 @@ class KnowledgeBaseCreate(BaseModel):
     default_language: str = Field(default="en", min_length=2, max_length=16)
     # What admins' uploads get when they do not say (a user's are private to them).
     default_visibility: Visibility = Visibility.SHARED
+    code: str | None = Field(default=None, max_length=32, pattern=KB_CODE_PATTERN)
+    urls: list[SourceUrl] = Field(default_factory=list, max_length=1000)
+    files: list[SourceUrl] = Field(default_factory=list, max_length=1000)
 
     @field_validator("name")
     @classmethod
@@ -66,6 +72,9 @@ class KnowledgeBaseUpdate(BaseModel):
     description: str | None = Field(default=None, max_length=5000)
     default_language: str | None = Field(default=None, min_length=2, max_length=16)
     default_visibility: Visibility | None = None
+    code: str | None = Field(default=None, max_length=32, pattern=KB_CODE_PATTERN)
+    urls: list[SourceUrl] | None = Field(default=None, max_length=1000)
+    files: list[SourceUrl] | None = Field(default=None, max_length=1000)
     status: Literal[KbStatus.ACTIVE, KbStatus.DISABLED] | None = None
 
 
@@ -78,6 +87,9 @@ class KnowledgeBaseOut(BaseModel):
     description: str
     default_language: str
     default_visibility: Visibility
+    code: str | None = None
+    urls: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
     status: KbStatus
     document_count: int
     chunk_count: int

@@ -25,6 +25,10 @@ def utcnow() -> datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
+# A KB code: lowercase letters, digits and dashes, at most 32 (an id always holds "_").
+KB_CODE_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,31})$"
+
+
 def new_kb_id() -> str:
     """A fresh knowledge-base id, `kb_<hex>`."""
     return f"kb_{secrets.token_hex(8)}"
@@ -161,6 +165,11 @@ class KnowledgeBase(BaseModel):
     status: KbStatus = KbStatus.ACTIVE
     # The visibility of items an admin adds without saying (a user's are private to them).
     default_visibility: Visibility = Visibility.SHARED
+    # A short name unique in the tenant that every route accepts in place of the id (seed 003).
+    code: str | None = None
+    # Pages and files the KB is filled from (seed 003's crawl sources).
+    urls: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
     document_count: int = 0
     chunk_count: int = 0
     revision: int = 0

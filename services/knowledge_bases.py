@@ -29,11 +29,26 @@ class KnowledgeBaseService:
         description: str = "",
         default_language: str = "en",
         default_visibility: Visibility = Visibility.SHARED,
+        *,
+        code: str | None = None,
+        urls: list[str] | None = None,
+        files: list[str] | None = None,
     ) -> KnowledgeBase:
-        """Creates an active, empty knowledge base."""
+        """Creates an active, empty knowledge base (409 if its code is taken)."""
         return await self._kbs.create(
-            tenant_id, name, description, default_language, default_visibility
+            tenant_id,
+            name,
+            description,
+            default_language,
+            default_visibility,
+            code=code,
+            urls=urls,
+            files=files,
         )
+
+    async def resolve(self, tenant_id: str, id_or_code: str) -> str:
+        """The id of the tenant's KB named by its id or its code."""
+        return await self._kbs.resolve(tenant_id, id_or_code)
 
     async def list_all(self, tenant_id: str) -> list[KnowledgeBase]:
         """The tenant's knowledge bases, newest first."""

@@ -62,6 +62,8 @@ class Removal:
         for document in documents:
             await self._delete_files(document)
         await self._lifecycle.remove_kb(kb_id)
+        if kb.code:
+            await self._kbs.release_code(tenant_id, kb.code)
 
     async def _delete_files(self, document: Document) -> None:
         await self._blobs.delete(document.storage_key)

@@ -11,6 +11,7 @@ from core.errors import Conflict, NotFound
 from core.governance import GovernanceChange, Reader
 from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
+from infra.knowledge_bases import KnowledgeBaseRepository
 from schemas.domain import Document, ItemKind, Record
 from services.governance import ItemPolicy, Submission
 from services.intake import Ingested, Intake, TextItem
@@ -26,9 +27,15 @@ class WikiService:
     """Writes, reads, lists and deletes wiki pages as the caller may."""
 
     def __init__(
-        self, documents: DocumentRepository, intake: Intake, removal: Removal, blobs: BlobStore
+        self,
+        documents: DocumentRepository,
+        kbs: KnowledgeBaseRepository,
+        intake: Intake,
+        removal: Removal,
+        blobs: BlobStore,
     ) -> None:
         self._documents = documents
+        self._kbs = kbs
         self._intake = intake
         self._removal = removal
         self._blobs = blobs
@@ -45,7 +52,9 @@ class WikiService:
         summary: str = "",
         change: GovernanceChange | None = None,
     ) -> Ingested:
-        """Creates the page, or a new version of it (its owner or an admin only)."""
+        """Creates the page, or a new version of it (its owner or an admin only), in the KB
+        `kb_id` names by id or code."""
+        kb_id = await self._kbs.resolve(tenant_id, kb_id)
         versions = await self._documents.wiki_pages(tenant_id, topic)
         if versions:
             newest = ItemPolicy.manageable(reader, versions[0])

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from api.deps import CallerDep, Documents, GovernanceDep, IntakeDep, RemovalDep
+from api.deps import CallerDep, Documents, GovernanceDep, IntakeDep, KbId, RemovalDep
 from api.uploads import receive_upload
 from core.errors import InvalidRequest, UnsupportedDocumentType
 from core.governance import GovernanceChange
@@ -97,7 +97,7 @@ def _answer(documents: DocumentQueries, ingested: Ingested) -> JSONResponse:
     openapi_extra=UPLOAD_BODY,
 )
 async def upload_document(
-    kb_id: str,
+    kb_id: KbId,
     request: Request,
     caller: CallerDep,
     intake: IntakeDep,
@@ -154,7 +154,7 @@ async def upload_document(
     responses={200: {"description": "unchanged: that document"}},
 )
 async def ingest_text(
-    kb_id: str,
+    kb_id: KbId,
     request: Request,
     caller: CallerDep,
     intake: IntakeDep,
@@ -189,7 +189,9 @@ async def _text_body(request: Request) -> TextDocumentIn:
 
 
 @router.post("/batch", status_code=status.HTTP_202_ACCEPTED)
-async def ingest_batch(kb_id: str, body: BatchIn, caller: CallerDep, intake: IntakeDep) -> BatchOut:
+async def ingest_batch(
+    kb_id: KbId, body: BatchIn, caller: CallerDep, intake: IntakeDep
+) -> BatchOut:
     """Upserts up to 1,000 records by `external_id`; unchanged records cost nothing. The
     governance fields apply to every record (`confirm_tenant_wide: true` is required to make
     them `shared` without an audience)."""
@@ -210,7 +212,7 @@ async def ingest_batch(kb_id: str, body: BatchIn, caller: CallerDep, intake: Int
 
 @router.get("")
 async def list_documents(
-    kb_id: str,
+    kb_id: KbId,
     caller: CallerDep,
     documents: Documents,
     status_filter: Annotated[
@@ -239,7 +241,7 @@ async def list_documents(
 
 @router.get("/{document_id}")
 async def get_document(
-    kb_id: str, document_id: str, caller: CallerDep, documents: Documents
+    kb_id: KbId, document_id: str, caller: CallerDep, documents: Documents
 ) -> DocumentOut:
     """One document with its pipeline status and governance (404 if the caller may not
     read it)."""
@@ -249,7 +251,7 @@ async def get_document(
 
 @router.patch("/{document_id}")
 async def change_governance(
-    kb_id: str,
+    kb_id: KbId,
     document_id: str,
     body: GovernanceChange,
     caller: CallerDep,
@@ -264,7 +266,7 @@ async def change_governance(
 
 @router.get("/{document_id}/content")
 async def document_content(
-    kb_id: str, document_id: str, caller: CallerDep, documents: Documents
+    kb_id: KbId, document_id: str, caller: CallerDep, documents: Documents
 ) -> DocumentContent:
     """The item's text (404 if the caller may not read it)."""
     document = await documents.get(caller.tenant_id, kb_id, document_id, caller.reader)
@@ -274,7 +276,7 @@ async def document_content(
 
 @router.get("/{document_id}/chunks")
 async def document_chunks(
-    kb_id: str,
+    kb_id: KbId,
     document_id: str,
     caller: CallerDep,
     documents: Documents,
@@ -287,7 +289,7 @@ async def document_chunks(
 
 @router.post("/{document_id}/reindex", status_code=status.HTTP_202_ACCEPTED)
 async def reindex_document(
-    kb_id: str, document_id: str, caller: CallerDep, intake: IntakeDep
+    kb_id: KbId, document_id: str, caller: CallerDep, intake: IntakeDep
 ) -> DocumentOut:
     """Runs the pipeline again on the stored original; what is indexed stays searchable."""
     document = await intake.reindex(caller.tenant_id, kb_id, document_id, caller.reader)
@@ -296,7 +298,7 @@ async def reindex_document(
 
 @router.delete("/{document_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_document(
-    kb_id: str, document_id: str, caller: CallerDep, removal: RemovalDep
+    kb_id: KbId, document_id: str, caller: CallerDep, removal: RemovalDep
 ) -> Response:
     """Deletes the document (its owner or an admin): gone from search when this returns,
     then its files."""

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from api.deps import AdminPrincipal, EvaluationsDep
+from api.deps import AdminPrincipal, EvaluationsDep, KbId
 from schemas.evaluation import Evaluation, EvaluationRequest
 
 router = APIRouter(prefix="/api/v1/knowledge-bases/{kb_id}/evaluations", tags=["evaluations"])
@@ -14,7 +14,7 @@ router = APIRouter(prefix="/api/v1/knowledge-bases/{kb_id}/evaluations", tags=["
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 async def evaluate(
-    kb_id: str, body: EvaluationRequest, principal: AdminPrincipal, evaluations: EvaluationsDep
+    kb_id: KbId, body: EvaluationRequest, principal: AdminPrincipal, evaluations: EvaluationsDep
 ) -> Evaluation:
     """Runs the cases (`{query, expected: [document ids or text snippets]}`) through every
     retrieval mode; answers with recall@k, MRR and nDCG@10 per mode, the misses with what came
@@ -24,7 +24,7 @@ async def evaluate(
 
 @router.get("")
 async def list_evaluations(
-    kb_id: str,
+    kb_id: KbId,
     principal: AdminPrincipal,
     evaluations: EvaluationsDep,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
@@ -35,7 +35,7 @@ async def list_evaluations(
 
 @router.get("/{evaluation_id}")
 async def get_evaluation(
-    kb_id: str, evaluation_id: str, principal: AdminPrincipal, evaluations: EvaluationsDep
+    kb_id: KbId, evaluation_id: str, principal: AdminPrincipal, evaluations: EvaluationsDep
 ) -> Evaluation:
     """One kept evaluation."""
     return await evaluations.get(principal.tenant_id, kb_id, evaluation_id)

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 
-from api.deps import AdminPrincipal, KnowledgeBases, PrincipalDep
+from api.deps import AdminPrincipal, KbId, KnowledgeBases, PrincipalDep
 from schemas.api import (
     KnowledgeBaseCreate,
     KnowledgeBaseList,
@@ -30,6 +30,9 @@ async def create_knowledge_base(
         body.description,
         body.default_language,
         body.default_visibility,
+        code=body.code,
+        urls=body.urls,
+        files=body.files,
     )
     return KnowledgeBaseOut.of(kb)
 
@@ -44,7 +47,7 @@ async def list_knowledge_bases(principal: PrincipalDep, kbs: KnowledgeBases) -> 
 
 @router.get("/{kb_id}")
 async def get_knowledge_base(
-    kb_id: str, principal: PrincipalDep, kbs: KnowledgeBases
+    kb_id: KbId, principal: PrincipalDep, kbs: KnowledgeBases
 ) -> KnowledgeBaseOut:
     """One knowledge base."""
     return KnowledgeBaseOut.of(await kbs.get(principal.tenant_id, kb_id))
@@ -52,7 +55,7 @@ async def get_knowledge_base(
 
 @router.patch("/{kb_id}")
 async def update_knowledge_base(
-    kb_id: str, body: KnowledgeBaseUpdate, principal: AdminPrincipal, kbs: KnowledgeBases
+    kb_id: KbId, body: KnowledgeBaseUpdate, principal: AdminPrincipal, kbs: KnowledgeBases
 ) -> KnowledgeBaseOut:
     """Changes name, description, language, default visibility or status (only the fields
     given)."""
@@ -66,7 +69,7 @@ async def update_knowledge_base(
     responses={204: {"description": "hard delete: the KB and everything in it are gone"}},
 )
 async def delete_knowledge_base(
-    kb_id: str,
+    kb_id: KbId,
     principal: AdminPrincipal,
     kbs: KnowledgeBases,
     hard: Annotated[bool, Query(description="delete the KB and all it holds for good")] = False,

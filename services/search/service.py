@@ -120,7 +120,8 @@ class SearchService:
         if request.kb_ids is None:
             kb_ids = await self._kbs.all_active_ids(tenant_id)
         else:
-            kb_ids = await self._kbs.active_ids(tenant_id, request.kb_ids)
+            named = await self._kbs.ids_of(tenant_id, request.kb_ids)
+            kb_ids = await self._kbs.active_ids(tenant_id, named)
         threshold = request.score_threshold
         plan = Plan(
             tenant_id=tenant_id,
