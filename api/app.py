@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from api.mcp import KnowledgeMcp
 from api.routes import bots as bot_routes
 from api.routes import (
     documents,
@@ -39,6 +40,7 @@ from core.errors import (
     Unauthorized,
     UnsupportedDocumentType,
 )
+from infra.settings import ApiSettings
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +83,21 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": summary, "errors": problems}, status_code=422)
 
 
-def create_app(open_services: OpenServices) -> FastAPI:
-    """The API app over the services `open_services` opens for the app's lifetime."""
+def create_app(open_services: OpenServices, settings: ApiSettings | None = None) -> FastAPI:
+    """The API app over the services `open_services` opens for the app's lifetime, with the
+    MCP server at `/mcp`."""
+    settings = settings or ApiSettings()
+    mcp = KnowledgeMcp(lambda: getattr(app.state, "services", None))
+    mcp_app = mcp.app(
+        issuer_url=f"http://{settings.host}:{settings.port}",
+        allowed_hosts=settings.mcp_allowed_hosts,
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             app.state.services = await open_services(stack)
+            await stack.enter_async_context(mcp.session_manager.run())
             yield
             app.state.services = None
 
@@ -106,4 +116,6 @@ def create_app(open_services: OpenServices) -> FastAPI:
         knowledge,
     ):
         app.include_router(module.router)
+    # Last, so every API route matches first: the MCP app answers `/mcp`.
+    app.mount("/", mcp_app)
     return app

@@ -70,6 +70,8 @@ async def get_principal(
     principal = await tokens.resolve(token.strip())
     if principal is None:
         raise Unauthorized("invalid token")
+    if principal.role is Role.BOT:
+        raise Forbidden("a bot's token is for the MCP endpoint (/mcp)")
     return principal
 
 

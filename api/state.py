@@ -8,6 +8,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from infra.settings import Settings
+from services.agent_tools import AgentTools
 from services.bots import BotService
 from services.documents import DocumentQueries
 from services.evaluation import Evaluations
@@ -33,6 +34,7 @@ class ApiServices:
     policy: ItemPolicy
     governance: ItemGovernance
     wiki: WikiService
+    agent_tools: AgentTools
     knowledge_bases: KnowledgeBaseService
     documents: DocumentQueries
     intake: Intake

@@ -218,6 +218,11 @@ class ApiSettings(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    # Host headers the MCP endpoint answers (its DNS-rebinding protection); "*" turns the
+    # check off (behind a proxy that checks them).
+    mcp_allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    )
 
 
 class Settings(BaseSettings):

@@ -32,7 +32,12 @@ class TokenRepository:
         self._bootstrap_tenant = bootstrap_tenant
 
     async def issue(
-        self, tenant_id: str, role: Role, name: str, user_id: str | None = None
+        self,
+        tenant_id: str,
+        role: Role,
+        name: str,
+        user_id: str | None = None,
+        bot_id: str | None = None,
     ) -> tuple[TokenInfo, str]:
         """Creates a token; returns it and its secret. The secret is not stored."""
         token = new_token()
@@ -42,6 +47,7 @@ class TokenRepository:
             role=role,
             name=name,
             user_id=user_id,
+            bot_id=bot_id,
             created_at=utcnow(),
         )
         async with mongo_errors():
@@ -50,16 +56,23 @@ class TokenRepository:
             )
         return info, token
 
-    async def list_all(self, tenant_id: str) -> list[TokenInfo]:
-        """The tenant's tokens (never their secrets), oldest first."""
+    async def list_all(self, tenant_id: str, bot_id: str | None = None) -> list[TokenInfo]:
+        """The tenant's tokens (a bot's, if given), never their secrets, oldest first."""
+        query: dict[str, object] = {"tenant_id": tenant_id}
+        if bot_id is not None:
+            query["bot_id"] = bot_id
         async with mongo_errors():
-            cursor = self._tokens.find({"tenant_id": tenant_id}).sort("created_at", 1)
+            cursor = self._tokens.find(query).sort("created_at", 1)
             return [_info(doc) async for doc in cursor]
 
-    async def revoke(self, tenant_id: str, token_id: str) -> bool:
-        """Deletes one of the tenant's tokens: the next request with it is refused."""
+    async def revoke(self, tenant_id: str, token_id: str, bot_id: str | None = None) -> bool:
+        """Deletes one of the tenant's tokens (of this bot, if given): the next request with
+        it is refused."""
+        query: dict[str, object] = {"tenant_id": tenant_id, "token_id": token_id}
+        if bot_id is not None:
+            query["bot_id"] = bot_id
         async with mongo_errors():
-            result = await self._tokens.delete_one({"tenant_id": tenant_id, "token_id": token_id})
+            result = await self._tokens.delete_one(query)
         return result.deleted_count == 1
 
     async def resolve(self, token: str) -> Principal | None:
@@ -78,6 +91,7 @@ class TokenRepository:
             role=Role(doc["role"]),
             token_id=doc["token_id"],
             user_id=doc.get("user_id"),
+            bot_id=doc.get("bot_id"),
         )
 
 

@@ -75,6 +75,7 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
         policy=system.policy,
         governance=system.item_governance,
         wiki=system.wiki,
+        agent_tools=system.agent_tools,
         knowledge_bases=system.knowledge_bases,
         documents=system.document_queries,
         intake=system.intake,
@@ -89,7 +90,7 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
 def build_app(settings: Settings) -> FastAPI:
     """The API app of this process."""
     configure_logging(settings.log_level)
-    return create_app(lambda stack: open_api_services(settings, stack))
+    return create_app(lambda stack: open_api_services(settings, stack), settings.api)
 
 
 async def _report_stalled(documents: DocumentRepository, stall_after_s: float) -> None:

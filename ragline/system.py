@@ -41,6 +41,7 @@ from infra.users import UserRepository
 from infra.vectorstore.base import VectorStore
 from infra.vectorstore.factory import open_vector_store
 from schemas.events import Event, Publish
+from services.agent_tools import AgentTools
 from services.bots import BotService
 from services.documents import DocumentQueries
 from services.evaluation import Evaluations, Evaluator
@@ -228,7 +229,7 @@ class System:
     @cached_property
     def token_service(self) -> TokenService:
         """Issuing, listing and revoking API tokens."""
-        return TokenService(self.tokens, self.users)
+        return TokenService(self.tokens, self.users, self.bots)
 
     @cached_property
     def people(self) -> PeopleService:
@@ -289,7 +290,7 @@ class System:
             self.settings.search.depth,
         )
         return SearchService(
-            AccessGuard(self.bots, self.kbs, self.freshness),
+            self.access_guard,
             self.kbs,
             retriever,
             self.search_cache,
@@ -297,6 +298,16 @@ class System:
             self.policy,
             self.settings.search,
         )
+
+    @cached_property
+    def access_guard(self) -> AccessGuard:
+        """Which KBs a bot may search (through the access cache)."""
+        return AccessGuard(self.bots, self.kbs, self.freshness)
+
+    @cached_property
+    def agent_tools(self) -> AgentTools:
+        """The tools agents call (MCP, function calling)."""
+        return AgentTools(self.search, self.access_guard, self.policy, self.kbs, self.wiki)
 
     @cached_property
     def evaluations(self) -> Evaluations:

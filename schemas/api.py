@@ -284,7 +284,16 @@ class TokenOut(BaseModel):
     tenant_id: str
     role: Role
     user_id: str | None = None
+    bot_id: str | None = None
     token: str
+
+
+class BotTokenCreate(BaseModel):
+    """Body of `POST /api/v1/bots/{bot_id}/tokens`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="agent", min_length=1, max_length=200)
 
 
 class TokenList(BaseModel):

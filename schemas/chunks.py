@@ -38,6 +38,8 @@ class ChunkPayload(BaseModel):
     start: int | None = None
     end: int | None = None
     url: str | None = None
+    # When this chunk was written (ISO 8601, UTC): how fresh an answer is.
+    indexed_at: str | None = None
 
     @property
     def title(self) -> str:

@@ -64,6 +64,8 @@ class Role(StrEnum):
 
     ADMIN = "admin"
     USER = "user"
+    # A bot's token: its agent searches the bot's KBs with the bot's settings (MCP only).
+    BOT = "bot"
 
 
 class Principal(BaseModel):
@@ -75,6 +77,7 @@ class Principal(BaseModel):
     role: Role
     token_id: str
     user_id: str | None = None
+    bot_id: str | None = None
 
     @property
     def admin(self) -> bool:
@@ -90,6 +93,7 @@ class TokenInfo(BaseModel):
     role: Role
     name: str
     user_id: str | None = None
+    bot_id: str | None = None
     created_at: datetime
 
 

@@ -96,6 +96,8 @@ class SearchHit(BaseModel):
     url: str | None = None
     retrieval_rationale: str
     also_in: list[AlsoIn] = Field(default_factory=list)
+    # When the passage was indexed (ISO 8601, UTC).
+    indexed_at: str | None = None
 
     @property
     def citation(self) -> str:

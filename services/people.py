@@ -7,6 +7,7 @@ from __future__ import annotations
 from core.errors import InvalidRequest, NotFound
 from core.governance import valid_name
 from infra.audiences import AudienceRepository
+from infra.bots import BotRepository
 from infra.tokens import TokenRepository
 from infra.users import UserRepository
 from schemas.domain import Audience, Principal, Role, TokenInfo, User
@@ -15,27 +16,37 @@ from schemas.domain import Audience, Principal, Role, TokenInfo, User
 class TokenService:
     """Issues, lists and revokes the tenant's API tokens."""
 
-    def __init__(self, tokens: TokenRepository, users: UserRepository) -> None:
+    def __init__(self, tokens: TokenRepository, users: UserRepository, bots: BotRepository) -> None:
         self._tokens = tokens
         self._users = users
+        self._bots = bots
 
     async def issue(
         self, tenant_id: str, name: str, role: Role, user_id: str | None = None
     ) -> tuple[TokenInfo, str]:
         """A new token and its secret (shown once); a token naming a user registers them."""
+        if role is Role.BOT:
+            raise InvalidRequest("a bot's tokens are issued at /api/v1/bots/{bot_id}/tokens")
         if role is Role.USER and user_id is None:
             raise InvalidRequest("a user token needs a user_id")
         if user_id is not None:
             await self._users.register(tenant_id, user_id)
         return await self._tokens.issue(tenant_id, role, name, user_id)
 
-    async def list_all(self, tenant_id: str) -> list[TokenInfo]:
-        """The tenant's tokens, without secrets."""
-        return await self._tokens.list_all(tenant_id)
+    async def issue_for_bot(self, tenant_id: str, bot_id: str, name: str) -> tuple[TokenInfo, str]:
+        """A token an agent uses as the bot (MCP): the bot's KBs and settings, nothing else."""
+        bot = await self._bots.find(bot_id)
+        if bot is None or bot.tenant_id != tenant_id:
+            raise NotFound("bot", bot_id)
+        return await self._tokens.issue(tenant_id, Role.BOT, name, bot_id=bot_id)
 
-    async def revoke(self, tenant_id: str, token_id: str) -> None:
-        """Revokes a token at once; `NotFound` for none of the tenant's."""
-        if not await self._tokens.revoke(tenant_id, token_id):
+    async def list_all(self, tenant_id: str, bot_id: str | None = None) -> list[TokenInfo]:
+        """The tenant's tokens (a bot's, if given), without secrets."""
+        return await self._tokens.list_all(tenant_id, bot_id)
+
+    async def revoke(self, tenant_id: str, token_id: str, bot_id: str | None = None) -> None:
+        """Revokes a token at once; `NotFound` for none of the tenant's (or the bot's)."""
+        if not await self._tokens.revoke(tenant_id, token_id, bot_id):
             raise NotFound("token", token_id)
 
     async def resolve(self, token: str) -> Principal | None:

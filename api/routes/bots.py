@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from api.deps import AdminPrincipal, Bots
+from api.deps import AdminPrincipal, Bots, Tokens
+from schemas.api import BotTokenCreate, TokenList, TokenOut
 from schemas.bots import Bot, BotCreate, BotList, BotUpdate
 
 router = APIRouter(prefix="/api/v1/bots", tags=["bots"])
@@ -38,4 +39,36 @@ async def update_bot(bot_id: str, body: BotUpdate, principal: AdminPrincipal, bo
 async def delete_bot(bot_id: str, principal: AdminPrincipal, bots: Bots) -> Response:
     """Deletes a bot; its searches are refused from now on."""
     await bots.delete(principal.tenant_id, bot_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{bot_id}/tokens", status_code=status.HTTP_201_CREATED)
+async def create_bot_token(
+    bot_id: str, body: BotTokenCreate, principal: AdminPrincipal, tokens: Tokens
+) -> TokenOut:
+    """Issues a token an agent uses as this bot on the MCP endpoint: the bot's attached,
+    active KBs and its knowledge settings, nothing else. The secret is shown only here."""
+    info, token = await tokens.issue_for_bot(principal.tenant_id, bot_id, body.name)
+    return TokenOut(
+        id=info.id,
+        name=info.name,
+        tenant_id=info.tenant_id,
+        role=info.role,
+        bot_id=info.bot_id,
+        token=token,
+    )
+
+
+@router.get("/{bot_id}/tokens")
+async def list_bot_tokens(bot_id: str, principal: AdminPrincipal, tokens: Tokens) -> TokenList:
+    """The bot's tokens, without their secrets."""
+    return TokenList(items=await tokens.list_all(principal.tenant_id, bot_id))
+
+
+@router.delete("/{bot_id}/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def revoke_bot_token(
+    bot_id: str, token_id: str, principal: AdminPrincipal, tokens: Tokens
+) -> Response:
+    """Revokes one of the bot's tokens: its next request is refused (401)."""
+    await tokens.revoke(principal.tenant_id, token_id, bot_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

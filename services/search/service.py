@@ -295,6 +295,7 @@ def _hit(passage: Passage) -> SearchHit:
         page=payload.page,
         heading_path=list(payload.heading_path),
         url=payload.url or None,
+        indexed_at=payload.indexed_at,
         retrieval_rationale=rationale,
         also_in=[AlsoIn(**vars(source)) for source in passage.also_in],
     )

@@ -16,7 +16,7 @@ from infra.lifecycle import Superseded
 from infra.metrics import CHUNKS_INDEXED
 from infra.vectorstore.base import ChunkPoint, PublishedDocument, SparseVector, VectorStore
 from schemas.chunks import ChunkPayload
-from schemas.domain import Document, ParseStatus, chunk_id, chunk_point_id
+from schemas.domain import Document, ParseStatus, chunk_id, chunk_point_id, utcnow
 from schemas.events import ChunkBatchEmbedded
 from workers.ports import DocumentStatus, Freshness, Lifecycle, StageResult, TextStore
 
@@ -27,6 +27,7 @@ def chunk_points(event: ChunkBatchEmbedded, document: Document, active: bool) ->
     """The points of one embedded batch, with everything needed to filter and cite them."""
     vectors = event.vectors()
     sparse = event.sparse()
+    written_at = utcnow().isoformat()
     points = []
     for row, chunk in enumerate(event.chunks):
         payload = ChunkPayload(
@@ -48,6 +49,7 @@ def chunk_points(event: ChunkBatchEmbedded, document: Document, active: bool) ->
             start=chunk.start,
             end=chunk.end,
             url=document.url,
+            indexed_at=written_at,
         )
         terms = sparse[row] if row < len(sparse) else None
         points.append(

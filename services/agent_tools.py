@@ -1,0 +1,358 @@
+"""What agents call as tools (seeds 002, 003, 004), whatever carries the call (the MCP server,
+function calling): search with citations, seed 003's `retrieve_knowledge`, wiki pages, and
+the list of knowledge bases the caller may search.
+
+An agent is a token's holder: a bot (its attached, active KBs and its knowledge settings; it
+reads what the whole tenant may read), a user (what their permissions allow) or an admin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.errors import Forbidden, NotFound
+from core.governance import GovernanceChange, Reader
+from infra.knowledge_bases import KnowledgeBaseRepository
+from schemas.domain import KnowledgeBase, Principal, Role
+from schemas.search import (
+    BotSearchRequest,
+    KnowledgeSearchRequest,
+    SearchHit,
+    SearchResponse,
+)
+from services.governance import ItemPolicy
+from services.search.access import AccessGuard, BotAccess
+from services.search.service import SearchService
+from services.wiki import WikiService
+
+# What seed 003's `retrieve_knowledge` returns at most, in tokens (about four characters each).
+RETRIEVE_TOKEN_BUDGET = 4000
+
+
+@dataclass(frozen=True)
+class Agent:
+    """Who calls a tool: the token's principal, what it reads, and the bot it acts as."""
+
+    principal: Principal
+    reader: Reader
+    bot: BotAccess | None = None
+
+    @property
+    def tenant_id(self) -> str:
+        """The caller's tenant."""
+        return self.principal.tenant_id
+
+
+# --- the tools' arguments: their JSON Schemas are what agents see -------------------------
+
+
+class KnowledgeSearchArgs(BaseModel):
+    """Arguments of `knowledge_search`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2000, description="What to look for.")
+    kb_ids: list[str] | None = Field(
+        default=None,
+        max_length=100,
+        description="Knowledge bases to search, by id or code (default: all the caller may).",
+    )
+    top_k: int | None = Field(default=None, ge=1, le=10, description="How many passages.")
+
+
+class RetrieveKnowledgeArgs(BaseModel):
+    """Arguments of `retrieve_knowledge` (seed 003's schema)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(
+        min_length=1,
+        max_length=2000,
+        description="The query based on which the knowledge will be retrieved.",
+    )
+    knowledge_base_code: str | None = Field(
+        default=None, description="The code of the knowledge base to retrieve knowledge from."
+    )
+    skip_evaluation: bool = Field(
+        default=False, description="Whether to skip evaluation after the tool is executed."
+    )
+
+
+class WikiReadArgs(BaseModel):
+    """Arguments of `wiki_read`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    topic: str = Field(min_length=1, max_length=128, description="The page's topic slug.")
+
+
+class WikiWriteArgs(BaseModel):
+    """Arguments of `wiki_write`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    topic: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,127}$", description="The page's topic slug.")
+    title: str = Field(min_length=1, max_length=500)
+    content: str = Field(min_length=1, max_length=2_000_000, description="Markdown.")
+    summary: str = Field(default="", max_length=2000)
+    tags: list[str] | None = Field(default=None, max_length=100)
+    kb_id: str | None = Field(
+        default=None,
+        description="The knowledge base of a new page, by id or code (default: the first the "
+        "caller may search).",
+    )
+
+
+class ListKnowledgeBasesArgs(BaseModel):
+    """`list_knowledge_bases` takes no arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as agents see it: name, what it does, its arguments."""
+
+    name: str
+    description: str
+    arguments: type[BaseModel]
+    # Whether the caller's knowledge bases (and a bot's instructions) belong in its text.
+    searches: bool = False
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "knowledge_search",
+        "Search the internal knowledge you may read; prefer it to web search for internal or "
+        "company-specific questions. Returns passages with their source, page or headings, "
+        "url, score, when they were indexed, and a citation to quote.",
+        KnowledgeSearchArgs,
+        searches=True,
+    ),
+    ToolSpec(
+        "retrieve_knowledge",
+        "Retrieve knowledge from the knowledge base: documents (title, source_url, text) that "
+        "fit a context budget.",
+        RetrieveKnowledgeArgs,
+        searches=True,
+    ),
+    ToolSpec("wiki_read", "Read a wiki page by its topic slug.", WikiReadArgs),
+    ToolSpec(
+        "wiki_write",
+        "Create or update (as a new version) a Markdown wiki page as the current user.",
+        WikiWriteArgs,
+    ),
+    ToolSpec(
+        "list_knowledge_bases",
+        "List the knowledge bases you may search: code, name, description, document count.",
+        ListKnowledgeBasesArgs,
+    ),
+)
+
+
+class KnowledgeBaseInfo(BaseModel):
+    """A knowledge base as an agent discovers it."""
+
+    id: str
+    code: str | None
+    name: str
+    description: str
+    document_count: int
+
+
+class Passage(BaseModel):
+    """A `knowledge_search` hit."""
+
+    text: str
+    score: float
+    title: str
+    source: str
+    kb_id: str
+    page: int | None = None
+    heading_path: list[str] = Field(default_factory=list)
+    url: str | None = None
+    indexed_at: str | None = None
+    citation: str
+
+    @classmethod
+    def of(cls, hit: SearchHit) -> Passage:
+        """The hit as an agent reads it."""
+        return cls(
+            text=hit.chunk_text,
+            score=hit.score,
+            title=hit.document_title,
+            source=hit.document_id,
+            kb_id=hit.kb_id,
+            page=hit.page,
+            heading_path=hit.heading_path,
+            url=hit.url,
+            indexed_at=hit.indexed_at,
+            citation=hit.citation,
+        )
+
+
+class KnowledgeDocument(BaseModel):
+    """Seed 003's retrieved document."""
+
+    title: str
+    source_url: str
+    text: str
+
+
+class AgentTools:
+    """The tools' use-cases, each as the calling agent may."""
+
+    def __init__(
+        self,
+        search: SearchService,
+        guard: AccessGuard,
+        policy: ItemPolicy,
+        kbs: KnowledgeBaseRepository,
+        wiki: WikiService,
+    ) -> None:
+        self._search = search
+        self._guard = guard
+        self._policy = policy
+        self._kbs = kbs
+        self._wiki = wiki
+
+    async def agent(self, principal: Principal) -> Agent:
+        """The agent behind a token (`NotFound` for a bot token whose bot is gone)."""
+        if principal.role is Role.BOT and principal.bot_id is not None:
+            access, _ = await self._guard.for_bot(principal.bot_id)
+            if access.tenant_id != principal.tenant_id:
+                raise NotFound("bot", principal.bot_id)
+            return Agent(principal, Reader.tenant_wide(), access)
+        return Agent(principal, await self._policy.reader(principal))
+
+    async def knowledge_bases(self, agent: Agent) -> list[KnowledgeBaseInfo]:
+        """The KBs the agent may search: a bot's attached active ones, else the tenant's."""
+        if agent.bot is not None:
+            allowed = set(agent.bot.allowed(None))
+            kbs = [kb for kb in await self._kbs.list_all(agent.tenant_id) if kb.id in allowed]
+        else:
+            active = set(await self._kbs.all_active_ids(agent.tenant_id))
+            kbs = [kb for kb in await self._kbs.list_all(agent.tenant_id) if kb.id in active]
+        return [_info(kb) for kb in kbs]
+
+    async def describe(self, agent: Agent, spec: ToolSpec) -> str:
+        """A tool's description for this agent: with a bot's trigger instructions and the
+        knowledge bases it may search."""
+        if not spec.searches:
+            return spec.description
+        parts = [spec.description]
+        if agent.bot is not None and agent.bot.knowledge.trigger_instructions:
+            parts.append(f"When to use it: {agent.bot.knowledge.trigger_instructions}")
+        kbs = await self.knowledge_bases(agent)
+        if kbs:
+            listed = "; ".join(
+                f"{kb.code or kb.id}: {kb.name}"
+                + (f" ({kb.description})" if kb.description else "")
+                for kb in kbs
+            )
+            parts.append(f"Knowledge bases: {listed}.")
+        return "\n".join(parts)
+
+    async def knowledge_search(
+        self, agent: Agent, args: KnowledgeSearchArgs, session_id: str = "mcp"
+    ) -> list[Passage]:
+        """Passages for the query, as the agent may read them."""
+        response = await self._run_search(agent, args.query, args.kb_ids, args.top_k, session_id)
+        return [Passage.of(hit) for hit in response.hits]
+
+    async def retrieve_knowledge(
+        self, agent: Agent, args: RetrieveKnowledgeArgs, session_id: str = "mcp"
+    ) -> list[KnowledgeDocument]:
+        """Seed 003's documents for the query, within `RETRIEVE_TOKEN_BUDGET`."""
+        kb_ids = None
+        if args.knowledge_base_code is not None:
+            kb_ids = [args.knowledge_base_code]
+        response = await self._run_search(
+            agent, args.query, kb_ids, None, session_id, max_context_tokens=RETRIEVE_TOKEN_BUDGET
+        )
+        return [
+            KnowledgeDocument(
+                title=hit.document_title, source_url=hit.url or hit.citation, text=hit.chunk_text
+            )
+            for hit in response.hits
+        ]
+
+    async def wiki_read(self, agent: Agent, args: WikiReadArgs) -> dict[str, object]:
+        """A wiki page the agent may read."""
+        page, content = await self._wiki.read(agent.tenant_id, agent.reader, args.topic)
+        return {
+            "topic": page.topic,
+            "title": page.title,
+            "summary": page.summary,
+            "content": content,
+            "version": page.version,
+            "updated_at": page.updated_at.isoformat(),
+        }
+
+    async def wiki_write(self, agent: Agent, args: WikiWriteArgs) -> dict[str, object]:
+        """Writes a page as the calling user (a bot's token cannot: a page has an owner)."""
+        if agent.bot is not None or (agent.reader.user_id is None and not agent.reader.admin):
+            raise Forbidden("wiki_write needs a user's token: a page belongs to a person")
+        kb_id = args.kb_id
+        if kb_id is None:
+            kbs = await self.knowledge_bases(agent)
+            if not kbs:
+                raise NotFound("knowledge base", "(none the caller may write to)")
+            kb_id = kbs[0].id
+        change = GovernanceChange(tags=args.tags) if args.tags is not None else None
+        ingested = await self._wiki.write(
+            agent.tenant_id,
+            agent.reader,
+            kb_id=kb_id,
+            topic=args.topic,
+            title=args.title,
+            content=args.content,
+            summary=args.summary,
+            change=change,
+        )
+        document = ingested.document
+        return {
+            "topic": document.topic,
+            "document_id": document.id,
+            "version": document.version,
+            "outcome": ingested.outcome.value,
+            "parse_status": document.parse_status.value,
+        }
+
+    async def _run_search(
+        self,
+        agent: Agent,
+        query: str,
+        kb_ids: list[str] | None,
+        top_k: int | None,
+        session_id: str,
+        max_context_tokens: int | None = None,
+    ) -> SearchResponse:
+        if agent.bot is not None:
+            named = None if kb_ids is None else await self._kbs.ids_of(agent.tenant_id, kb_ids)
+            return await self._search.search_bot(
+                BotSearchRequest(
+                    bot_id=agent.bot.bot_id,
+                    session_id=session_id,
+                    query=query,
+                    kb_ids=named,
+                    top_k=top_k,
+                    max_context_tokens=max_context_tokens,
+                )
+            )
+        request = KnowledgeSearchRequest(
+            query=query, kb_ids=kb_ids, top_k=top_k or 5, max_context_tokens=max_context_tokens
+        )
+        return await self._search.search_reader(agent.tenant_id, agent.reader, request)
+
+
+def _info(kb: KnowledgeBase) -> KnowledgeBaseInfo:
+    return KnowledgeBaseInfo(
+        id=kb.id,
+        code=kb.code,
+        name=kb.name,
+        description=kb.description,
+        document_count=kb.document_count,
+    )

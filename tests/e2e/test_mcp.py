@@ -1,0 +1,202 @@
+"""The MCP server with the official SDK's client over streamable HTTP against the running API:
+bearer auth (users, admins, bots), every tool, permission scoping, and tool errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.conftest import unique
+from tests.e2e.client import Api
+
+pytestmark = pytest.mark.e2e
+
+
+@asynccontextmanager
+async def mcp_session(api: Api, token: str | None) -> AsyncIterator[ClientSession]:
+    """An initialised SDK session on the API's `/mcp`, bearing `token`."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        streamable_http_client(f"{api.running.url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def answer(result: types.CallToolResult) -> dict[str, Any]:
+    """A successful tool call's JSON answer."""
+    assert not result.is_error, result.content
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    data = json.loads(block.text)
+    assert data == result.structured_content
+    return dict(data)
+
+
+def error_text(result: types.CallToolResult) -> str:
+    """A failed tool call's message."""
+    assert result.is_error
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+async def issue(api: Api, path: str, body: dict[str, Any]) -> str:
+    response = await api.http.post(path, json=body, headers=api.auth)
+    assert response.status_code == 201, response.text
+    return str(response.json()["token"])
+
+
+async def test_mcp_tools_answer_each_caller_as_it_may(api: Api) -> None:
+    run = unique("mcp")
+    code = run.replace("_", "-")
+    kb = (
+        await api.http.post(
+            "/api/v1/knowledge-bases",
+            json={"name": "Ops manual", "code": code, "description": "How ops runs"},
+            headers=api.auth,
+        )
+    ).json()
+    other = await api.create_kb(f"Other {run}")
+    phrase = f"The {run} generator is refuelled every Tuesday"
+    shared = await api.text(
+        kb["id"],
+        {"title": "Generator", "content": f"{phrase} at the north depot, after the pump check."},
+    )
+    elsewhere = await api.text(
+        other["id"],
+        {
+            "title": "Elsewhere",
+            "content": f"Spare filters for the {run} generator wait in the south warehouse.",
+        },
+    )
+    for document, kb_id in ((shared, kb["id"]), (elsewhere, other["id"])):
+        assert (await api.wait_final(kb_id, document["id"]))["parse_status"] == "indexed"
+
+    bot = await api.http.post(
+        "/api/v1/bots",
+        json={
+            "name": f"ops bot {run}",
+            "knowledge": {
+                "enabled": True,
+                "kb_ids": [kb["id"]],
+                "score_threshold": 0.0,
+                "trigger_instructions": "Use it for questions about the generator.",
+            },
+        },
+        headers=api.auth,
+    )
+    assert bot.status_code == 201, bot.text
+    bot_id = bot.json()["id"]
+    bot_token = await issue(api, f"/api/v1/bots/{bot_id}/tokens", {"name": "agent"})
+    user_token = await issue(
+        api, "/api/v1/tokens", {"name": "u", "role": "user", "user_id": f"mia-{run}"}
+    )
+
+    async with mcp_session(api, bot_token) as session:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert set(tools) == {
+            "knowledge_search",
+            "retrieve_knowledge",
+            "wiki_read",
+            "wiki_write",
+            "list_knowledge_bases",
+        }
+        description = tools["knowledge_search"].description or ""
+        assert "Use it for questions about the generator." in description
+        assert f"{code}: Ops manual (How ops runs)" in description
+        listed = answer(await session.call_tool("list_knowledge_bases", {}))
+        assert [k["code"] for k in listed["knowledge_bases"]] == [code]
+        # The bot's token reaches its own KB only, even when it names another.
+        found = answer(await session.call_tool("knowledge_search", {"query": phrase}))
+        assert [r["source"] for r in found["results"]] == [shared["id"]]
+        hit = found["results"][0]
+        assert hit["citation"].startswith("Generator")
+        assert hit["indexed_at"]
+        named = answer(
+            await session.call_tool("knowledge_search", {"query": phrase, "kb_ids": [other["id"]]})
+        )
+        assert named["results"] == []
+        retrieved = answer(
+            await session.call_tool(
+                "retrieve_knowledge", {"query": phrase, "knowledge_base_code": code}
+            )
+        )
+        assert retrieved["documents"][0]["title"] == "Generator"
+        assert set(retrieved["documents"][0]) == {"title", "source_url", "text"}
+        # Bad arguments and refused calls are tool errors; the session carries on.
+        assert "query" in error_text(await session.call_tool("knowledge_search", {}))
+        assert "unknown tool" in error_text(await session.call_tool("nope", {}))
+        refused = await session.call_tool(
+            "wiki_write", {"topic": "t", "title": "T", "content": "# T"}
+        )
+        assert "user's token" in error_text(refused)
+        assert answer(await session.call_tool("list_knowledge_bases", {}))
+
+    async with mcp_session(api, user_token) as session:
+        # A user reads the tenant's shared items in every KB, writes a private page.
+        found = answer(await session.call_tool("knowledge_search", {"query": phrase, "top_k": 10}))
+        assert {shared["id"], elsewhere["id"]} <= {r["source"] for r in found["results"]}
+        topic = code[:40]
+        written = answer(
+            await session.call_tool(
+                "wiki_write",
+                {"topic": topic, "title": "Notes", "content": "# Notes\n\nMine.", "kb_id": code},
+            )
+        )
+        assert written["version"] == 1
+        page = answer(await session.call_tool("wiki_read", {"topic": topic}))
+        assert page["content"] == "# Notes\n\nMine."
+
+    async with mcp_session(api, bot_token) as session:
+        # The page is private to its writer: the bot reads only what the tenant may.
+        assert "not found" in error_text(await session.call_tool("wiki_read", {"topic": topic}))
+
+    # A bot's token is for MCP only; revoked, it is refused.
+    rest = await api.http.get(
+        "/api/v1/knowledge-bases", headers={"Authorization": f"Bearer {bot_token}"}
+    )
+    assert rest.status_code == 403
+    tokens = (await api.http.get(f"/api/v1/bots/{bot_id}/tokens", headers=api.auth)).json()
+    revoked = await api.http.delete(
+        f"/api/v1/bots/{bot_id}/tokens/{tokens['items'][0]['id']}", headers=api.auth
+    )
+    assert revoked.status_code == 204
+    assert (await raw_mcp_status(api, bot_token)) == 401
+
+
+async def raw_mcp_status(api: Api, token: str | None) -> int:
+    """The status of an `initialize` POST to `/mcp` with this bearer token (or none)."""
+    headers = {"Accept": "application/json, text/event-stream"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    }
+    async with httpx.AsyncClient(base_url=api.running.url) as http:
+        response = await http.post("/mcp", json=body, headers=headers)
+    return response.status_code
+
+
+async def test_mcp_refuses_requests_without_a_valid_token(api: Api) -> None:
+    assert await raw_mcp_status(api, None) == 401
+    assert await raw_mcp_status(api, "not-a-token") == 401
+    assert await raw_mcp_status(api, api.token) == 200
