@@ -13,6 +13,7 @@ from api.state import ApiServices
 from core.errors import Forbidden, ServiceUnavailable, Unauthorized
 from core.governance import Reader
 from schemas.domain import Principal, Role
+from services.agent_tools import AgentTools
 from services.bots import BotService
 from services.documents import DocumentQueries
 from services.evaluation import Evaluations
@@ -57,6 +58,7 @@ People = Annotated[PeopleService, Depends(_service("people"))]
 Policy = Annotated[ItemPolicy, Depends(_service("policy"))]
 GovernanceDep = Annotated[ItemGovernance, Depends(_service("governance"))]
 Wiki = Annotated[WikiService, Depends(_service("wiki"))]
+AgentToolsDep = Annotated[AgentTools, Depends(_service("agent_tools"))]
 
 
 async def get_principal(

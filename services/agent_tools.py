@@ -9,6 +9,7 @@ reads what the whole tenant may read), a user (what their permissions allow) or 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -218,6 +219,17 @@ class AgentTools:
         self._kbs = kbs
         self._wiki = wiki
 
+    async def bot_agent(self, tenant_id: str, bot_id: str) -> Agent:
+        """The agent a bot's token stands for (`NotFound` for another tenant's bot)."""
+        # No token is involved: the admin asks what the bot's agents would see.
+        principal = Principal(
+            tenant_id=tenant_id,
+            role=Role.BOT,
+            token_id="(admin view)",  # noqa: S106 - a label, not a secret
+            bot_id=bot_id,
+        )
+        return await self.agent(principal)
+
     async def agent(self, principal: Principal) -> Agent:
         """The agent behind a token (`NotFound` for a bot token whose bot is gone)."""
         if principal.role is Role.BOT and principal.bot_id is not None:
@@ -355,4 +367,83 @@ def _info(kb: KnowledgeBase) -> KnowledgeBaseInfo:
         name=kb.name,
         description=kb.description,
         document_count=kb.document_count,
+    )
+
+
+# --- function calling: the tools as JSON Schema function definitions ----------------------
+
+
+def knowledge_base_instructions(knowledge_base_code: str) -> str:
+    """Seed 003's instructions injected into an assistant's system prompt for its KB."""
+    return (
+        "You are a helpful office assistant.\n"
+        "Your task is to answer user questions by first calling the retrieve_knowledge tool "
+        "and answering from the documents it returns.\n"
+        "You MUST always use the retrieve_knowledge tool to get the context by these "
+        "parameters:\n"
+        "- query: {Rephrase the question from the user to contain the essence of the "
+        "question}\n"
+        f"- knowledge_base_code: {knowledge_base_code}\n"
+    )
+
+
+def openai_function(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """A tool in the OpenAI-style function-calling shape."""
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+
+
+def gemini_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic JSON Schema in the OpenAPI subset Gemini's `functionDeclarations` take:
+    optional fields as `nullable`, no titles, defaults or `additionalProperties`."""
+    out: dict[str, Any] = {}
+    variants = schema.get("anyOf")
+    if isinstance(variants, list):
+        kinds = [v for v in variants if v.get("type") != "null"]
+        if len(kinds) == 1:
+            out = gemini_schema(kinds[0])
+            out["nullable"] = True
+            if "description" in schema:
+                out["description"] = schema["description"]
+            return out
+    for key, value in schema.items():
+        if key in ("title", "default", "additionalProperties", "anyOf"):
+            continue
+        if key == "properties":
+            out[key] = {name: gemini_schema(prop) for name, prop in value.items()}
+        elif key == "items":
+            out[key] = gemini_schema(value)
+        else:
+            out[key] = value
+    return out
+
+
+class FunctionTools(BaseModel):
+    """Body of `GET /api/v1/bots/{bot_id}/tools`."""
+
+    openai: list[dict[str, Any]]
+    gemini: dict[str, list[dict[str, Any]]]
+    system_instructions: str
+
+
+async def function_tools(tools: AgentTools, agent: Agent) -> FunctionTools:
+    """The agent's tools as function definitions, in both common shapes, with seed 003's
+    instructions for its first KB that has a code."""
+    declared = [
+        (spec.name, await tools.describe(agent, spec), spec.arguments.model_json_schema())
+        for spec in TOOLS
+    ]
+    kbs = await tools.knowledge_bases(agent)
+    coded = next((kb.code for kb in kbs if kb.code), None)
+    return FunctionTools(
+        openai=[openai_function(name, text, schema) for name, text, schema in declared],
+        gemini={
+            "functionDeclarations": [
+                {"name": name, "description": text, "parameters": gemini_schema(schema)}
+                for name, text, schema in declared
+            ]
+        },
+        system_instructions=knowledge_base_instructions(coded or (kbs[0].id if kbs else "")),
     )

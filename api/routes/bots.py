@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from api.deps import AdminPrincipal, Bots, Tokens
+from api.deps import AdminPrincipal, AgentToolsDep, Bots, Tokens
 from schemas.api import BotTokenCreate, TokenList, TokenOut
 from schemas.bots import Bot, BotCreate, BotList, BotUpdate
+from services.agent_tools import FunctionTools, function_tools
 
 router = APIRouter(prefix="/api/v1/bots", tags=["bots"])
 
@@ -72,3 +73,11 @@ async def revoke_bot_token(
     """Revokes one of the bot's tokens: its next request is refused (401)."""
     await tokens.revoke(principal.tenant_id, token_id, bot_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/{bot_id}/tools")
+async def bot_tools(bot_id: str, principal: AdminPrincipal, tools: AgentToolsDep) -> FunctionTools:
+    """The bot's tools as JSON Schema function definitions, OpenAI-style and Gemini's
+    `functionDeclarations`, with its trigger instructions and KBs in the descriptions, and
+    seed 003's instructions for a system prompt."""
+    return await function_tools(tools, await tools.bot_agent(principal.tenant_id, bot_id))

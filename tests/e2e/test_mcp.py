@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import httpx2
+import jsonschema
 import mcp_types as types
 import pytest
 from mcp import ClientSession
@@ -200,3 +201,90 @@ async def test_mcp_refuses_requests_without_a_valid_token(api: Api) -> None:
     assert await raw_mcp_status(api, None) == 401
     assert await raw_mcp_status(api, "not-a-token") == 401
     assert await raw_mcp_status(api, api.token) == 200
+
+
+OPENAI_TOOL = {
+    "type": "object",
+    "required": ["type", "function"],
+    "properties": {
+        "type": {"const": "function"},
+        "function": {
+            "type": "object",
+            "required": ["name", "description", "parameters"],
+            "properties": {
+                "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
+                "description": {"type": "string", "minLength": 1},
+                "parameters": {"type": "object", "required": ["type", "properties"]},
+            },
+        },
+    },
+}
+GEMINI_DECLARATION = {
+    "type": "object",
+    "required": ["name", "description", "parameters"],
+    "properties": {
+        "name": {"type": "string"},
+        "parameters": {
+            "type": "object",
+            "properties": {"type": {"const": "object"}},
+            # Gemini's OpenAPI subset: no JSON Schema unions, titles or defaults.
+            "not": {
+                "anyOf": [{"required": ["anyOf"]}, {"required": ["title"]}, {"required": ["$defs"]}]
+            },
+        },
+    },
+}
+
+
+async def test_a_bots_tools_come_as_valid_function_definitions(api: Api) -> None:
+    run = unique("tools")
+    code = run.replace("_", "-")
+    kb = await api.http.post(
+        "/api/v1/knowledge-bases", json={"name": "Tools KB", "code": code}, headers=api.auth
+    )
+    assert kb.status_code == 201, kb.text
+    bot = await api.http.post(
+        "/api/v1/bots",
+        json={
+            "name": run,
+            "knowledge": {
+                "enabled": True,
+                "kb_ids": [kb.json()["id"]],
+                "trigger_instructions": "Call it for warranty questions.",
+            },
+        },
+        headers=api.auth,
+    )
+    response = await api.http.get(f"/api/v1/bots/{bot.json()['id']}/tools", headers=api.auth)
+    assert response.status_code == 200, response.text
+    tools = response.json()
+    by_name = {}
+    for tool in tools["openai"]:
+        jsonschema.validate(tool, OPENAI_TOOL)
+        jsonschema.Draft202012Validator.check_schema(tool["function"]["parameters"])
+        by_name[tool["function"]["name"]] = tool["function"]
+    assert set(by_name) == {
+        "knowledge_search",
+        "retrieve_knowledge",
+        "wiki_read",
+        "wiki_write",
+        "list_knowledge_bases",
+    }
+    assert "Call it for warranty questions." in by_name["knowledge_search"]["description"]
+    search = jsonschema.Draft202012Validator(by_name["knowledge_search"]["parameters"])
+    assert search.is_valid({"query": "warranty", "top_k": 3})
+    assert not search.is_valid({"top_k": 3})
+    assert not search.is_valid({"query": "warranty", "top_k": 99})
+    assert not search.is_valid({"query": "warranty", "surprise": 1})
+    retrieve = by_name["retrieve_knowledge"]["parameters"]
+    assert set(retrieve["properties"]) == {"query", "knowledge_base_code", "skip_evaluation"}
+    assert retrieve["required"] == ["query"]
+    declarations = tools["gemini"]["functionDeclarations"]
+    assert [d["name"] for d in declarations] == [t["function"]["name"] for t in tools["openai"]]
+    for declaration in declarations:
+        jsonschema.validate(declaration, GEMINI_DECLARATION)
+    kb_ids = declarations[0]["parameters"]["properties"]["kb_ids"]
+    assert (kb_ids["type"], kb_ids["nullable"]) == ("array", True)
+    assert f"knowledge_base_code: {code}" in tools["system_instructions"]
+    other_tenant = await api.http.get("/api/v1/bots/bot_nope/tools", headers=api.auth)
+    assert other_tenant.status_code == 404
