@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import BackgroundTasks, Depends, Header, Request
 
 from api.state import ApiServices
 from core.errors import Forbidden, ServiceUnavailable, Unauthorized
@@ -22,6 +22,7 @@ from services.intake import Intake
 from services.knowledge_bases import KnowledgeBaseService
 from services.people import PeopleService, TokenService
 from services.removal import Removal
+from services.search.events import Defer
 from services.search.service import SearchService
 from services.wiki import WikiService
 
@@ -93,6 +94,15 @@ AdminPrincipal = Annotated[Principal, Depends(require_admin)]
 async def resolve_kb_id(kb_id: str, principal: PrincipalDep, kbs: KnowledgeBases) -> str:
     """The id of the KB a path names by id or by code (404 for neither in the tenant)."""
     return await kbs.resolve(principal.tenant_id, kb_id)
+
+
+def after_response(background: BackgroundTasks) -> Defer:
+    """Runs deferred jobs once the response has been sent (FastAPI's background tasks)."""
+
+    async def run(job: Callable[[], Awaitable[None]]) -> None:
+        await job()
+
+    return lambda job: background.add_task(run, job)
 
 
 # A `{kb_id}` path segment: the KB's id or its code, resolved to the id.

@@ -10,9 +10,10 @@ never breaks. The tools themselves are `services.agent_tools`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
@@ -29,7 +30,7 @@ from starlette.applications import Starlette
 from api.state import ApiServices
 from core.errors import RaglineError, ServiceUnavailable
 from schemas.domain import Principal
-from services.agent_tools import TOOLS, Agent, AgentTools, ToolSpec
+from services.agent_tools import TOOLS, Agent, AgentTools, Session, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,23 @@ class RaglineTokens:
         )
 
 
+async def _after_yield(job: Callable[[], Awaitable[None]]) -> None:
+    await asyncio.sleep(0)  # let the answer go out first
+    await job()
+
+
+def _session_id(ctx: ServerRequestContext[Any]) -> str:
+    """The conversation a call belongs to: the client's MCP session id if it sent one, else
+    the token it calls with."""
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    session = headers.get("mcp-session-id") if headers is not None else None
+    if session:
+        return str(session)
+    token = get_access_token()
+    return f"mcp:{token.client_id}" if token is not None else "mcp"
+
+
 def _tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
 
@@ -87,6 +105,8 @@ class KnowledgeMcp:
 
     def __init__(self, services: ServicesNow) -> None:
         self._services = services
+        # Retrieval events being sent after their answers (kept so they finish).
+        self._pending: set[asyncio.Task[None]] = set()
         self.server: Server[Any] = Server(
             "ragline",
             instructions=(
@@ -164,21 +184,28 @@ class KnowledgeMcp:
             )
             return _tool_error(f"invalid arguments for {spec.name}: {problems}")
         try:
-            return _result(await self._run(spec, arguments))
+            return _result(await self._run(spec, arguments, _session_id(ctx)))
         except RaglineError as exc:
             return _tool_error(f"{spec.name} failed: {exc}")
         except Exception:
             log.exception("tool %s failed", spec.name)
             return _tool_error(f"{spec.name} failed: an internal error (it was logged)")
 
-    async def _run(self, spec: ToolSpec, arguments: Any) -> Any:
+    def _defer(self, job: Callable[[], Awaitable[None]]) -> None:
+        """Runs a job after the answer (the call's response does not wait for it)."""
+        task = asyncio.get_running_loop().create_task(_after_yield(job))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _run(self, spec: ToolSpec, arguments: Any, session_id: str) -> Any:
         agent = await self._agent()
         tools = self._tools()
+        session = Session(session_id, self._defer)
         match spec.name:
             case "knowledge_search":
-                return {"results": _plain(await tools.knowledge_search(agent, arguments))}
+                return {"results": _plain(await tools.knowledge_search(agent, arguments, session))}
             case "retrieve_knowledge":
-                documents = await tools.retrieve_knowledge(agent, arguments)
+                documents = await tools.retrieve_knowledge(agent, arguments, session)
                 return {
                     "documents": _plain(documents),
                     "skip_evaluation": arguments.skip_evaluation,

@@ -14,7 +14,7 @@ from faststream.kafka import KafkaBroker
 
 from core.errors import ServiceUnavailable
 from infra.settings import KafkaSettings
-from schemas.events import DeadLetter, Event, Publish
+from schemas.events import DeadLetter, Event, Publish, Send
 from schemas.topics import dead_letter_topic, topic_of
 
 log = logging.getLogger(__name__)
@@ -104,6 +104,20 @@ def kafka_publisher(broker: KafkaBroker) -> Publish:
             raise ServiceUnavailable("kafka", str(exc)) from exc
 
     return publish
+
+
+def kafka_sender(broker: KafkaBroker) -> Send:
+    """Sends one message to a topic (returns once Kafka has acknowledged it)."""
+
+    async def send(topic: str, key: bytes, value: bytes) -> None:
+        try:
+            await broker.publish(
+                value, topic, key=key, headers={"content-type": "application/json"}
+            )
+        except KafkaError as exc:
+            raise ServiceUnavailable("kafka", str(exc)) from exc
+
+    return send
 
 
 def kafka_dead_letter(broker: KafkaBroker, stage: str) -> DeadLetter:

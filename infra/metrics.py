@@ -91,3 +91,10 @@ def serve_metrics(host: str, port: int) -> None:
     """Serves /metrics on `host:port` from a background thread (port 0: do nothing)."""
     if port:
         start_http_server(port, addr=host)
+
+
+RETRIEVAL_EVENTS = Counter(
+    "ragline_retrieval_events_total",
+    "rag_chunks_retrieved events: sent, or failed (Kafka unavailable; the search answered).",
+    ["result"],
+)

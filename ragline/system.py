@@ -29,7 +29,7 @@ from infra.embedding.base import Embedder
 from infra.embedding.factory import build_embedder
 from infra.embedding_cache import EmbeddingCache
 from infra.evaluations import EvaluationRepository
-from infra.kafka import kafka_publisher
+from infra.kafka import kafka_publisher, kafka_sender
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database, MongoDoc, connect
@@ -52,6 +52,7 @@ from services.knowledge_bases import KnowledgeBaseService
 from services.people import PeopleService, TokenService
 from services.removal import Removal
 from services.search.access import AccessGuard
+from services.search.events import RetrievalEvents
 from services.search.retrieval import Retriever
 from services.search.service import SearchService
 from services.wiki import WikiService
@@ -296,8 +297,18 @@ class System:
             self.search_cache,
             self.freshness,
             self.policy,
+            self.retrieval_events,
             self.settings.search,
         )
+
+    @cached_property
+    def retrieval_events(self) -> RetrievalEvents:
+        """Announces what searches of a session retrieved (through the process's broker)."""
+
+        async def send(topic: str, key: bytes, value: bytes) -> None:
+            await kafka_sender(self.broker)(topic, key, value)
+
+        return RetrievalEvents(send)
 
     @cached_property
     def access_guard(self) -> AccessGuard:

@@ -6,7 +6,7 @@ import base64
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -163,3 +163,44 @@ class RecordPublished(BaseModel):
 Publish = Callable[[Sequence[Event]], Awaitable[None]]
 # Sends a raw message a stage gave up on to its dead-letter topic, with headers saying why.
 DeadLetter = Callable[[bytes, dict[str, str]], Awaitable[None]]
+# Sends one message (topic, key, value) and returns once Kafka has acknowledged it.
+Send = Callable[[str, bytes, bytes], Awaitable[None]]
+
+
+class RetrievedChunk(BaseModel):
+    """One chunk a search returned (a merged hit names its first chunk)."""
+
+    chunk_id: str
+    document_id: str
+    kb_id: str
+    score: float
+
+
+class ChunksRetrieved(BaseModel):
+    """Seed 002's `rag_chunks_retrieved` turn event (topic `knowledge.chunks-retrieved.v1`):
+    what one search of a session or turn retrieved, published after its answer was sent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    event_type: Literal["rag_chunks_retrieved"] = "rag_chunks_retrieved"
+    event_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    occurred_at: datetime = Field(default_factory=utcnow)
+    schema_version: int = 1
+    tenant_id: str
+    # Who searched: a bot (for a user, when `user_id` is set too), or a person.
+    bot_id: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    turn_id: str | None = None
+    # Where the search came from: the bot contract, people's search, or MCP.
+    channel: Literal["bot", "people", "mcp"]
+    query: str
+    retrieval_mode: str
+    chunks: list[RetrievedChunk]
+    latency_ms: float
+    cached: bool
+
+    @property
+    def key(self) -> bytes:
+        """One session's events stay in order."""
+        return (self.session_id or self.turn_id or self.event_id).encode()

@@ -31,6 +31,8 @@ class BotSearchRequest(BaseModel):
     # The person the bot searches for: it then sees what that user may read of its KBs;
     # without one, only what the whole tenant may read.
     user_id: str | None = Field(default=None, pattern=NAME_PATTERN)
+    # The agent turn this search is part of (announced with the retrieval event).
+    turn_id: str | None = Field(default=None, max_length=200)
 
     _query = field_validator("query")(_not_blank)
 
@@ -46,6 +48,10 @@ class KnowledgeSearchRequest(BaseModel):
     retrieval_mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
     score_threshold: float | None = Field(default=None, ge=0, le=1)
     max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
+    # The conversation and agent turn this search is part of: given, the search announces
+    # what it retrieved (`rag_chunks_retrieved`).
+    session_id: str | None = Field(default=None, max_length=200)
+    turn_id: str | None = Field(default=None, max_length=200)
 
     _query = field_validator("query")(_not_blank)
 

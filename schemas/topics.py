@@ -8,6 +8,9 @@ CHUNKS_READY = "chunks.ready.v1"
 CHUNKS_EMBEDDED = "chunks.embedded.v1"
 # Connectors publish text records here; the records worker upserts them by external id.
 RECORDS_INGEST = "records.ingest.v1"
+# Every search of a session or turn announces what it retrieved here (seed 002's
+# `rag_chunks_retrieved`), after its answer is sent.
+CHUNKS_RETRIEVED = "knowledge.chunks-retrieved.v1"
 
 # The stages, in pipeline order, with the topic each consumes.
 STAGE_INPUTS: dict[str, str] = {
@@ -26,6 +29,7 @@ def dead_letter_topic(stage: str) -> str:
 
 ALL_TOPICS: tuple[str, ...] = (
     *STAGE_INPUTS.values(),
+    CHUNKS_RETRIEVED,
     *(dead_letter_topic(stage) for stage in STAGE_INPUTS),
 )
 

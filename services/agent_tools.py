@@ -25,11 +25,21 @@ from schemas.search import (
 )
 from services.governance import ItemPolicy
 from services.search.access import AccessGuard, BotAccess
+from services.search.events import Defer
 from services.search.service import SearchService
 from services.wiki import WikiService
 
 # What seed 003's `retrieve_knowledge` returns at most, in tokens (about four characters each).
 RETRIEVE_TOKEN_BUDGET = 4000
+
+
+@dataclass(frozen=True)
+class Session:
+    """The conversation a tool call belongs to, and how its retrieval event is sent after the
+    answer."""
+
+    session_id: str
+    defer: Defer | None = None
 
 
 @dataclass(frozen=True)
@@ -268,21 +278,21 @@ class AgentTools:
         return "\n".join(parts)
 
     async def knowledge_search(
-        self, agent: Agent, args: KnowledgeSearchArgs, session_id: str = "mcp"
+        self, agent: Agent, args: KnowledgeSearchArgs, session: Session
     ) -> list[Passage]:
         """Passages for the query, as the agent may read them."""
-        response = await self._run_search(agent, args.query, args.kb_ids, args.top_k, session_id)
+        response = await self._run_search(agent, args.query, args.kb_ids, args.top_k, session)
         return [Passage.of(hit) for hit in response.hits]
 
     async def retrieve_knowledge(
-        self, agent: Agent, args: RetrieveKnowledgeArgs, session_id: str = "mcp"
+        self, agent: Agent, args: RetrieveKnowledgeArgs, session: Session
     ) -> list[KnowledgeDocument]:
         """Seed 003's documents for the query, within `RETRIEVE_TOKEN_BUDGET`."""
         kb_ids = None
         if args.knowledge_base_code is not None:
             kb_ids = [args.knowledge_base_code]
         response = await self._run_search(
-            agent, args.query, kb_ids, None, session_id, max_context_tokens=RETRIEVE_TOKEN_BUDGET
+            agent, args.query, kb_ids, None, session, max_context_tokens=RETRIEVE_TOKEN_BUDGET
         )
         return [
             KnowledgeDocument(
@@ -339,25 +349,30 @@ class AgentTools:
         query: str,
         kb_ids: list[str] | None,
         top_k: int | None,
-        session_id: str,
+        session: Session,
         max_context_tokens: int | None = None,
     ) -> SearchResponse:
         if agent.bot is not None:
             named = None if kb_ids is None else await self._kbs.ids_of(agent.tenant_id, kb_ids)
-            return await self._search.search_bot(
-                BotSearchRequest(
-                    bot_id=agent.bot.bot_id,
-                    session_id=session_id,
-                    query=query,
-                    kb_ids=named,
-                    top_k=top_k,
-                    max_context_tokens=max_context_tokens,
-                )
+            request = BotSearchRequest(
+                bot_id=agent.bot.bot_id,
+                session_id=session.session_id,
+                query=query,
+                kb_ids=named,
+                top_k=top_k,
+                max_context_tokens=max_context_tokens,
             )
-        request = KnowledgeSearchRequest(
-            query=query, kb_ids=kb_ids, top_k=top_k or 5, max_context_tokens=max_context_tokens
+            return await self._search.search_bot(request, session.defer, "mcp")
+        people = KnowledgeSearchRequest(
+            query=query,
+            kb_ids=kb_ids,
+            top_k=top_k or 5,
+            max_context_tokens=max_context_tokens,
+            session_id=session.session_id,
         )
-        return await self._search.search_reader(agent.tenant_id, agent.reader, request)
+        return await self._search.search_reader(
+            agent.tenant_id, agent.reader, people, session.defer, "mcp"
+        )
 
 
 def _info(kb: KnowledgeBase) -> KnowledgeBaseInfo:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, BackgroundTasks, Response, status
 from fastapi.responses import JSONResponse
 
-from api.deps import CallerDep, Search, Wiki
+from api.deps import CallerDep, Search, Wiki, after_response
 from core.errors import InvalidRequest
 from schemas.api import WikiPageIn, WikiPageList, WikiPageOut
 from schemas.search import KnowledgeResult, KnowledgeSearchRequest, KnowledgeSearchResponse
@@ -16,11 +16,14 @@ router = APIRouter(prefix="/api/v1/knowledge", tags=["knowledge"])
 
 @router.post("/search")
 async def knowledge_search(
-    body: KnowledgeSearchRequest, caller: CallerDep, search: Search
+    body: KnowledgeSearchRequest, caller: CallerDep, search: Search, background: BackgroundTasks
 ) -> KnowledgeSearchResponse:
     """Searches the caller's tenant's active KBs (those named, if any), returning only
-    passages of items the caller may read."""
-    response = await search.search_reader(caller.tenant_id, caller.reader, body)
+    passages of items the caller may read; with a `session_id` or `turn_id`, announces what
+    it retrieved after the answer."""
+    response = await search.search_reader(
+        caller.tenant_id, caller.reader, body, after_response(background)
+    )
     return KnowledgeSearchResponse(
         results=[KnowledgeResult.of(hit) for hit in response.hits], metrics=response.metrics
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Literal
 
 from core.filters import SearchScope
 from core.governance import Reader
@@ -12,6 +13,7 @@ from infra.metrics import SEARCH_LATENCY, SEARCH_REQUESTS
 from infra.search_cache import SearchCache, result_key
 from infra.settings import SearchSettings
 from infra.vectorstore.base import RetrievalMode
+from schemas.events import ChunksRetrieved
 from schemas.search import (
     AlsoIn,
     BotSearchRequest,
@@ -25,9 +27,13 @@ from schemas.search import (
 from services.freshness import SearchFreshness
 from services.governance import ItemPolicy
 from services.search.access import AccessGuard
+from services.search.events import Defer, RetrievalEvents, retrieved_chunks
 from services.search.fusion import FusionMethod, FusionParams
 from services.search.retrieval import Candidate, Retriever
 from services.search.shaping import Passage, assemble, newest_versions, within_budget
+
+# Where a search came from, as its retrieval event says.
+Channel = Literal["bot", "people", "mcp"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,13 @@ class Plan:
     fallback_message: str | None
     # What else the answer depends on, for its cache key (the bot and its revision).
     identity: tuple[str, ...]
+    # Who searched in which conversation, for the retrieval event (none without a session
+    # or turn).
+    channel: Channel = "bot"
+    bot_id: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    turn_id: str | None = None
 
 
 class SearchService:
@@ -60,9 +73,11 @@ class SearchService:
         cache: SearchCache,
         freshness: SearchFreshness,
         policy: ItemPolicy,
+        events: RetrievalEvents,
         settings: SearchSettings,
     ) -> None:
         self._policy = policy
+        self._events = events
         self._guard = guard
         self._kbs = kbs
         self._retriever = retriever
@@ -80,9 +95,12 @@ class SearchService:
             rare_max=self._settings.rare_term_chunks,
         )
 
-    async def search_bot(self, request: BotSearchRequest) -> SearchResponse:
+    async def search_bot(
+        self, request: BotSearchRequest, defer: Defer | None = None, channel: Channel = "bot"
+    ) -> SearchResponse:
         """A bot's search, within its attached, active KBs: of what `user_id` may read, or
-        without one, of what the whole tenant may read."""
+        without one, of what the whole tenant may read. With `defer`, what it retrieved is
+        announced after the answer."""
         started = time.perf_counter()
         access, cached_access = await self._guard.for_bot(request.bot_id)
         knowledge = access.knowledge
@@ -108,14 +126,25 @@ class SearchService:
             max_context_tokens=request.max_context_tokens or knowledge.max_context_tokens,
             fallback_message=knowledge.fallback_message if strict else None,
             identity=("bot", access.bot_id, str(access.revision)),
+            channel=channel,
+            bot_id=access.bot_id,
+            user_id=request.user_id,
+            session_id=request.session_id,
+            turn_id=request.turn_id,
         )
-        return await self._answer(plan, started, CacheHits(access=cached_access))
+        return await self._answer(plan, started, CacheHits(access=cached_access), defer)
 
     async def search_reader(
-        self, tenant_id: str, reader: Reader, request: KnowledgeSearchRequest
+        self,
+        tenant_id: str,
+        reader: Reader,
+        request: KnowledgeSearchRequest,
+        defer: Defer | None = None,
+        channel: Channel = "people",
     ) -> SearchResponse:
         """A person's search over their tenant's active KBs (those named, if any), of what
-        they may read."""
+        they may read. With `defer` and a session or turn, what it retrieved is announced
+        after the answer."""
         started = time.perf_counter()
         if request.kb_ids is None:
             kb_ids = await self._kbs.all_active_ids(tenant_id)
@@ -135,8 +164,12 @@ class SearchService:
             max_context_tokens=request.max_context_tokens,
             fallback_message=None,
             identity=("reader", tenant_id),
+            channel=channel,
+            user_id=reader.user_id,
+            session_id=request.session_id,
+            turn_id=request.turn_id,
         )
-        return await self._answer(plan, started, CacheHits())
+        return await self._answer(plan, started, CacheHits(), defer)
 
     async def search_tenant(self, request: TenantSearchRequest) -> SearchResponse:
         """Admin tooling's search over a tenant's requested, active KBs (as an admin)."""
@@ -156,7 +189,9 @@ class SearchService:
         )
         return await self._answer(plan, started, CacheHits())
 
-    async def _answer(self, plan: Plan, started: float, hits: CacheHits) -> SearchResponse:
+    async def _answer(
+        self, plan: Plan, started: float, hits: CacheHits, defer: Defer | None = None
+    ) -> SearchResponse:
         try:
             response = await self._cached_or_fresh(plan, started, hits)
         except Exception:
@@ -165,6 +200,21 @@ class SearchService:
         finally:
             SEARCH_LATENCY.observe(time.perf_counter() - started)
         SEARCH_REQUESTS.labels("hits" if response.hits else "empty").inc()
+        if defer is not None and (plan.session_id or plan.turn_id):
+            event = ChunksRetrieved(
+                tenant_id=plan.tenant_id,
+                bot_id=plan.bot_id,
+                user_id=plan.user_id,
+                session_id=plan.session_id,
+                turn_id=plan.turn_id,
+                channel=plan.channel,
+                query=plan.query,
+                retrieval_mode=plan.mode.value,
+                chunks=retrieved_chunks(response),
+                latency_ms=response.metrics.total_ms,
+                cached=response.metrics.cache.result,
+            )
+            defer(lambda: self._events.announce(event))
         return response
 
     async def _cached_or_fresh(self, plan: Plan, started: float, hits: CacheHits) -> SearchResponse:

@@ -8,6 +8,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from core.governance import GovernanceChange, Reader, Visibility
@@ -18,6 +19,7 @@ from infra.settings import QdrantSettings
 from ragline.system import System
 from schemas.bots import BotCreate, BotUpdate, KnowledgeConfig, KnowledgePatch
 from schemas.domain import KbStatus, Principal, Record, Role
+from schemas.events import ChunksRetrieved
 from schemas.topics import ALL_TOPICS
 from services.governance import Submission
 from services.intake import Outcome
@@ -175,3 +177,36 @@ async def test_governance_input_is_checked_and_changes_need_the_owner(
 
 def _record(external_id: str, content: str) -> Record:
     return Record(external_id=external_id, title=external_id, content=content)
+
+
+async def test_a_retrieval_event_kafka_cannot_take_is_dropped_and_counted(
+    local_services: LocalServices, tmp_path: Path
+) -> None:
+    settings = settings_for(local_services, qdrant=QdrantSettings(path=tmp_path / "vectors"))
+    await ensure_topics(settings.kafka, ALL_TOPICS)
+    broker = build_broker(settings.kafka, "test-events")
+    async with AsyncExitStack() as stack:
+        system = System(settings, stack, broker)
+        event = ChunksRetrieved(
+            tenant_id="acme",
+            bot_id="bot_1",
+            session_id="s1",
+            channel="bot",
+            query="q",
+            retrieval_mode="hybrid",
+            chunks=[],
+            latency_ms=1.0,
+            cached=False,
+        )
+        await broker.start()
+        sent = _counted("sent")
+        await system.retrieval_events.announce(event)
+        assert _counted("sent") == sent + 1
+        await broker.stop()  # Kafka is gone
+        failed = _counted("failed")
+        await system.retrieval_events.announce(event)  # returns; nothing raised
+        assert _counted("failed") == failed + 1
+
+
+def _counted(result: str) -> float:
+    return REGISTRY.get_sample_value("ragline_retrieval_events_total", {"result": result}) or 0.0
