@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import mcp_types as types
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -27,15 +27,30 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 
-from api.state import ApiServices
 from core.errors import RaglineError, ServiceUnavailable
 from schemas.domain import Principal
 from services.agent_tools import TOOLS, Agent, AgentTools, Session, ToolSpec
+from services.people import TokenService
 
 log = logging.getLogger(__name__)
 
+
+class McpServices(Protocol):
+    """What the MCP server calls (the API's services, or the standalone server's)."""
+
+    @property
+    def tokens(self) -> TokenService:
+        """Resolves bearer tokens."""
+        ...
+
+    @property
+    def agent_tools(self) -> AgentTools:
+        """The tools' use-cases."""
+        ...
+
+
 # The services of the running app (None while it starts or stops).
-ServicesNow = Callable[[], ApiServices | None]
+ServicesNow = Callable[[], McpServices | None]
 
 
 class RaglineTokens:

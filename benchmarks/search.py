@@ -258,10 +258,32 @@ class Form:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    # An MCP tool: the body is its arguments, posted as one JSON-RPC `tools/call`.
+    tool: str | None = None
 
     def encode(self, query: str) -> bytes:
         """The request body for one query."""
-        return json.dumps({**self.body, "query": query}).encode()
+        arguments = {**self.body, "query": query}
+        if self.tool is None:
+            return json.dumps(arguments).encode()
+        call = {"name": self.tool, "arguments": arguments}
+        return json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+        ).encode()
+
+
+def mcp_form(token: str) -> Form:
+    """An agent's `knowledge_search` over MCP with a bot's token (stateless: one POST)."""
+    return Form(
+        "/mcp",
+        {
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-06-18",
+        },
+        {},
+        tool="knowledge_search",
+    )
 
 
 def bot_form(bot_id: str) -> Form:
@@ -333,6 +355,30 @@ async def measure(port: int, bot_id: str, questions: list[str]) -> dict[str, Any
     return summarise(figures)
 
 
+async def measure_mcp(port: int, bot_id: str, token: str, questions: list[str]) -> dict[str, Any]:
+    """The same bot's search through the HTTP contract and through MCP `knowledge_search`,
+    uncached, concurrency 1, in alternating rounds of fresh queries: what MCP adds."""
+    forms = {"contract": bot_form(bot_id), "mcp": mcp_form(token)}
+    fresh = iter(reversed(questions))  # queries `measure` did not ask
+    timings: dict[str, list[float]] = {name: [] for name in forms}
+    spent: dict[str, float] = dict.fromkeys(forms, 0.0)
+    for _ in range(30):
+        for name, form in forms.items():
+            batch = [next(fresh) for _ in range(5)]
+            latencies, rps = await load(port, form, batch, 1)
+            timings[name] += latencies
+            spent[name] += len(batch) / rps
+    figures = {
+        f"{name}_uncached_c1": (latencies, len(latencies) / spent[name])
+        for name, latencies in timings.items()
+    }
+    result = summarise(figures)
+    added = result["p95_ms_mcp_uncached_c1"] - result["p95_ms_contract_uncached_c1"]
+    print(f"MCP adds {added:.2f} ms at p95 over the HTTP contract")
+    result["mcp_added_p95_ms"] = round(added, 2)
+    return result
+
+
 def summarise(figures: dict[str, tuple[list[float], float]]) -> dict[str, Any]:
     """Prints and returns each measurement's percentiles and throughput."""
     result: dict[str, Any] = {}
@@ -386,11 +432,16 @@ def measure_size(chunks: int, data: dict[str, Any], questions: list[str]) -> dic
                     bot = http.post("/api/v1/bots", json={"name": "bench", "knowledge": knowledge})
                     bot.raise_for_status()
                     bot_id = bot.json()["id"]
+                    issued = http.post(f"/api/v1/bots/{bot_id}/tokens", json={"name": "bench"})
+                    issued.raise_for_status()
+                    bot_token = issued.json()["token"]
                 print(
                     f"store: {chunks} chunks in {KBS} KBs; the bot searches {ATTACHED} of "
                     f"them (about {chunks * ATTACHED // KBS} chunks), hybrid, top 4"
                 )
                 result = asyncio.run(measure(port, bot_id, questions))
+                if chunks == 100_000:
+                    result |= asyncio.run(measure_mcp(port, bot_id, bot_token, questions))
                 api = next(p for p in pipeline.processes if p.name == "api")
                 result["api_peak_rss_mb"] = round(peak_rss_mb(api.pid), 1)
                 result["store_disk_mb"] = round(directory_mb(work / "run" / "vectors"), 1)

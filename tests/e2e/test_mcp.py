@@ -288,3 +288,25 @@ async def test_a_bots_tools_come_as_valid_function_definitions(api: Api) -> None
     assert f"knowledge_base_code: {code}" in tools["system_instructions"]
     other_tenant = await api.http.get("/api/v1/bots/bot_nope/tools", headers=api.auth)
     assert other_tenant.status_code == 404
+
+
+async def test_a_single_json_rpc_post_calls_a_tool(api: Api) -> None:
+    """Stateless: one POST carries a tool call, no session set-up (what lean clients and the
+    search benchmark do)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "list_knowledge_bases", "arguments": {}},
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {api.token}",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    async with httpx.AsyncClient(base_url=api.running.url) as http:
+        response = await http.post("/mcp", json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert result["isError"] is False
+    assert "knowledge_bases" in result["structuredContent"]
