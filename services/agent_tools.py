@@ -18,6 +18,7 @@ from core.governance import GovernanceChange, Reader
 from infra.knowledge_bases import KnowledgeBaseRepository
 from schemas.domain import KnowledgeBase, Principal, Role
 from schemas.search import (
+    AlsoIn,
     BotSearchRequest,
     KnowledgeSearchRequest,
     SearchHit,
@@ -186,6 +187,8 @@ class Passage(BaseModel):
     url: str | None = None
     indexed_at: str | None = None
     citation: str
+    # Other documents holding (nearly) the same passage, folded into this one.
+    also_in: list[AlsoIn] = Field(default_factory=list)
 
     @classmethod
     def of(cls, hit: SearchHit) -> Passage:
@@ -201,6 +204,7 @@ class Passage(BaseModel):
             url=hit.url,
             indexed_at=hit.indexed_at,
             citation=hit.citation,
+            also_in=hit.also_in,
         )
 
 

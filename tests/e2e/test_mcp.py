@@ -104,6 +104,23 @@ async def test_mcp_tools_answer_each_caller_as_it_may(api: Api) -> None:
     user_token = await issue(
         api, "/api/v1/tokens", {"name": "u", "role": "user", "user_id": f"mia-{run}"}
     )
+    # Another person's private note on the same subject, and another bot over the other KB.
+    ned_token = await issue(
+        api, "/api/v1/tokens", {"name": "n", "role": "user", "user_id": f"ned-{run}"}
+    )
+    private = await api.http.post(
+        f"/api/v1/knowledge-bases/{kb['id']}/documents/text",
+        json={"title": "Ned's notes", "content": f"{phrase}, Ned noted privately."},
+        headers={"Authorization": f"Bearer {ned_token}"},
+    )
+    assert private.status_code == 202, private.text
+    assert (await api.wait_final(kb["id"], private.json()["id"]))["parse_status"] == "indexed"
+    other_bot = await api.http.post(
+        "/api/v1/bots",
+        json={"name": f"other {run}", "knowledge": {"enabled": True, "kb_ids": [other["id"]]}},
+        headers=api.auth,
+    )
+    assert other_bot.status_code == 201, other_bot.text
 
     async with mcp_session(api, bot_token) as session:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
@@ -120,8 +137,10 @@ async def test_mcp_tools_answer_each_caller_as_it_may(api: Api) -> None:
         listed = answer(await session.call_tool("list_knowledge_bases", {}))
         assert [k["code"] for k in listed["knowledge_bases"]] == [code]
         # The bot's token reaches its own KB only, even when it names another.
-        found = answer(await session.call_tool("knowledge_search", {"query": phrase}))
+        found = answer(await session.call_tool("knowledge_search", {"query": phrase, "top_k": 10}))
+        # Its own KB only (not the other bot's), and nobody's private notes.
         assert [r["source"] for r in found["results"]] == [shared["id"]]
+        assert found["results"][0]["also_in"] == []
         hit = found["results"][0]
         assert hit["citation"].startswith("Generator")
         assert hit["indexed_at"]
