@@ -237,7 +237,8 @@ class Connection:
         if self._writer is None:
             self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
         assert self._reader is not None
-        head = f"POST {path} HTTP/1.1\r\nHost: {self._host}\r\nContent-Length: {len(body)}\r\n"
+        host = f"{self._host}:{self._port}"
+        head = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(body)}\r\n"
         head += "Content-Type: application/json\r\n"
         head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
         self._writer.write(head.encode() + body)
@@ -362,7 +363,7 @@ async def measure_mcp(port: int, bot_id: str, token: str, questions: list[str]) 
     fresh = iter(reversed(questions))  # queries `measure` did not ask
     timings: dict[str, list[float]] = {name: [] for name in forms}
     spent: dict[str, float] = dict.fromkeys(forms, 0.0)
-    for _ in range(30):
+    for _ in range(60):
         for name, form in forms.items():
             batch = [next(fresh) for _ in range(5)]
             latencies, rps = await load(port, form, batch, 1)
