@@ -15,9 +15,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from api.audit import AuditMiddleware
 from api.mcp import KnowledgeMcp
-from api.routes import bots as bot_routes
 from api.routes import (
+    audit,
     documents,
     evaluations,
     health,
@@ -27,6 +28,7 @@ from api.routes import (
     search,
     tokens,
 )
+from api.routes import bots as bot_routes
 from api.state import OpenServices
 from core.errors import (
     Conflict,
@@ -40,6 +42,7 @@ from core.errors import (
     Unauthorized,
     UnsupportedDocumentType,
 )
+from infra.audit import AuditRepository
 from infra.settings import ApiSettings
 
 log = logging.getLogger(__name__)
@@ -114,8 +117,15 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
         tokens,
         people,
         knowledge,
+        audit,
     ):
         app.include_router(module.router)
     # Last, so every API route matches first: the MCP app answers `/mcp`.
     app.mount("/", mcp_app)
+    app.add_middleware(AuditMiddleware, audit=lambda: _audit_of(app))
     return app
+
+
+def _audit_of(app: FastAPI) -> AuditRepository | None:
+    services = getattr(app.state, "services", None)
+    return None if services is None else services.audit

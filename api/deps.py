@@ -9,9 +9,11 @@ from typing import Annotated
 
 from fastapi import BackgroundTasks, Depends, Header, Request
 
+from api.audit import remember_principal
 from api.state import ApiServices
 from core.errors import Forbidden, ServiceUnavailable, Unauthorized
 from core.governance import Reader
+from infra.audit import AuditRepository
 from schemas.domain import Principal, Role
 from services.agent_tools import AgentTools
 from services.bots import BotService
@@ -55,6 +57,7 @@ Bots = Annotated[BotService, Depends(_service("bots"))]
 Search = Annotated[SearchService, Depends(_service("search"))]
 EvaluationsDep = Annotated[Evaluations, Depends(_service("evaluations"))]
 Tokens = Annotated[TokenService, Depends(_service("tokens"))]
+Audit = Annotated[AuditRepository, Depends(_service("audit"))]
 People = Annotated[PeopleService, Depends(_service("people"))]
 Policy = Annotated[ItemPolicy, Depends(_service("policy"))]
 GovernanceDep = Annotated[ItemGovernance, Depends(_service("governance"))]
@@ -63,6 +66,7 @@ AgentToolsDep = Annotated[AgentTools, Depends(_service("agent_tools"))]
 
 
 async def get_principal(
+    request: Request,
     tokens: Tokens,
     authorization: Annotated[str | None, Header()] = None,
 ) -> Principal:
@@ -73,6 +77,7 @@ async def get_principal(
     principal = await tokens.resolve(token.strip())
     if principal is None:
         raise Unauthorized("invalid token")
+    remember_principal(request.scope, principal)
     if principal.role is Role.BOT:
         raise Forbidden("a bot's token is for the MCP endpoint (/mcp)")
     return principal
@@ -134,11 +139,22 @@ async def require_internal_caller(
     services: ServicesDep,
     x_internal_secret: Annotated[str | None, Header()] = None,
 ) -> None:
-    """Admits the search caller by its shared secret (constant-time comparison)."""
-    expected = services.settings.internal_secret.get_secret_value().encode()
-    given = (x_internal_secret or "").encode()
-    if not expected or not hmac.compare_digest(given, expected):
+    """Admits the search caller by its shared secret: the current one or, while it is being
+    rotated, the previous one (constant-time comparisons)."""
+    settings = services.settings
+    accepted = [settings.internal_secret, settings.internal_secret_previous]
+    if not secret_matches(x_internal_secret or "", [s.get_secret_value() for s in accepted]):
         raise Unauthorized("invalid internal secret")
+
+
+def secret_matches(given: str, accepted: list[str]) -> bool:
+    """Whether `given` is one of the (non-empty) accepted secrets; every one is compared, in
+    constant time, so the answer's timing tells nothing."""
+    found = False
+    for secret in accepted:
+        if secret and hmac.compare_digest(given.encode(), secret.encode()):
+            found = True
+    return found
 
 
 InternalCaller = Depends(require_internal_caller)

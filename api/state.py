@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
+from infra.audit import AuditRepository
 from infra.settings import Settings
 from services.agent_tools import AgentTools
 from services.bots import BotService
@@ -35,6 +36,7 @@ class ApiServices:
     governance: ItemGovernance
     wiki: WikiService
     agent_tools: AgentTools
+    audit: AuditRepository
     knowledge_bases: KnowledgeBaseService
     documents: DocumentQueries
     intake: Intake

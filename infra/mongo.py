@@ -30,6 +30,8 @@ BOTS = "bots"
 SOURCES = "document_sources"
 EMBEDDINGS = "embedding_cache"
 EVALUATIONS = "evaluations"
+# Who changed what through the API, and how it ended.
+AUDIT = "audit_log"
 # LLM-written chunk contexts, by hash of provider, model, prompt version and chunk.
 CONTEXTS = "context_cache"
 ORIGINALS_BUCKET = "originals"
@@ -99,6 +101,7 @@ async def ensure_indexes(db: Database) -> None:
         await db[BOTS].create_index([("tenant_id", ASCENDING), ("created_at", DESCENDING)])
         await db[BOTS].create_index([("knowledge.kb_ids", ASCENDING)])
         await db[TOKENS].create_index([("tenant_id", ASCENDING)])
+        await db[AUDIT].create_index([("tenant_id", ASCENDING), ("at", DESCENDING)])
         await db[USERS].create_index([("tenant_id", ASCENDING), ("user_id", ASCENDING)])
         await db[AUDIENCES].create_index([("tenant_id", ASCENDING), ("members", ASCENDING)])
         # The versions of one knowledge item, and a tenant's wiki pages by topic.

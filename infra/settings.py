@@ -239,6 +239,8 @@ class Settings(BaseSettings):
     run_dir: Path = Path(".ragline")
     admin_token: SecretStr = SecretStr("")
     internal_secret: SecretStr = SecretStr("")
+    # While the internal secret is rotated, the old one is accepted too (empty: none).
+    internal_secret_previous: SecretStr = SecretStr("")
     bootstrap_tenant: str = "default"
     log_level: str = "INFO"
     # Prometheus endpoint of a worker process; port 0 disables it.

@@ -21,6 +21,7 @@ from api.app import create_app
 from api.state import ApiServices
 from core.errors import RetryableError
 from core.filters import chunks_where
+from infra.audit import AuditRepository
 from infra.documents import DocumentRepository
 from infra.kafka import build_broker, ensure_topics
 from infra.logs import configure_logging
@@ -76,6 +77,7 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
         governance=system.item_governance,
         wiki=system.wiki,
         agent_tools=system.agent_tools,
+        audit=AuditRepository(system.db),
         knowledge_bases=system.knowledge_bases,
         documents=system.document_queries,
         intake=system.intake,

@@ -14,6 +14,7 @@ from schemas.domain import (
     KB_CODE_PATTERN,
     PIPELINE_ORDER,
     Audience,
+    AuditEntry,
     Document,
     ItemKind,
     KbStatus,
@@ -413,3 +414,9 @@ class WikiPageList(BaseModel):
     """Body of `GET /api/v1/knowledge/wiki`."""
 
     items: list[WikiPageOut]
+
+
+class AuditPage(BaseModel):
+    """Body of `GET /api/v1/audit`: newest first; pass the last `at` as `before` for more."""
+
+    items: list[AuditEntry]

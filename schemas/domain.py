@@ -97,6 +97,22 @@ class TokenInfo(BaseModel):
     created_at: datetime
 
 
+class AuditEntry(BaseModel):
+    """One change asked of the API: who, what, when, and how it ended."""
+
+    id: str
+    tenant_id: str
+    at: datetime
+    token_id: str
+    user_id: str | None = None
+    role: Role
+    method: str
+    path: str
+    status: int
+    # ok (2xx), refused (4xx) or failed (5xx).
+    outcome: str
+
+
 class User(BaseModel):
     """A person of a tenant, known by the id the tenant's identity provider gives them."""
 
