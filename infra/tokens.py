@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from datetime import UTC, datetime
 
 from infra.mongo import TOKENS, Database, from_mongo, mongo_errors
 from schemas.domain import Principal, Role, TokenInfo, utcnow
@@ -38,6 +39,7 @@ class TokenRepository:
         name: str,
         user_id: str | None = None,
         bot_id: str | None = None,
+        expires_at: datetime | None = None,
     ) -> tuple[TokenInfo, str]:
         """Creates a token; returns it and its secret. The secret is not stored."""
         token = new_token()
@@ -49,6 +51,7 @@ class TokenRepository:
             user_id=user_id,
             bot_id=bot_id,
             created_at=utcnow(),
+            expires_at=expires_at,
         )
         async with mongo_errors():
             await self._tokens.insert_one(
@@ -86,6 +89,9 @@ class TokenRepository:
             doc = await self._tokens.find_one({"_id": digest})
         if doc is None:
             return None
+        expires_at = doc.get("expires_at")
+        if expires_at is not None and _aware(expires_at) <= utcnow():
+            return None
         return Principal(
             tenant_id=doc["tenant_id"],
             role=Role(doc["role"]),
@@ -93,6 +99,11 @@ class TokenRepository:
             user_id=doc.get("user_id"),
             bot_id=doc.get("bot_id"),
         )
+
+
+def _aware(moment: datetime) -> datetime:
+    """MongoDB gives datetimes back without a zone; they are UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _info(doc: dict[str, object]) -> TokenInfo:

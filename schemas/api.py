@@ -275,6 +275,8 @@ class TokenCreate(BaseModel):
     name: str = Field(min_length=1, max_length=200)
     role: Role = Role.USER
     user_id: str | None = Field(default=None, pattern=NAME_PATTERN)
+    # Refused after this many seconds (none: until revoked).
+    expires_in_s: int | None = Field(default=None, ge=1, le=10 * 365 * 24 * 3600)
 
 
 class TokenOut(BaseModel):
@@ -286,6 +288,7 @@ class TokenOut(BaseModel):
     role: Role
     user_id: str | None = None
     bot_id: str | None = None
+    expires_at: datetime | None = None
     token: str
 
 
@@ -295,6 +298,7 @@ class BotTokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(default="agent", min_length=1, max_length=200)
+    expires_in_s: int | None = Field(default=None, ge=1, le=10 * 365 * 24 * 3600)
 
 
 class TokenList(BaseModel):

@@ -95,6 +95,8 @@ class TokenInfo(BaseModel):
     user_id: str | None = None
     bot_id: str | None = None
     created_at: datetime
+    # After this moment the token is refused (none: it lasts until revoked).
+    expires_at: datetime | None = None
 
 
 class AuditEntry(BaseModel):

@@ -4,13 +4,15 @@ reads the caller's audiences afresh, and the answer cache is keyed by them)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from core.errors import InvalidRequest, NotFound
 from core.governance import valid_name
 from infra.audiences import AudienceRepository
 from infra.bots import BotRepository
 from infra.tokens import TokenRepository
 from infra.users import UserRepository
-from schemas.domain import Audience, Principal, Role, TokenInfo, User
+from schemas.domain import Audience, Principal, Role, TokenInfo, User, utcnow
 
 
 class TokenService:
@@ -22,23 +24,35 @@ class TokenService:
         self._bots = bots
 
     async def issue(
-        self, tenant_id: str, name: str, role: Role, user_id: str | None = None
+        self,
+        tenant_id: str,
+        name: str,
+        role: Role,
+        user_id: str | None = None,
+        expires_in_s: int | None = None,
     ) -> tuple[TokenInfo, str]:
-        """A new token and its secret (shown once); a token naming a user registers them."""
+        """A new token and its secret (shown once); a token naming a user registers them;
+        with `expires_in_s` it is refused after that long."""
         if role is Role.BOT:
             raise InvalidRequest("a bot's tokens are issued at /api/v1/bots/{bot_id}/tokens")
         if role is Role.USER and user_id is None:
             raise InvalidRequest("a user token needs a user_id")
         if user_id is not None:
             await self._users.register(tenant_id, user_id)
-        return await self._tokens.issue(tenant_id, role, name, user_id)
+        expires_at = None if expires_in_s is None else utcnow() + timedelta(seconds=expires_in_s)
+        return await self._tokens.issue(tenant_id, role, name, user_id, expires_at=expires_at)
 
-    async def issue_for_bot(self, tenant_id: str, bot_id: str, name: str) -> tuple[TokenInfo, str]:
+    async def issue_for_bot(
+        self, tenant_id: str, bot_id: str, name: str, expires_in_s: int | None = None
+    ) -> tuple[TokenInfo, str]:
         """A token an agent uses as the bot (MCP): the bot's KBs and settings, nothing else."""
         bot = await self._bots.find(bot_id)
         if bot is None or bot.tenant_id != tenant_id:
             raise NotFound("bot", bot_id)
-        return await self._tokens.issue(tenant_id, Role.BOT, name, bot_id=bot_id)
+        expires_at = None if expires_in_s is None else utcnow() + timedelta(seconds=expires_in_s)
+        return await self._tokens.issue(
+            tenant_id, Role.BOT, name, bot_id=bot_id, expires_at=expires_at
+        )
 
     async def list_all(self, tenant_id: str, bot_id: str | None = None) -> list[TokenInfo]:
         """The tenant's tokens (a bot's, if given), without secrets."""

@@ -49,13 +49,16 @@ async def create_bot_token(
 ) -> TokenOut:
     """Issues a token an agent uses as this bot on the MCP endpoint: the bot's attached,
     active KBs and its knowledge settings, nothing else. The secret is shown only here."""
-    info, token = await tokens.issue_for_bot(principal.tenant_id, bot_id, body.name)
+    info, token = await tokens.issue_for_bot(
+        principal.tenant_id, bot_id, body.name, body.expires_in_s
+    )
     return TokenOut(
         id=info.id,
         name=info.name,
         tenant_id=info.tenant_id,
         role=info.role,
         bot_id=info.bot_id,
+        expires_at=info.expires_at,
         token=token,
     )
 

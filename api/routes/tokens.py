@@ -14,13 +14,16 @@ router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"])
 async def create_token(body: TokenCreate, principal: AdminPrincipal, tokens: Tokens) -> TokenOut:
     """Issues a token for the caller's tenant (a `user` token names its `user_id`); the secret
     is shown only in this answer."""
-    info, token = await tokens.issue(principal.tenant_id, body.name, body.role, body.user_id)
+    info, token = await tokens.issue(
+        principal.tenant_id, body.name, body.role, body.user_id, body.expires_in_s
+    )
     return TokenOut(
         id=info.id,
         name=info.name,
         tenant_id=info.tenant_id,
         role=info.role,
         user_id=info.user_id,
+        expires_at=info.expires_at,
         token=token,
     )
 

@@ -218,6 +218,18 @@ async def test_bad_governance_input_is_refused_with_its_reason(api: Api) -> None
         "/api/v1/tokens", json={"name": "n", "role": "user"}, headers=api.auth
     )
     assert no_user.status_code == 422
+    # A token that expires is refused once it has.
+    short = await api.http.post(
+        "/api/v1/tokens",
+        json={"name": "short", "role": "admin", "expires_in_s": 1},
+        headers=api.auth,
+    )
+    assert short.status_code == 201, short.text
+    assert short.json()["expires_at"] is not None
+    short_auth = {"Authorization": f"Bearer {short.json()['token']}"}
+    assert (await api.http.get("/api/v1/knowledge-bases", headers=short_auth)).status_code == 200
+    await asyncio.sleep(1.2)
+    assert (await api.http.get("/api/v1/knowledge-bases", headers=short_auth)).status_code == 401
 
 
 async def test_another_tenants_items_are_never_seen(api: Api) -> None:

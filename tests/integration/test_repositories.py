@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from schemas.domain import (
     KbStatus,
     ParseStatus,
     Role,
+    utcnow,
 )
 from tests.conftest import MongoCommands, settings_for
 from tests.factories import make_document
@@ -251,3 +253,16 @@ async def test_tokens_resolve_to_their_tenant_and_role(db: Database) -> None:
     assert await tokens.revoke("acme", token_id)
     assert await tokens.resolve(token) is None
     assert not await tokens.revoke("acme", token_id)
+
+
+async def test_an_expired_token_stands_for_nobody(db: Database) -> None:
+    tokens = TokenRepository(db, bootstrap_token="", bootstrap_tenant="default")
+    now = utcnow()
+    _, expired = await tokens.issue(
+        "acme", Role.ADMIN, "old", expires_at=now - timedelta(seconds=1)
+    )
+    _, valid = await tokens.issue("acme", Role.ADMIN, "new", expires_at=now + timedelta(hours=1))
+    assert await tokens.resolve(expired) is None
+    principal = await tokens.resolve(valid)
+    assert principal is not None
+    assert principal.tenant_id == "acme"
