@@ -60,3 +60,30 @@ async def test_changes_are_audited_with_their_outcome(api: Api) -> None:
     await client.close()
     theirs = await api.http.get("/api/v1/audit", headers={"Authorization": f"Bearer {outsider}"})
     assert theirs.json()["items"] == []
+
+
+async def test_no_secret_reaches_a_log(api: Api) -> None:
+    run = unique("secrets")
+    issued = await api.http.post(
+        "/api/v1/tokens",
+        json={"name": run, "role": "user", "user_id": f"sam-{run}"},
+        headers=api.auth,
+    )
+    user_token = issued.json()["token"]
+    user_auth = {"Authorization": f"Bearer {user_token}"}
+    kb = await api.create_kb(f"Secrets {run}")
+    text = await api.http.post(
+        f"/api/v1/knowledge-bases/{kb['id']}/documents/text",
+        json={"title": "Note", "content": f"The {run} note."},
+        headers=user_auth,
+    )
+    assert (await api.wait_final(kb["id"], text.json()["id"]))["parse_status"] == "indexed"
+    await api.http.post("/api/v1/knowledge/search", json={"query": run}, headers=user_auth)
+    await api.http.get("/api/v1/knowledge-bases", headers={"Authorization": "Bearer rl_wrong"})
+    await api.internal_search({"tenant_id": "default", "kb_ids": [kb["id"]], "query": run})
+    logs = [process.log_path for process in api.running.pipeline.processes]
+    assert logs
+    for path in logs:
+        text_of_log = path.read_text(errors="replace")
+        for secret in (api.token, api.running.internal_secret, user_token):
+            assert secret not in text_of_log, f"a secret is in {path.name}"
