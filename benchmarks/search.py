@@ -16,14 +16,25 @@ The last line printed is one JSON object: `p95_ms_uncached_c1`, `p95_ms_cached_c
 (`store_disk_mb`). The load generator is a lean asyncio HTTP/1.1 client in this process, on
 the same two cores as the server.
 
+The bot benchmark's chunks are readable by `["role:admin", "tenant"]`, so the bot (which reads
+`tenant`) and admins see all of them.
+
 `--user-form` measures people's permission-filtered search instead, on a store of its own
-(100,000 chunks in 10 KBs) where the user `u-bench` may read 10% of the chunks: 5% name them
-(`user:u-bench`), 5% an audience they belong to (`audience:bench-crew`); the other 90% are
-private items of 50 other users. Side by side in one run, uncached, concurrency 1: the user's
-search (`POST /api/v1/knowledge/search`, dense and hybrid, top 10) and the unfiltered search
-(the tenant form over the same KBs, as an admin, which reads everything). And the recall@10 of
-the filtered dense query against an exact filtered brute-force search over the same vectors
-(`recall_at_10_user_filtered`), measured in-process on the store before the API starts.
+(100,000 chunks in 10 KBs) where the user `u-bench` may read exactly 10% of the chunks: chunk
+n has readers `["role:admin", "user:u-bench"]` when n % 20 == 0 (5%), `["role:admin",
+"audience:bench-crew"]` (an audience whose only member is u-bench) when n % 20 == 10 (5%), and
+otherwise `["role:admin", "user:owner-<n % 50>"]`, private to one of 50 other users (90%). No
+chunk is readable by `tenant`. The user's token and audience are made in-process before the
+API starts. Side by side in one run, uncached, concurrency 1, in alternating rounds of fresh
+queries (150 each): the user's search (`POST /api/v1/knowledge/search`, dense and hybrid, top
+10) and the unfiltered search (the tenant form over the same KBs, as an admin, which reads
+everything: a bot reading `tenant` would find nothing here). Every passage the user gets must
+be readable by them, or the run fails. And the recall@10 of the filtered dense query against
+an exact filtered brute-force search over the same vectors (numpy, over the chunks u-bench may
+read), for 200 queries, measured in-process on the store before the API starts. New keys:
+`p50_ms_user_dense_c1`, `p95_ms_user_dense_c1`, `p95_ms_user_hybrid_c1`,
+`p95_ms_unfiltered_dense_c1`, `p95_ms_unfiltered_hybrid_c1`, ...,
+`recall_at_10_user_filtered` and `user_readable_share` (counted from what was written).
 """
 
 from __future__ import annotations
@@ -68,7 +79,8 @@ LEVELS = (1, 8, 32)
 USER, AUDIENCE, OWNERS = "u-bench", "bench-crew", 50
 USER_PRINCIPALS = ("tenant", f"user:{USER}", f"audience:{AUDIENCE}")
 USER_PRINCIPALS_SET = frozenset(USER_PRINCIPALS)
-USER_TOKEN = "bench-user-token"  # noqa: S105 - a benchmark's own token
+# How many queries the filtered recall@10 is measured with.
+RECALL_QUERIES = 200
 
 
 def everyone(_: int) -> list[str]:
@@ -101,10 +113,10 @@ async def fill_store(
     corpus: dict[str, str],
     readers_of: Callable[[int], list[str]] = everyone,
     recall_queries: list[str] | None = None,
-) -> tuple[list[str], float | None]:
+) -> tuple[list[str], Written, float | None]:
     """Creates the KBs and writes `total` chunks across them (the API is not running yet: this
-    process owns the store), then builds the HNSW index; returns the KB ids, and with
-    `recall_queries` the filtered search's recall@10 for the bench user."""
+    process owns the store), then builds the HNSW index; returns the KB ids, what was written,
+    and with `recall_queries` the filtered search's recall@10 for the bench user."""
     async with AsyncExitStack() as stack:
         system = System(settings, stack)
         await ensure_indexes(system.db)
@@ -120,7 +132,7 @@ async def fill_store(
         recall = None
         if recall_queries:
             recall = await filtered_recall(store, embedder, kb_ids, written, recall_queries)
-    return kb_ids, recall
+    return kb_ids, written, recall
 
 
 async def filtered_recall(
@@ -132,9 +144,7 @@ async def filtered_recall(
 ) -> float:
     """Mean recall@10 of the store's filtered dense query against an exact brute-force search
     over the chunks the bench user may read."""
-    readable = np.array(
-        [not USER_PRINCIPALS_SET.isdisjoint(readers) for readers in written.readers]
-    )
+    readable = written.readable()
     candidates = np.flatnonzero(readable)
     scope = SearchScope("default", tuple(kb_ids), USER_PRINCIPALS)
     recalls = []
@@ -158,6 +168,11 @@ class Written:
     point_ids: list[str]
     vectors: NDArray[np.float32]
     readers: list[list[str]]
+    document_ids: list[str]
+
+    def readable(self) -> NDArray[np.bool_]:
+        """Which chunks the bench user may read."""
+        return np.array([not USER_PRINCIPALS_SET.isdisjoint(r) for r in self.readers])
 
 
 async def write_chunks(
@@ -181,7 +196,7 @@ async def write_chunks(
     rng = np.random.default_rng(7)
     started = time.time()
     batch: list[ChunkPoint] = []
-    written = Written([], np.zeros((total, vectors.shape[1]), dtype=np.float32), [])
+    written = Written([], np.zeros((total, vectors.shape[1]), dtype=np.float32), [], [])
     for n in range(total):
         base = n % len(texts)
         document_id = f"doc_bench{n // len(texts):03d}{base:05d}"
@@ -189,6 +204,7 @@ async def write_chunks(
         written.vectors[n] = noisy / np.linalg.norm(noisy)
         written.point_ids.append(chunk_point_id(document_id, 0))
         written.readers.append(readers_of(n))
+        written.document_ids.append(document_id)
         batch.append(
             ChunkPoint(
                 point_id=written.point_ids[-1],
@@ -302,10 +318,12 @@ async def load(
     queries: list[str],
     concurrency: int,
     breakdown: list[dict[str, Any]] | None = None,
+    answers: list[dict[str, Any]] | None = None,
 ) -> tuple[list[float], float]:
     """Sends the queries with `concurrency` connections; returns latencies (ms) and rps.
 
-    With `breakdown`, collects the answers' own timings (their `metrics` blocks).
+    With `breakdown`, collects the answers' own timings (their `metrics` blocks); with
+    `answers`, the whole answers.
     """
     pending = list(enumerate(queries))
     latencies: list[float] = []
@@ -321,6 +339,8 @@ async def load(
                 raise RuntimeError(f"search answered {status}: {payload[:200]!r}")
             if breakdown is not None:
                 breakdown.append(json.loads(payload)["metrics"])
+            if answers is not None:
+                answers.append(json.loads(payload))
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -421,7 +441,7 @@ def measure_size(chunks: int, data: dict[str, Any], questions: list[str]) -> dic
             }
             # The settings the API will read, so the store is filled where it looks.
             os.environ.update(env)
-            kb_ids, _ = asyncio.run(fill_store(Settings(), chunks, data["corpus"]))
+            kb_ids, _, _ = asyncio.run(fill_store(Settings(), chunks, data["corpus"]))
             port = free_port()
             pipeline = Pipeline(work / "run", env, api_port=port)
             try:
@@ -466,10 +486,11 @@ async def add_bench_user(settings: Settings) -> str:
 
 
 async def measure_user_form(
-    port: int, token: str, kb_ids: list[str], questions: list[str]
+    port: int, token: str, kb_ids: list[str], questions: list[str], readable: frozenset[str]
 ) -> dict[str, Any]:
     """Uncached searches at concurrency 1: the user's (dense, hybrid) beside the unfiltered
-    tenant form's over the same KBs."""
+    tenant form's over the same KBs. The user's answers must hold only documents in `readable`
+    (the benchmark's documents are titled by their ids); short answers are counted."""
     user = {"Authorization": f"Bearer {token}"}
     forms = {
         "user_dense": Form(
@@ -490,12 +511,31 @@ async def measure_user_form(
         ),
     }
     fresh = iter(questions)
-    figures = {}
-    for name, form in forms.items():
-        # Warm-up on queries of its own, then 150 queries never asked before.
+    for form in forms.values():  # warm-up, on queries of its own
         await load(port, form, [next(fresh) for _ in range(5)], 1)
-        latencies, rps = await load(port, form, [next(fresh) for _ in range(150)], 1)
-        figures[f"{name}_c1"] = (latencies, rps)
+    # Alternating rounds of 5 queries never asked before, 150 per form: drift hits all alike.
+    timings: dict[str, list[float]] = {name: [] for name in forms}
+    spent: dict[str, float] = dict.fromkeys(forms, 0.0)
+    answers: dict[str, list[dict[str, Any]]] = {name: [] for name in forms}
+    for _ in range(30):
+        for name, form in forms.items():
+            batch = [next(fresh) for _ in range(5)]
+            latencies, rps = await load(port, form, batch, 1, None, answers[name])
+            timings[name] += latencies
+            spent[name] += len(batch) / rps
+    for name in forms:
+        # A person's answer lists `results`; the internal one, `hits`.
+        passages = [answer.get("results", answer.get("hits", [])) for answer in answers[name]]
+        results = [r for found in passages for r in found]
+        short = sum(len(found) < 10 for found in passages)
+        leaked = sum(r["document_title"] not in readable for r in results)
+        print(f"{name}: {len(results)} passages, {short} short answers, {leaked} unreadable")
+        if name.startswith("user") and (leaked or not results):
+            raise RuntimeError(f"{name}: {leaked} unreadable of {len(results)} passages")
+    figures = {
+        f"{name}_c1": (latencies, len(latencies) / spent[name])
+        for name, latencies in timings.items()
+    }
     return summarise(figures)
 
 
@@ -511,9 +551,14 @@ def measure_user_size(chunks: int, data: dict[str, Any], questions: list[str]) -
             }
             os.environ.update(env)
             settings = Settings()
-            kb_ids, recall = asyncio.run(
-                fill_store(settings, chunks, data["corpus"], one_in_ten, questions[-60:])
+            recall_queries = questions[-RECALL_QUERIES:]
+            kb_ids, written, recall = asyncio.run(
+                fill_store(settings, chunks, data["corpus"], one_in_ten, recall_queries)
             )
+            mask = written.readable()
+            share = float(mask.mean())
+            readable = frozenset(d for d, ok in zip(written.document_ids, mask, strict=True) if ok)
+            del written, mask  # the vectors are no longer needed
             token = asyncio.run(add_bench_user(settings))
             port = free_port()
             pipeline = Pipeline(work / "run", env, api_port=port)
@@ -523,11 +568,11 @@ def measure_user_size(chunks: int, data: dict[str, Any], questions: list[str]) -
                     f"store: {chunks} chunks in {KBS} KBs; the user may read one in ten; "
                     "top 10, uncached, concurrency 1"
                 )
-                result = asyncio.run(measure_user_form(port, token, kb_ids, questions))
+                result = asyncio.run(measure_user_form(port, token, kb_ids, questions, readable))
             finally:
                 pipeline.stop()
     result["recall_at_10_user_filtered"] = round(recall or 0.0, 4)
-    result["user_readable_share"] = 0.1
+    result["user_readable_share"] = round(share, 4)
     return result
 
 
