@@ -58,8 +58,11 @@ _EDGE_INDEX = {
 class EdgeVectorStore:
     """A `VectorStore` on an embedded Qdrant shard in a local directory."""
 
-    def __init__(self, path: Path, dimensions: int, optimize_idle_s: float = 5.0) -> None:
+    def __init__(
+        self, path: Path, dimensions: int, optimize_idle_s: float = 5.0, search_ef: int = 256
+    ) -> None:
         self._path = path
+        self._dense_params = qe.SearchParams(hnsw_ef=search_ef)
         self._dimensions = dimensions
         self._optimize_idle_s = optimize_idle_s
         self._shard: qe.EdgeShard | None = None
@@ -209,6 +212,7 @@ class EdgeVectorStore:
                 limit=query.limit,
                 query=_dense_query(query.dense),
                 filter=edge_filter(query.scope.filter()),
+                params=self._dense_params,
                 score_threshold=query.score_threshold,
                 with_payload=True,
             )
@@ -228,7 +232,11 @@ class EdgeVectorStore:
         if not scope.kb_ids:
             return Rankings([], [])
         selector = edge_filter(scope.filter())
-        requests = [qe.QueryRequest(limit=depth, query=_dense_query(dense), filter=selector)]
+        requests = [
+            qe.QueryRequest(
+                limit=depth, query=_dense_query(dense), filter=selector, params=self._dense_params
+            )
+        ]
         sparse_query = _sparse_query(sparse)
         if sparse_query is not None:
             requests.append(qe.QueryRequest(limit=depth, query=sparse_query, filter=selector))

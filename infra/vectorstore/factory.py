@@ -16,6 +16,7 @@ async def open_vector_store(settings: Settings) -> VectorStore:
             settings.vector_store_path,
             settings.embedding.dimensions,
             optimize_idle_s=settings.qdrant.optimize_idle_s,
+            search_ef=settings.qdrant.search_ef,
         )
     else:
         from qdrant_client import AsyncQdrantClient
@@ -26,6 +27,11 @@ async def open_vector_store(settings: Settings) -> VectorStore:
         client = AsyncQdrantClient(
             url=settings.qdrant.url, api_key=api_key, timeout=int(settings.qdrant.timeout_s)
         )
-        store = QdrantServerStore(client, settings.qdrant.collection, settings.embedding.dimensions)
+        store = QdrantServerStore(
+            client,
+            settings.qdrant.collection,
+            settings.embedding.dimensions,
+            search_ef=settings.qdrant.search_ef,
+        )
     await store.ensure_collection()
     return store

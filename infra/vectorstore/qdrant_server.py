@@ -60,8 +60,11 @@ async def _qdrant_errors() -> AsyncIterator[None]:
 class QdrantServerStore:
     """A `VectorStore` on one collection of a Qdrant server."""
 
-    def __init__(self, client: AsyncQdrantClient, collection: str, dimensions: int) -> None:
+    def __init__(
+        self, client: AsyncQdrantClient, collection: str, dimensions: int, search_ef: int = 256
+    ) -> None:
         self._client = client
+        self._dense_params = qm.SearchParams(hnsw_ef=search_ef)
         self._collection = collection
         self._dimensions = dimensions
 
@@ -200,6 +203,7 @@ class QdrantServerStore:
                     query=query.dense.tolist(),
                     using=DENSE_VECTOR,
                     query_filter=qdrant_filter(query.scope.filter()),
+                    search_params=self._dense_params,
                     limit=query.limit,
                     score_threshold=query.score_threshold,
                     with_payload=True,
@@ -220,7 +224,13 @@ class QdrantServerStore:
             return Rankings([], [])
         selector = qdrant_filter(scope.filter())
         requests = [
-            qm.QueryRequest(query=dense.tolist(), using=DENSE_VECTOR, filter=selector, limit=depth)
+            qm.QueryRequest(
+                query=dense.tolist(),
+                using=DENSE_VECTOR,
+                filter=selector,
+                params=self._dense_params,
+                limit=depth,
+            )
         ]
         sparse_vector = _sparse_vector(sparse)
         if sparse_vector is not None:
