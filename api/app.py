@@ -19,6 +19,7 @@ from api.audit import AuditMiddleware
 from api.mcp import KnowledgeMcp
 from api.routes import (
     audit,
+    dead_letters,
     documents,
     evaluations,
     health,
@@ -118,6 +119,7 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
         people,
         knowledge,
         audit,
+        dead_letters,
     ):
         app.include_router(module.router)
     # Last, so every API route matches first: the MCP app answers `/mcp`.

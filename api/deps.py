@@ -17,6 +17,7 @@ from infra.audit import AuditRepository
 from schemas.domain import Principal, Role
 from services.agent_tools import AgentTools
 from services.bots import BotService
+from services.dead_letters import DeadLetters
 from services.documents import DocumentQueries
 from services.evaluation import Evaluations
 from services.governance import ItemGovernance, ItemPolicy
@@ -58,6 +59,7 @@ Search = Annotated[SearchService, Depends(_service("search"))]
 EvaluationsDep = Annotated[Evaluations, Depends(_service("evaluations"))]
 Tokens = Annotated[TokenService, Depends(_service("tokens"))]
 Audit = Annotated[AuditRepository, Depends(_service("audit"))]
+DeadLettersDep = Annotated[DeadLetters, Depends(_service("dead_letters"))]
 People = Annotated[PeopleService, Depends(_service("people"))]
 Policy = Annotated[ItemPolicy, Depends(_service("policy"))]
 GovernanceDep = Annotated[ItemGovernance, Depends(_service("governance"))]

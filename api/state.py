@@ -11,6 +11,7 @@ from infra.audit import AuditRepository
 from infra.settings import Settings
 from services.agent_tools import AgentTools
 from services.bots import BotService
+from services.dead_letters import DeadLetters
 from services.documents import DocumentQueries
 from services.evaluation import Evaluations
 from services.governance import ItemGovernance, ItemPolicy
@@ -37,6 +38,7 @@ class ApiServices:
     wiki: WikiService
     agent_tools: AgentTools
     audit: AuditRepository
+    dead_letters: DeadLetters
     knowledge_bases: KnowledgeBaseService
     documents: DocumentQueries
     intake: Intake

@@ -44,6 +44,8 @@ STAGE_MODULES: dict[str, str] = {
     "chunk": "workers.chunk",
     "embed": "workers.embed",
     "index": "workers.index",
+    # Not a stage: sends the outbox to Kafka and re-drives stuck documents.
+    "relay": "workers.relay",
 }
 
 
@@ -258,13 +260,25 @@ class LocalServices:
         """One of the servers by name (kafka, mongodb, redis)."""
         return next(p for p in self.processes if p.name == name)
 
-    def restart(self, name: str) -> None:
-        """Starts a stopped server again (tests of outages)."""
+    def port(self, name: str) -> int:
+        """The port of a server by name."""
+        ports = {"kafka": self.kafka_port, "mongodb": self.mongo_port, "redis": self.redis_port}
+        return ports[name]
+
+    def stop_server(self, name: str) -> None:
+        """Stops one server (tests of outages)."""
+        self.process(name).stop()
+
+    def start_server(self, name: str) -> None:
+        """Starts a stopped server again and waits until it accepts connections."""
         proc = self.process(name)
-        port = {"kafka": self.kafka_port, "mongodb": self.mongo_port, "redis": self.redis_port}
-        proc.stop()
         proc.start()
-        _wait_for("ready", lambda: port_open(port[name]), 30.0, proc)
+        _wait_for("ready", lambda: port_open(self.port(name)), 30.0, proc)
+
+    def restart(self, name: str) -> None:
+        """Stops a server and starts it again (tests of outages)."""
+        self.stop_server(name)
+        self.start_server(name)
 
     def env(self) -> dict[str, str]:
         """Settings (as environment variables) pointing Ragline at these servers."""
@@ -308,7 +322,7 @@ class Pipeline:
                     "RAGLINE_EMBEDDING__PARALLELISM": "1",
                 },
             )
-            stages = ["records", "extract", "chunk"] + ["embed"] * self.embed_workers
+            stages = ["relay", "records", "extract", "chunk"] + ["embed"] * self.embed_workers
             if self.env.get("RAGLINE_QDRANT__URL"):
                 stages.append("index")
             if not workers:
@@ -341,7 +355,7 @@ class Pipeline:
     def wait_settled(self, partitions: int, timeout: float = 60.0) -> None:
         """Waits until every stage's consumer group has all input partitions assigned."""
         deadline = time.monotonic() + timeout
-        stages = {p.name.rsplit("-", 1)[0] for p in self.processes if p.name != "api"}
+        stages = {p.name.rsplit("-", 1)[0] for p in self.processes if p.name != "api"} - {"relay"}
         if not self.env.get("RAGLINE_QDRANT__URL"):
             stages.add("index")
         while time.monotonic() < deadline:

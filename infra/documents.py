@@ -11,10 +11,10 @@ import base64
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from pymongo import DESCENDING, ReturnDocument
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
 
 from core.errors import InvalidRequest, NotFound
 from core.governance import Governance
@@ -188,6 +188,37 @@ class DocumentRepository:
                 {"parse_status": {"$in": list(IN_PROGRESS)}, "updated_at": {"$lt": stalled_before}}
             )
 
+    async def in_progress(self, updated_before: datetime, limit: int) -> list[Document]:
+        """Documents in progress, in any KB, that have not moved since `updated_before`
+        (longest unmoved first)."""
+        async with mongo_errors():
+            cursor = (
+                self._docs.find(
+                    {
+                        "parse_status": {"$in": list(IN_PROGRESS)},
+                        "updated_at": {"$lt": updated_before},
+                    }
+                )
+                .sort("updated_at", ASCENDING)
+                .limit(limit)
+            )
+            return [to_document(doc) async for doc in cursor]
+
+    async def last_progress(self) -> datetime | None:
+        """When a document in progress last moved (None: nothing in progress)."""
+        async with mongo_errors():
+            cursor = (
+                self._docs.find({"parse_status": {"$in": list(IN_PROGRESS)}}, {"updated_at": 1})
+                .sort("updated_at", DESCENDING)
+                .limit(1)
+            )
+            found = [doc async for doc in cursor]
+        return found[0]["updated_at"].replace(tzinfo=UTC) if found else None
+
+    async def touch(self, document_id: str, generation: int) -> None:
+        """Notes that a stage is still working on the document (so it is not stalled)."""
+        await self._update_current(document_id, generation, {"$set": {"updated_at": utcnow()}})
+
     async def find_identical(self, kb_id: str, sha256: str) -> Document | None:
         """The newest document of the KB with exactly these bytes (not one being deleted)."""
         async with mongo_errors():
@@ -220,38 +251,6 @@ class DocumentRepository:
                 if known is None or known.version < document.version:
                     latest[document.source_key] = document
         return latest
-
-    async def restart(self, tenant_id: str, kb_id: str, document_id: str) -> Document:
-        """Starts a new run of the pipeline on the document (a new generation, queued).
-
-        What is indexed stays searchable until the new run replaces it.
-        """
-        now = utcnow()
-        async with mongo_errors():
-            doc = await self._docs.find_one_and_update(
-                {
-                    "_id": document_id,
-                    "tenant_id": tenant_id,
-                    "kb_id": kb_id,
-                    "parse_status": {"$ne": ParseStatus.DELETING.value},
-                },
-                {
-                    "$set": {
-                        "parse_status": ParseStatus.QUEUED.value,
-                        "parse_error": None,
-                        "chunk_count": None,
-                        "attempts": {},
-                        "stage_started_at": {ParseStatus.QUEUED.value: now},
-                        "updated_at": now,
-                    },
-                    "$inc": {"generation": 1},
-                    "$unset": dict.fromkeys(RUN_FIELDS, ""),
-                },
-                return_document=ReturnDocument.AFTER,
-            )
-        if doc is None:
-            raise NotFound("document", document_id)
-        return to_document(doc)
 
     async def set_title(self, document_id: str, generation: int, title: str) -> None:
         """Replaces a title that was only the file name with one found in the file."""

@@ -15,12 +15,31 @@ from faststream.kafka import KafkaBroker
 from core.errors import ServiceUnavailable
 from infra.settings import KafkaSettings
 from schemas.events import DeadLetter, Event, Publish, Send
-from schemas.topics import dead_letter_topic, topic_of
+from schemas.topics import ALL_TOPICS, BROKER_MARKER, dead_letter_topic, topic_of
 
 log = logging.getLogger(__name__)
 
 
-async def ensure_topics(settings: KafkaSettings, topics: Iterable[str]) -> None:
+async def broker_is_new(settings: KafkaSettings) -> bool:
+    """True (once) when the broker lacks the marker topic: it is new, or it lost its topics
+    and messages in a restart. The pipeline's topics are (re)created then, and the marker."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
+    try:
+        await admin.start()
+        if BROKER_MARKER in set(await admin.list_topics()):
+            return False
+    except KafkaError as exc:
+        raise ServiceUnavailable("kafka", str(exc)) from exc
+    finally:
+        await admin.close()
+    await ensure_topics(settings, ALL_TOPICS)
+    await ensure_topics(settings, [BROKER_MARKER], partitions=1)
+    return True
+
+
+async def ensure_topics(
+    settings: KafkaSettings, topics: Iterable[str], partitions: int | None = None
+) -> None:
     """Creates missing topics with the configured partition count.
 
     Auto-created topics may get a single partition, which would stop consumers of one group
@@ -38,7 +57,7 @@ async def ensure_topics(settings: KafkaSettings, topics: Iterable[str]) -> None:
                     [
                         NewTopic(
                             name,
-                            num_partitions=settings.partitions,
+                            num_partitions=partitions or settings.partitions,
                             replication_factor=settings.replication_factor,
                             topic_configs={"max.message.bytes": str(settings.max_message_bytes)},
                         )

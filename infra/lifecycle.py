@@ -1,7 +1,9 @@
-"""Changes that span a document, its knowledge base's counts and its version line.
+"""Changes that span a document, its knowledge base's counts, its version line and the events
+that start its pipeline.
 
-Each is one MongoDB transaction, so a crash or a replayed event can never leave a KB's document
-and chunk counts off by one, or two versions of one source both marked live. Within a
+Each is one MongoDB transaction (the events go to the outbox, `infra.outbox`, in it), so a
+crash or a replayed event can never leave a KB's document and chunk counts off by one, two
+versions of one source both marked live, or an accepted document without its event. Within a
 transaction a write and then a read of the same record are atomic, so no find-and-modify is
 needed (see `infra.mongo`).
 """
@@ -12,9 +14,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pymongo import AsyncMongoClient
+from pymongo import AsyncMongoClient, ReturnDocument
 from pymongo.asynchronous.client_session import AsyncClientSession
 
+from core.errors import NotFound
+from infra.documents import RUN_FIELDS, to_document
 from infra.mongo import (
     DOCUMENTS,
     KNOWLEDGE_BASES,
@@ -23,7 +27,9 @@ from infra.mongo import (
     MongoDoc,
     mongo_errors,
 )
+from infra.outbox import Outbox, Pending
 from schemas.domain import Document, ParseStatus, utcnow
+from schemas.events import DocumentUploaded
 
 T = TypeVar("T")
 # The revision each KB a change touched now has: told to `services.freshness` by the caller, so
@@ -45,6 +51,15 @@ class Finished:
 
 
 @dataclass
+class Started:
+    """Events queued for new documents (to send at once; the relay sends what is left), and
+    the KB revisions the change set."""
+
+    events: list[Pending]
+    revisions: KbRevisions
+
+
+@dataclass
 class Removed:
     """A document whose record is gone, and its KB's new revision."""
 
@@ -62,8 +77,9 @@ class Superseded:
 class DocumentLifecycle:
     """Creates, finishes and removes documents, keeping KB counts and versions consistent."""
 
-    def __init__(self, client: AsyncMongoClient[MongoDoc], db: Database) -> None:
+    def __init__(self, client: AsyncMongoClient[MongoDoc], db: Database, outbox: Outbox) -> None:
         self._client = client
+        self._outbox = outbox
         self._docs = db[DOCUMENTS]
         self._kbs = db[KNOWLEDGE_BASES]
         self._sources = db[SOURCES]
@@ -86,35 +102,76 @@ class DocumentLifecycle:
         version, _ = await self._transaction(work)
         return version
 
-    async def create(self, document: Document) -> KbRevisions:
-        """Stores a new document and counts it in its KB."""
-        record = document.model_dump(exclude={"id", "chunks_embedded"})
-        record["_id"] = document.id
-
-        async def work(session: AsyncClientSession, revisions: KbRevisions) -> None:
-            await self._docs.insert_one(record, session=session)
-            await self._count(session, revisions, document.kb_id, documents=1, chunks=0)
-
-        _, revisions = await self._transaction(work)
-        return revisions
-
-    async def create_many(self, documents: Sequence[Document]) -> KbRevisions:
-        """Stores new documents of one KB together and counts them."""
+    async def create(self, documents: Sequence[Document]) -> Started:
+        """Stores new documents of one KB, counts them and queues their pipeline events."""
         if not documents:
-            return {}
+            return Started([], {})
         records = []
         for document in documents:
             record = document.model_dump(exclude={"id", "chunks_embedded"})
             record["_id"] = document.id
             records.append(record)
         kb_id = documents[0].kb_id
+        events = [Pending.of(DocumentUploaded.of(document)) for document in documents]
 
         async def work(session: AsyncClientSession, revisions: KbRevisions) -> None:
             await self._docs.insert_many(records, session=session)
             await self._count(session, revisions, kb_id, documents=len(records), chunks=0)
+            await self._outbox.add(events, session)
 
         _, revisions = await self._transaction(work)
-        return revisions
+        return Started(events, revisions)
+
+    async def restart(
+        self,
+        document_id: str,
+        *,
+        tenant_id: str | None = None,
+        kb_id: str | None = None,
+        redrive: bool = False,
+    ) -> tuple[Document, Pending]:
+        """Starts a new run of the pipeline on a document (a new generation, queued) and
+        queues its event. A `redrive` (the reconciler's) is counted; any other restart clears
+        the count. What is indexed stays searchable until the new run replaces it."""
+        query: dict[str, Any] = {
+            "_id": document_id,
+            "parse_status": {"$ne": ParseStatus.DELETING.value},
+        }
+        if tenant_id is not None:
+            query["tenant_id"] = tenant_id
+        if kb_id is not None:
+            query["kb_id"] = kb_id
+        now = utcnow()
+        update: dict[str, Any] = {
+            "$set": {
+                "parse_status": ParseStatus.QUEUED.value,
+                "parse_error": None,
+                "chunk_count": None,
+                "attempts": {},
+                "stage_started_at": {ParseStatus.QUEUED.value: now},
+                "updated_at": now,
+            },
+            "$inc": {"generation": 1},
+            "$unset": dict.fromkeys(RUN_FIELDS, ""),
+        }
+        if redrive:
+            update["$inc"]["redrives"] = 1
+        else:
+            update["$set"]["redrives"] = 0
+
+        async def work(session: AsyncClientSession, _: KbRevisions) -> tuple[Document, Pending]:
+            raw = await self._docs.find_one_and_update(
+                query, update, return_document=ReturnDocument.AFTER, session=session
+            )
+            if raw is None:
+                raise NotFound("document", document_id)
+            document = _document(raw)
+            event = Pending.of(DocumentUploaded.of(document))
+            await self._outbox.add([event], session)
+            return document, event
+
+        restarted, _ = await self._transaction(work)
+        return restarted
 
     async def live_version(self, kb_id: str, source_key: str) -> int:
         """The version of a source that search shows now (0: none yet)."""
@@ -282,6 +339,4 @@ _FINAL = (ParseStatus.INDEXED, ParseStatus.FAILED, ParseStatus.DELETING)
 
 
 def _document(raw: MongoDoc) -> Document:
-    from infra.documents import to_document
-
     return to_document(raw)

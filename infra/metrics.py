@@ -98,3 +98,27 @@ RETRIEVAL_EVENTS = Counter(
     "rag_chunks_retrieved events: sent, or failed (Kafka unavailable; the search answered).",
     ["result"],
 )
+OUTBOX_DEFERRED = Counter(
+    "ragline_outbox_deferred_total",
+    "Pipeline events not sent when their change was accepted (Kafka unavailable); the relay "
+    "sends them.",
+)
+OUTBOX_RELAYED = Counter(
+    "ragline_outbox_relayed_total",
+    "Pipeline events the relay sent from the outbox.",
+)
+OUTBOX_PENDING = Gauge(
+    "ragline_outbox_pending",
+    "Pipeline events waiting in the outbox, as last seen by the relay.",
+)
+REDRIVES = Counter(
+    "ragline_redrives_total",
+    "Documents the reconciler restarted or failed, by reason (stalled, broker_restart, "
+    "startup) and action (redriven, failed).",
+    ["reason", "action"],
+)
+DEAD_LETTERS = Counter(
+    "ragline_dead_letters_total",
+    "Messages a stage gave up on, by stage.",
+    ["stage"],
+)

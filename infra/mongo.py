@@ -34,6 +34,10 @@ EVALUATIONS = "evaluations"
 AUDIT = "audit_log"
 # LLM-written chunk contexts, by hash of provider, model, prompt version and chunk.
 CONTEXTS = "context_cache"
+# Pipeline events written with their changes, until Kafka acknowledges them (`infra.outbox`).
+OUTBOX = "event_outbox"
+# Messages a stage gave up on, for people to list and re-drive (`infra.dead_letters`).
+DEAD_LETTERS = "dead_letters"
 ORIGINALS_BUCKET = "originals"
 EXTRACTED_BUCKET = "extracted"
 
@@ -109,6 +113,9 @@ async def ensure_indexes(db: Database) -> None:
         await docs.create_index(
             [("tenant_id", ASCENDING), ("kind", ASCENDING), ("topic", ASCENDING)]
         )
+        await db[OUTBOX].create_index([("created_at", ASCENDING)])
+        await db[OUTBOX].create_index([("document_id", ASCENDING)])
+        await db[DEAD_LETTERS].create_index([("tenant_id", ASCENDING), ("at", DESCENDING)])
         await db[EVALUATIONS].create_index(
             [("tenant_id", ASCENDING), ("kb_id", ASCENDING), ("created_at", DESCENDING)]
         )

@@ -31,6 +31,9 @@ class KafkaSettings(BaseModel):
     fetch_max_wait_ms: int = Field(default=100, ge=0)
     max_message_bytes: int = Field(default=2 * 1024 * 1024, ge=64 * 1024)
     group_prefix: str = "ragline"
+    # How long an accepted change waits for Kafka to acknowledge its events before leaving
+    # them to the relay (the request answers either way).
+    send_timeout_s: float = Field(default=3.0, gt=0)
 
 
 class MongoSettings(BaseModel):
@@ -185,6 +188,21 @@ class StageSettings(BaseModel):
         return policy
 
 
+class RelaySettings(BaseModel):
+    """The relay process (`python -m workers.relay`): sends the outbox's events to Kafka and
+    re-drives documents that stopped moving."""
+
+    # How often the outbox is read, and how old an entry must be before the relay sends it
+    # (younger ones are being sent by the process that wrote them).
+    poll_s: float = Field(default=0.5, gt=0)
+    send_after_s: float = Field(default=2.0, ge=0)
+    batch: int = Field(default=200, ge=1, le=5_000)
+    # How often the broker and the documents in progress are checked.
+    reconcile_every_s: float = Field(default=5.0, gt=0)
+    # A stuck document is started again at most this many times, then fails with a reason.
+    max_redrives: int = Field(default=3, ge=0, le=20)
+
+
 class SearchSettings(BaseModel):
     """The search service: caches and candidate pools."""
 
@@ -261,6 +279,7 @@ class Settings(BaseSettings):
     ingest: IngestSettings = IngestSettings()
     stages: StageSettings = StageSettings()
     search: SearchSettings = SearchSettings()
+    relay: RelaySettings = RelaySettings()
     api: ApiSettings = ApiSettings()
 
     @model_validator(mode="after")

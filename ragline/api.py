@@ -78,6 +78,7 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
         wiki=system.wiki,
         agent_tools=system.agent_tools,
         audit=AuditRepository(system.db),
+        dead_letters=system.dead_letters,
         knowledge_bases=system.knowledge_bases,
         documents=system.document_queries,
         intake=system.intake,

@@ -24,6 +24,7 @@ from infra.bots import BotRepository
 from infra.context.base import ContextProvider
 from infra.context.cache import ContextCache
 from infra.context.factory import build_context_provider
+from infra.dead_letters import DeadLetterRepository
 from infra.documents import DocumentRepository
 from infra.embedding.base import Embedder
 from infra.embedding.factory import build_embedder
@@ -33,6 +34,7 @@ from infra.kafka import kafka_publisher, kafka_sender
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database, MongoDoc, connect
+from infra.outbox import EventSender, Outbox
 from infra.search_cache import SearchCache, connect_redis
 from infra.settings import Settings
 from infra.sparse import SparseEncoder
@@ -40,9 +42,10 @@ from infra.tokens import TokenRepository
 from infra.users import UserRepository
 from infra.vectorstore.base import VectorStore
 from infra.vectorstore.factory import open_vector_store
-from schemas.events import Event, Publish
+from schemas.events import Event, Publish, Send
 from services.agent_tools import AgentTools
 from services.bots import BotService
+from services.dead_letters import DeadLetters
 from services.documents import DocumentQueries
 from services.evaluation import Evaluations, Evaluator
 from services.freshness import SearchFreshness
@@ -112,6 +115,35 @@ class System:
             await kafka_publisher(self.broker)(events)
 
         return publish
+
+    @cached_property
+    def send(self) -> Send:
+        """Sends one encoded message through the process's broker (looked up when used)."""
+
+        async def send(topic: str, key: bytes, value: bytes) -> None:
+            await kafka_sender(self.broker)(topic, key, value)
+
+        return send
+
+    @cached_property
+    def outbox(self) -> Outbox:
+        """Pipeline events waiting for Kafka."""
+        return Outbox(self.db)
+
+    @cached_property
+    def events(self) -> EventSender:
+        """Sends outbox entries at once (the relay sends what Kafka refused)."""
+        return EventSender(self.outbox, self.send, self.settings.kafka.send_timeout_s)
+
+    @cached_property
+    def dead_letter_records(self) -> DeadLetterRepository:
+        """Messages stages gave up on."""
+        return DeadLetterRepository(self.db)
+
+    @cached_property
+    def dead_letters(self) -> DeadLetters:
+        """Lists and re-drives dead letters."""
+        return DeadLetters(self.dead_letter_records, self.intake, self.events)
 
     async def open_embedder(self) -> Embedder:
         """Loads the embedding model (once; its dimensions checked against the settings)."""
@@ -198,7 +230,7 @@ class System:
     @cached_property
     def lifecycle(self) -> DocumentLifecycle:
         """Changes spanning a document, its KB's counts and its version line."""
-        return DocumentLifecycle(self.mongo, self.db)
+        return DocumentLifecycle(self.mongo, self.db, self.outbox)
 
     @cached_property
     def embedding_cache(self) -> EmbeddingCache:
@@ -250,7 +282,7 @@ class System:
             self.kbs,
             self.lifecycle,
             self.blobs,
-            self.publish,
+            self.events,
             self.freshness,
             self.policy,
             self.settings.ingest.max_upload_bytes,
@@ -304,11 +336,7 @@ class System:
     @cached_property
     def retrieval_events(self) -> RetrievalEvents:
         """Announces what searches of a session retrieved (through the process's broker)."""
-
-        async def send(topic: str, key: bytes, value: bytes) -> None:
-            await kafka_sender(self.broker)(topic, key, value)
-
-        return RetrievalEvents(send)
+        return RetrievalEvents(self.send)
 
     @cached_property
     def access_guard(self) -> AccessGuard:

@@ -15,6 +15,7 @@ from schemas.domain import (
     PIPELINE_ORDER,
     Audience,
     AuditEntry,
+    DeadLetterEntry,
     Document,
     ItemKind,
     KbStatus,
@@ -418,6 +419,26 @@ class WikiPageList(BaseModel):
     """Body of `GET /api/v1/knowledge/wiki`."""
 
     items: list[WikiPageOut]
+
+
+class DeadLetterPage(BaseModel):
+    """Body of `GET /api/v1/dead-letters`: newest first; pass the last `at` as `before`."""
+
+    items: list[DeadLetterEntry]
+
+
+class RedriveOut(BaseModel):
+    """A dead letter started again: its document's new run (none for a connector record)."""
+
+    id: str
+    stage: str
+    document_id: str | None = None
+
+
+class RedriveAllOut(BaseModel):
+    """Body of `POST /api/v1/dead-letters/redrive`."""
+
+    items: list[RedriveOut]
 
 
 class AuditPage(BaseModel):

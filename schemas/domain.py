@@ -115,6 +115,24 @@ class AuditEntry(BaseModel):
     outcome: str
 
 
+class DeadLetterEntry(BaseModel):
+    """A message a pipeline stage gave up on, and why."""
+
+    id: str
+    stage: str
+    tenant_id: str | None = None
+    kb_id: str | None = None
+    document_id: str | None = None
+    error: str
+    attempts: int
+    # How many times this very message was given up on.
+    count: int = 1
+    at: datetime
+    size_bytes: int
+    # Set once someone re-drove it.
+    redriven_at: datetime | None = None
+
+
 class User(BaseModel):
     """A person of a tenant, known by the id the tenant's identity provider gives them."""
 
@@ -235,6 +253,8 @@ class Document(BaseModel):
     indexed_chunk_count: int = 0
     generation: int = 1
     attempts: dict[str, int] = Field(default_factory=dict)
+    # Runs restarted by the reconciler because the document stopped moving (bounded).
+    redrives: int = 0
     stage_started_at: dict[str, datetime] = Field(default_factory=dict)
     created_at: datetime
     updated_at: datetime

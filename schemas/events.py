@@ -13,7 +13,8 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.governance import GovernanceChange
-from schemas.domain import ChunkRecord, Record, utcnow
+from schemas.domain import ChunkRecord, Document, Record, utcnow
+from schemas.formats import extraction_name
 
 
 class Event(BaseModel):
@@ -43,6 +44,19 @@ class DocumentUploaded(Event):
     storage_key: str
     filename: str
     content_type: str
+
+    @classmethod
+    def of(cls, document: Document) -> DocumentUploaded:
+        """The event that starts the current run of the pipeline on a document."""
+        return cls(
+            tenant_id=document.tenant_id,
+            kb_id=document.kb_id,
+            document_id=document.id,
+            generation=document.generation,
+            storage_key=document.storage_key,
+            filename=extraction_name(document.filename, document.content_type),
+            content_type=document.content_type,
+        )
 
 
 class DocumentExtracted(Event):

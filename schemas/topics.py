@@ -12,6 +12,10 @@ RECORDS_INGEST = "records.ingest.v1"
 # `rag_chunks_retrieved`), after its answer is sent.
 CHUNKS_RETRIEVED = "knowledge.chunks-retrieved.v1"
 
+# Created by the relay only, and never written: a broker without it has lost its topics (the
+# local broker keeps them in memory), so what was in flight must be re-driven.
+BROKER_MARKER = "ragline.broker-marker.v1"
+
 # The stages, in pipeline order, with the topic each consumes.
 STAGE_INPUTS: dict[str, str] = {
     "records": RECORDS_INGEST,

@@ -3,7 +3,9 @@
 Every way a document comes in (an uploaded file, a text, a connector's record) ends here:
 identical content is recognised and not processed twice, a new version of a source (same file
 name or external id) is created next to the old one and replaces it when it is indexed, and
-the pipeline is started by publishing `DocumentUploaded`.
+the pipeline is started by `DocumentUploaded`, written to the outbox with the document (one
+transaction) and sent at once; if Kafka is down, the relay sends it later and the upload is
+still accepted.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from core.errors import Forbidden, RetryableError
+from core.errors import Forbidden
 from core.governance import Governance, Reader
 from core.rules import ensure_changeable
 from infra.blob_store import BlobStore, OriginalUpload, StoredUpload
 from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
+from infra.outbox import EventSender
 from schemas.domain import (
     Document,
     ItemKind,
@@ -32,8 +35,7 @@ from schemas.domain import (
     record_source_key,
     utcnow,
 )
-from schemas.events import DocumentUploaded, Publish
-from schemas.formats import CONTENT_TYPES, extension_of, extraction_name
+from schemas.formats import CONTENT_TYPES, extension_of
 from services.freshness import SearchFreshness
 from services.governance import ItemPolicy, Submission
 
@@ -73,10 +75,6 @@ class TextItem:
     text: str | None = None
 
 
-class QueueUnavailable(RetryableError):
-    """The document is stored but its event could not be published."""
-
-
 class Intake:
     """Creates documents, new versions of them, and re-runs the pipeline on them."""
 
@@ -86,7 +84,7 @@ class Intake:
         kbs: KnowledgeBaseRepository,
         lifecycle: DocumentLifecycle,
         blobs: BlobStore,
-        publish: Publish,
+        events: EventSender,
         freshness: SearchFreshness,
         policy: ItemPolicy,
         max_upload_bytes: int = 20 * 1024 * 1024,
@@ -97,7 +95,7 @@ class Intake:
         self._kbs = kbs
         self._lifecycle = lifecycle
         self._blobs = blobs
-        self._publish = publish
+        self._events = events
         self._freshness = freshness
         self._policy = policy
 
@@ -250,13 +248,13 @@ class Intake:
             tenant_id, kb_id, [(items[position], g, item_id) for position, g, item_id in fresh]
         )
         try:
-            revisions = await self._lifecycle.create_many(documents)
+            started = await self._lifecycle.create(documents)
         except BaseException:
             for document in documents:
                 await self._blobs.delete(document.storage_key)
             raise
-        await self._freshness.kbs_changed(revisions)
-        await self._start_pipeline(documents)
+        await self._freshness.kbs_changed(started.revisions)
+        await self._events.send_now(started.events)
         for (position, _, item_id), document in zip(fresh, documents, strict=True):
             outcome = Outcome.UPDATED if item_id else Outcome.CREATED
             results[position] = Ingested(document, outcome)
@@ -329,8 +327,10 @@ class Intake:
         if reader is not None:
             current = await self._documents.get(tenant_id, kb_id, document_id)
             ItemPolicy.manageable(reader, current)
-        document = await self._documents.restart(tenant_id, kb_id, document_id)
-        await self._start_pipeline([document])
+        document, event = await self._lifecycle.restart(
+            document_id, tenant_id=tenant_id, kb_id=kb_id
+        )
+        await self._events.send_now([event])
         return document
 
     async def _create(
@@ -375,37 +375,10 @@ class Intake:
                 governance=governance,
                 knowledge_item_id=knowledge_item_id,
             )
-            revisions = await self._lifecycle.create(document)
+            started = await self._lifecycle.create([document])
         except BaseException:
             await self._blobs.delete(stored.storage_key)
             raise
-        await self._freshness.kbs_changed(revisions)
-        await self._start_pipeline([document])
+        await self._freshness.kbs_changed(started.revisions)
+        await self._events.send_now(started.events)
         return document
-
-    async def _start_pipeline(self, documents: Sequence[Document]) -> None:
-        """Publishes `DocumentUploaded` for each; on failure they are marked failed."""
-        if not documents:
-            return
-        events = [
-            DocumentUploaded(
-                tenant_id=document.tenant_id,
-                kb_id=document.kb_id,
-                document_id=document.id,
-                generation=document.generation,
-                storage_key=document.storage_key,
-                filename=extraction_name(document.filename, document.content_type),
-                content_type=document.content_type,
-            )
-            for document in documents
-        ]
-        try:
-            await self._publish(events)
-        except RetryableError as exc:
-            for document in documents:
-                await self._documents.mark_failed(
-                    document.id,
-                    document.generation,
-                    "the ingestion queue was unavailable; upload the file again or re-index it",
-                )
-            raise QueueUnavailable(str(exc)) from exc

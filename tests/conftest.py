@@ -144,6 +144,7 @@ def start_pipeline(
         "RAGLINE_INGEST__EXTRACT_PART_CHARS": "4000",
         "RAGLINE_EMBEDDING__BATCH_SIZE": "8",
         "RAGLINE_INGEST__STALL_AFTER_S": "3",
+        "RAGLINE_RELAY__RECONCILE_EVERY_S": "1",
         **(extra_env or {}),
     }
     pipeline = Pipeline(run_dir, env, api_port=free_port(), embed_workers=embed_workers)

@@ -24,6 +24,10 @@ class DocumentStatus(Protocol):
         """Enters a batch stage, or checks the document is still current."""
         ...
 
+    async def touch(self, document_id: str, generation: int) -> None:
+        """Notes that a stage is still working on the document."""
+        ...
+
     async def chunking_progress(self, document_id: str, generation: int) -> ChunkingProgress | None:
         """How far the chunk stage got with the document's parts."""
         ...

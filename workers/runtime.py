@@ -13,6 +13,9 @@ gets and how long one try may take.
   the user) and dead-letters the message;
 - anything unexpected is a bug: logged with its traceback, treated as permanent.
 
+While a try runs, the document is touched every quarter of the stall deadline, so the
+reconciler (`services.recovery`) never takes a long but working stage for a stuck one.
+
 Only when even the failure cannot be recorded (Mongo down) does the error propagate, so the
 message is not acknowledged and comes back.
 """
@@ -160,6 +163,9 @@ class StageRunner(Generic[E]):
 
     async def _within_time_limit(self, event: E) -> StageResult:
         limit = self._stage.policy.time_limit_s
+        heartbeat = None
+        if isinstance(event, Event):
+            heartbeat = asyncio.create_task(self._heartbeat(event))
         try:
             return await asyncio.wait_for(self._stage.handler(event), timeout=limit)
         except TimeoutError as exc:
@@ -167,6 +173,20 @@ class StageRunner(Generic[E]):
                 f"the {self._stage.name} stage gave up after {limit:g} s (its time limit for one "
                 "document); the file may be malformed or too complex to process"
             ) from exc
+        finally:
+            if heartbeat is not None:
+                heartbeat.cancel()
+
+    async def _heartbeat(self, event: Event) -> None:
+        """Touches the document while the stage works on it (a failed touch is only logged:
+        the work goes on)."""
+        interval = self._backoff_settings.stall_after_s / 4
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._documents.touch(event.document_id, event.generation)
+            except RetryableError as exc:
+                log.warning("could not note progress on %s: %s", event.document_id, exc)
 
     async def _count_retry(self, event: E) -> None:
         status = STAGE_STATUS.get(self._stage.name)

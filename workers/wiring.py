@@ -19,7 +19,7 @@ from infra.kafka import (
     kafka_dead_letter,
 )
 from infra.logs import configure_logging
-from infra.metrics import ASSIGNED_PARTITIONS, CONSUMER_LAG, serve_metrics
+from infra.metrics import ASSIGNED_PARTITIONS, CONSUMER_LAG, DEAD_LETTERS, serve_metrics
 from infra.settings import Settings
 from ragline.system import System
 from schemas.topics import ALL_TOPICS, STAGE_INPUTS
@@ -97,14 +97,16 @@ StageFactory = Callable[[System], Awaitable[Stage[Any]]]
 
 
 def stage_runner(system: System, stage: Stage[Any]) -> StageRunner[Any]:
-    """A runner for the stage with Kafka publishing and dead-lettering."""
-    return StageRunner(
-        stage,
-        system.documents,
-        system.publish,
-        kafka_dead_letter(system.broker, stage.name),
-        system.settings.ingest,
-    )
+    """A runner for the stage with Kafka publishing and dead-lettering (kept in MongoDB for
+    the dead-letter API, and sent to the stage's dead-letter topic)."""
+    to_topic = kafka_dead_letter(system.broker, stage.name)
+
+    async def dead_letter(raw: bytes, headers: dict[str, str]) -> None:
+        await system.dead_letter_records.add(stage.name, raw, headers)
+        DEAD_LETTERS.labels(stage.name).inc()
+        await to_topic(raw, headers)
+
+    return StageRunner(stage, system.documents, system.publish, dead_letter, system.settings.ingest)
 
 
 def stage_app(

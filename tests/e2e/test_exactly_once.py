@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from core.filters import chunks_where
+from infra.blob_store import BlobStore
 from infra.lifecycle import DocumentLifecycle
-from infra.mongo import DOCUMENTS, ORIGINALS_BUCKET, Database, connect
+from infra.mongo import DOCUMENTS, ORIGINALS_BUCKET, OUTBOX, Database, connect
+from infra.outbox import Outbox
 from infra.vectorstore.edge import EdgeVectorStore
-from schemas.domain import file_source_key
+from schemas.domain import file_source_key, new_document_id, utcnow
 from schemas.events import RecordPublished
 from schemas.topics import ALL_TOPICS, RECORDS_INGEST, dead_letter_topic
 from tests.conftest import FIXTURES, RunningPipeline, own_stack, unique
@@ -258,34 +261,53 @@ async def test_a_malformed_message_is_dead_lettered_and_the_worker_goes_on(
     _expect(await api.document(kb["id"], after["id"]), 1)
 
 
-async def test_stalled_documents_are_listed_and_counted(api: Api, db: Database) -> None:
+async def _lost(db: Database, kb_id: str, name: str, text: bytes, **fields: Any) -> str:
+    """A document accepted through the lifecycle whose event is then lost (as when the broker
+    loses its messages), last moved a minute ago."""
+    document_id = new_document_id()
+    original = await BlobStore(db).store_original(text, name, document_id)
+    minute_ago = utcnow() - timedelta(minutes=1)
+    document = make_document(
+        "default", kb_id, id=document_id, filename=name, title=name,
+        source_key=file_source_key(name), storage_key=original.storage_key,
+        sha256=original.sha256, size_bytes=original.size_bytes, updated_at=minute_ago,
+        **fields,
+    )  # fmt: skip
+    await DocumentLifecycle(db.client, db, Outbox(db)).create([document])
+    # Before the relay's grace period ends, its event disappears.
+    await db[OUTBOX].delete_many({"document_id": document_id})
+    return document_id
+
+
+async def test_documents_whose_events_were_lost_are_redriven_or_failed(
+    api: Api, db: Database
+) -> None:
     kb = await api.create_kb()
-    # A document whose event never reaches the pipeline (as if the broker lost it).
-    stuck = make_document(
-        "default", kb["id"], filename="stuck.txt", source_key=file_source_key("stuck.txt")
-    )
-    await DocumentLifecycle(db.client, db).create(stuck)
-    live = await api.wait_final(kb["id"], (await api.upload(kb["id"], "ok.txt", b"fine"))["id"])
-    await asyncio.sleep(4)  # the stack's stall deadline is 3 s
-    stalled = await api.documents(kb["id"], status="stalled")
-    assert [d["id"] for d in stalled["items"]] == [stuck.id]
-    assert stalled["items"][0]["stalled"] is True
-    assert (await api.document(kb["id"], live["id"]))["stalled"] is False
-    for _ in range(40):
-        if await api.metric(f"{api.running.url}/metrics", "ragline_documents_stalled") >= 1:
-            break
-        await asyncio.sleep(0.5)
-    assert await api.metric(f"{api.running.url}/metrics", "ragline_documents_stalled") >= 1
-    # Re-indexing gets it going again.
+    lost = await _lost(db, kb["id"], "tides.txt", b"Spring tides follow the new moon.")
+    # One the reconciler already restarted as often as it may: it fails with a reason.
+    hopeless = await _lost(db, kb["id"], "stuck.txt", b"Never moves.", redrives=3)
+    # With nothing moving for the stack's stall deadline (3 s), the reconciler acts.
+    final = await api.wait_final(kb["id"], lost)
+    assert final["parse_status"] == "indexed"
+    stored = await db[DOCUMENTS].find_one({"_id": lost})
+    assert stored is not None
+    assert (stored["generation"], stored["redrives"]) == (2, 1)
+    hits = await api.search([kb["id"]], "when do spring tides come")
+    assert [h["document_id"] for h in hits][:1] == [lost]
+    failed = await api.wait_final(kb["id"], hopeless)
+    assert failed["parse_status"] == "failed"
+    assert "did not resume after 3 automatic restarts" in failed["parse_error"]
+    assert "re-index" in failed["parse_error"]
+    relay = api.worker_metrics("relay")
+    assert await api.metric(relay, "ragline_redrives_total") >= 2
+    # Re-indexing it is a person's decision, and starts a fresh count.
     restarted = await api.http.post(
-        f"/api/v1/knowledge-bases/{kb['id']}/documents/{stuck.id}/reindex", headers=api.auth
+        f"/api/v1/knowledge-bases/{kb['id']}/documents/{hopeless}/reindex", headers=api.auth
     )
     assert restarted.status_code == 202
-    # Its stored original does not exist, so it fails with a reason instead of hanging.
-    final = await api.wait_final(kb["id"], stuck.id)
-    assert final["parse_status"] == "failed"
-    assert final["parse_error"]
-    _expect(live, 1)
+    assert (await api.wait_final(kb["id"], hopeless))["parse_status"] == "indexed"
+    listed = await api.kb(kb["id"])
+    assert listed["document_count"] == 2
 
 
 async def test_the_document_list_filters_by_status_and_pages(api: Api) -> None:

@@ -30,6 +30,7 @@ from infra.embedding.base import Embedder
 from infra.embedding_cache import EmbeddingCache
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database, connect
+from infra.outbox import Outbox
 from infra.settings import ChunkingSettings, ContextualSettings, MongoSettings
 from infra.sparse import SparseEncoder
 from schemas.domain import ChunkRecord, ExtractedDocument, ParseStatus, TextSegment
@@ -197,7 +198,7 @@ class Stages:
     def __init__(self, db: Database, embedder: Embedder) -> None:
         self.db = db
         self.documents = DocumentRepository(db)
-        self.lifecycle = DocumentLifecycle(db.client, db)
+        self.lifecycle = DocumentLifecycle(db.client, db, Outbox(db))
         self.blobs = BlobStore(db)
         self.embedder = embedder
         self.sparse = SparseEncoder()
@@ -205,7 +206,7 @@ class Stages:
     async def extracted(self) -> DocumentExtracted:
         """A document as the extract stage leaves it: one (last) part of text, stored."""
         document = make_document(title=TITLE, parse_status=ParseStatus.EXTRACTING)
-        await self.lifecycle.create(document)
+        await self.lifecycle.create([document])
         key = await self.blobs.put_extracted(
             document.id, ExtractedDocument(title="", segments=SEGMENTS)
         )

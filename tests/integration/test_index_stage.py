@@ -15,6 +15,7 @@ from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle, KbRevisions
 from infra.mongo import Database
+from infra.outbox import Outbox
 from infra.settings import StagePolicy
 from infra.vectorstore.base import VectorQuery, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
@@ -59,7 +60,7 @@ class Stage:
         self.db = db
         self.store = store
         self.documents = DocumentRepository(db)
-        self.lifecycle = DocumentLifecycle(db.client, db)
+        self.lifecycle = DocumentLifecycle(db.client, db, Outbox(db))
         self.kbs = KnowledgeBaseRepository(db)
         self.blobs = BlobStore(db)
         self.freshness = RecordedRevisions()
@@ -81,7 +82,7 @@ class Stage:
             version=await self.lifecycle.next_version(kb_id, source),
             storage_key=stored.storage_key, parse_status=ParseStatus.EMBEDDING,
         )  # fmt: skip
-        await self.lifecycle.create(document)
+        await self.lifecycle.create([document])
         await self.documents.record_chunking(
             document.id, 1, chunk_count=chunks, text_char_count=10 * chunks, batch_count=2
         )

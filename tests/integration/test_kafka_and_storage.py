@@ -19,6 +19,7 @@ from infra.kafka import build_broker, ensure_topics, kafka_dead_letter, kafka_pu
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database, ensure_indexes
+from infra.outbox import Outbox
 from schemas.domain import Document, ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import DocumentUploaded
 from schemas.topics import dead_letter_topic
@@ -82,12 +83,12 @@ async def test_a_stage_dead_letters_bad_messages_and_keeps_going(
     # A stage of its own: the "extract" topics, read by a handler that records what it saw.
     await ensure_topics(settings.kafka, ["documents.uploaded.v1", dead_letter_topic("extract")])
     documents = DocumentRepository(db)
-    lifecycle = DocumentLifecycle(db.client, db)
+    lifecycle = DocumentLifecycle(db.client, db, Outbox(db))
     kb = await KnowledgeBaseRepository(db).create("t", "KB", "", "en")
     good = make_document("t", kb.id)
     failing = make_document("t", kb.id)
     for document in (good, failing):
-        await lifecycle.create(document)
+        await lifecycle.create([document])
     good_handled = asyncio.Event()
 
     async def handler(event: DocumentUploaded) -> StageResult:

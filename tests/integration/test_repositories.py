@@ -15,6 +15,7 @@ from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle, Finished
 from infra.mongo import Database, ensure_indexes
+from infra.outbox import Outbox
 from infra.tokens import TokenRepository
 from schemas.domain import (
     ChunkingProgress,
@@ -36,7 +37,7 @@ async def _stored(db: Database, tenant: str = "acme") -> tuple[DocumentRepositor
     """A queued document stored through the lifecycle, in a KB of its own."""
     kb = await KnowledgeBaseRepository(db).create(tenant, "KB", "", "en")
     document = _document(tenant, kb.id)
-    await DocumentLifecycle(db.client, db).create(document)
+    await DocumentLifecycle(db.client, db, Outbox(db)).create([document])
     return DocumentRepository(db), document
 
 
@@ -60,7 +61,7 @@ async def test_updates_and_counts_bump_the_revision(db: Database) -> None:
     renamed = await kbs.update("acme", kb.id, {"name": "Staff handbook"})
     assert renamed.name == "Staff handbook"
     assert renamed.revision == kb.revision + 1
-    await DocumentLifecycle(db.client, db).create(_document("acme", kb.id))
+    await DocumentLifecycle(db.client, db, Outbox(db)).create([_document("acme", kb.id)])
     counted = await kbs.get("acme", kb.id)
     assert (counted.document_count, counted.chunk_count) == (1, 0)
     assert counted.revision == renamed.revision + 1
@@ -106,7 +107,7 @@ async def test_concurrent_messages_enter_a_stage_once_and_versions_never_repeat(
     current = await documents.find(doc.id)
     assert current is not None
     assert current.attempts == {"extracting": 1}
-    lifecycle = DocumentLifecycle(db.client, db)
+    lifecycle = DocumentLifecycle(db.client, db, Outbox(db))
     versions = await asyncio.gather(
         *(lifecycle.next_version(doc.kb_id, "file:report.pdf") for _ in range(20))
     )
@@ -125,10 +126,10 @@ async def test_per_message_writes_use_no_find_and_modify(
     watched = client[db.name]
     try:
         kb = await KnowledgeBaseRepository(watched).create("acme", "KB", "", "en")
-        lifecycle = DocumentLifecycle(client, watched)
+        lifecycle = DocumentLifecycle(client, watched, Outbox(watched))
         document = _document("acme", kb.id)
         version = await lifecycle.next_version(kb.id, document.source_key)
-        await lifecycle.create(document.model_copy(update={"version": version}))
+        await lifecycle.create([document.model_copy(update={"version": version})])
         documents = DocumentRepository(watched)
         for status in (ParseStatus.EXTRACTING, ParseStatus.CHUNKING):
             assert await documents.advance(document.id, 1, status) is not None
@@ -171,7 +172,7 @@ async def test_batches_are_counted_once_and_the_document_finishes_once(db: Datab
     assert await documents.record_batch_indexed(doc.id, 1, 0, 32) == (1, 3)
     assert await documents.record_batch_indexed(doc.id, 1, 1, 32) == (2, 3)
     assert await documents.record_batch_indexed(doc.id, 1, 2, 6) == (3, 3)
-    lifecycle = DocumentLifecycle(db.client, db)
+    lifecycle = DocumentLifecycle(db.client, db, Outbox(db))
     results = await asyncio.gather(*(lifecycle.finish(doc.id, 1) for _ in range(5)))
     winners = [r for r in results if isinstance(r, Finished)]
     assert len(winners) == 1
@@ -220,7 +221,7 @@ async def test_begin_delete_retires_the_generation(db: Database) -> None:
     assert await documents.record_batch_indexed(doc.id, 1, 0, 32) is None
     with pytest.raises(NotFound):
         await documents.begin_delete("other", doc.kb_id, doc.id)
-    lifecycle = DocumentLifecycle(db.client, db)
+    lifecycle = DocumentLifecycle(db.client, db, Outbox(db))
     removed = await lifecycle.remove(doc.id)
     assert removed is not None
     assert await lifecycle.remove(doc.id) is None

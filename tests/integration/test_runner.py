@@ -13,6 +13,7 @@ from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database
+from infra.outbox import Outbox
 from infra.settings import IngestSettings, StagePolicy
 from schemas.domain import Document, ParseStatus
 from schemas.events import DocumentUploaded, Event
@@ -41,7 +42,7 @@ class Captured:
 async def _document(db: Database) -> tuple[DocumentRepository, Document, bytes]:
     kb = await KnowledgeBaseRepository(db).create("acme", "KB", "", "en")
     document = make_document("acme", kb.id)
-    await DocumentLifecycle(db.client, db).create(document)
+    await DocumentLifecycle(db.client, db, Outbox(db)).create([document])
     documents = DocumentRepository(db)
     await documents.advance(document.id, 1, ParseStatus.EXTRACTING)
     event = DocumentUploaded(
@@ -216,7 +217,7 @@ async def test_a_document_stage_skips_messages_of_documents_that_moved_on(db: Da
     await StageRunner(stage, documents, captured.publish, captured.dead_letter, BACKOFF).run(raw)
     assert seen == [document.id]
     # A re-index starts generation 2: the old message is skipped, the handler never called.
-    await documents.restart("acme", document.kb_id, document.id)
+    await DocumentLifecycle(db.client, db, Outbox(db)).restart(document.id)
     await StageRunner(stage, documents, captured.publish, captured.dead_letter, BACKOFF).run(raw)
     assert seen == [document.id]
     assert captured.dead == []

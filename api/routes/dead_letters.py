@@ -1,0 +1,55 @@
+"""Dead letters of the caller's tenant: what the pipeline gave up on, and re-driving it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, status
+
+from api.deps import AdminPrincipal, DeadLettersDep
+from schemas.api import DeadLetterPage, RedriveAllOut, RedriveOut
+
+router = APIRouter(prefix="/api/v1/dead-letters", tags=["dead letters"])
+
+StageName = Literal["records", "extract", "chunk", "embed", "index"]
+
+
+@router.get("")
+async def list_dead_letters(
+    principal: AdminPrincipal,
+    letters: DeadLettersDep,
+    stage: Annotated[StageName | None, Query(description="only this stage's")] = None,
+    include_redriven: bool = False,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    before: Annotated[datetime | None, Query(description="letters older than this")] = None,
+) -> DeadLetterPage:
+    """Messages the pipeline gave up on (with the error and the document), newest first."""
+    items = await letters.page(
+        principal.tenant_id, limit, stage=stage, include_redriven=include_redriven, before=before
+    )
+    return DeadLetterPage(items=items)
+
+
+@router.post("/redrive", status_code=status.HTTP_202_ACCEPTED)
+async def redrive_all(
+    principal: AdminPrincipal,
+    letters: DeadLettersDep,
+    stage: Annotated[StageName | None, Query(description="only this stage's")] = None,
+) -> RedriveAllOut:
+    """Starts every letter not re-driven yet again (up to 500 a call)."""
+    done = await letters.redrive_all(principal.tenant_id, stage)
+    return RedriveAllOut(
+        items=[
+            RedriveOut(id=r.letter.id, stage=r.letter.stage, document_id=r.document_id)
+            for r in done
+        ]
+    )
+
+
+@router.post("/{letter_id}/redrive", status_code=status.HTTP_202_ACCEPTED)
+async def redrive(letter_id: str, principal: AdminPrincipal, letters: DeadLettersDep) -> RedriveOut:
+    """Starts one letter's work again: its document is re-indexed (a connector's record is
+    published again)."""
+    done = await letters.redrive(principal.tenant_id, letter_id)
+    return RedriveOut(id=done.letter.id, stage=done.letter.stage, document_id=done.document_id)

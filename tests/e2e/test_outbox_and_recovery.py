@@ -1,0 +1,86 @@
+"""Nothing accepted is lost: uploads while Kafka is down are accepted and indexed once it is
+back; a broker restart that loses every message in flight is recovered without a person."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import RunningPipeline, own_stack
+from tests.e2e.client import Api
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPipeline]:
+    """A stack of this module's own: its broker is stopped and started again."""
+    with own_stack(tmp_path_factory.mktemp("outbox")) as running:
+        yield running
+
+
+async def _all_indexed(api: Api, kb_id: str, ids: list[str]) -> None:
+    for document_id in ids:
+        final = await api.wait_final(kb_id, document_id)
+        assert final["parse_status"] == "indexed", final
+
+
+async def test_uploads_while_kafka_is_down_are_accepted_and_indexed_when_it_returns(
+    api: Api, stack: RunningPipeline
+) -> None:
+    kb = await api.create_kb()
+    before = await api.upload(kb["id"], "before.txt", b"The ferry leaves at nine.")
+    await _all_indexed(api, kb["id"], [before["id"]])
+
+    stack.services.stop_server("kafka")
+    accepted = [
+        await api.upload(kb["id"], f"note-{n}.txt", f"Note {n}: the lighthouse {n}.".encode())
+        for n in range(3)
+    ]
+    records = await api.batch(
+        kb["id"], [{"external_id": "faq-1", "title": "FAQ", "content": "Tickets at the pier."}]
+    )
+    assert all(doc["parse_status"] == "queued" for doc in accepted)
+    # Still queued (not failed) while the broker is away.
+    await asyncio.sleep(2)
+    for doc in accepted:
+        assert (await api.document(kb["id"], doc["id"]))["parse_status"] == "queued"
+    relay = api.worker_metrics("relay")
+    assert await api.metric(f"{stack.url}/metrics", "ragline_outbox_deferred_total") >= 4
+
+    # A new, empty broker: the relay creates the topics and sends what waited.
+    stack.services.start_server("kafka")
+    ids = [doc["id"] for doc in accepted] + [r["document_id"] for r in records]
+    await _all_indexed(api, kb["id"], ids)
+    assert await api.metric(relay, "ragline_outbox_relayed_total") >= 4
+    assert (await api.kb(kb["id"]))["document_count"] == 5
+    # Each once: as many chunks in the store as the documents say.
+    for document_id in ids:
+        document = await api.document(kb["id"], document_id)
+        assert len(await api.chunks(kb["id"], document_id)) == document["chunk_count"]
+    hits = await api.search([kb["id"]], "where are tickets sold")
+    assert hits[0]["document_id"] == records[0]["document_id"]
+
+
+async def test_a_broker_restart_losing_messages_in_flight_is_recovered(
+    api: Api, stack: RunningPipeline
+) -> None:
+    kb = await api.create_kb()
+    uploaded = [
+        await api.upload(
+            kb["id"], f"page-{n}.txt", (f"Section {n} on harbour rules. " * 400).encode()
+        )
+        for n in range(6)
+    ]
+    # The broker dies with the events in it and comes back empty.
+    stack.services.restart("kafka")
+    ids = [doc["id"] for doc in uploaded]
+    await _all_indexed(api, kb["id"], ids)
+    for document_id in ids:
+        document = await api.document(kb["id"], document_id)
+        assert len(await api.chunks(kb["id"], document_id)) == document["chunk_count"]
+    assert (await api.kb(kb["id"]))["document_count"] == 6
+    relay = api.worker_metrics("relay")
+    assert await api.metric(relay, "ragline_redrives_total") >= 1

@@ -1,0 +1,1 @@
+"""The relay process: the outbox's events to Kafka, and stuck documents re-driven."""

@@ -1,0 +1,82 @@
+"""The relay process: wiring and its loop (the logic is in `services.recovery`).
+
+Every `relay.poll_s` it sends the outbox's due events; every `relay.reconcile_every_s` it
+checks whether the broker lost its topics (then re-drives everything in flight) and re-drives
+documents that stopped moving. Any number of relays may run: sending an event twice and
+re-driving a document twice are both harmless, though one is enough.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Awaitable
+from contextlib import AsyncExitStack
+
+from core.errors import RetryableError
+from infra.kafka import broker_is_new, build_broker
+from infra.logs import configure_logging
+from infra.metrics import OUTBOX_PENDING, serve_metrics
+from infra.mongo import ensure_indexes
+from infra.settings import Settings
+from ragline.system import System
+from services.recovery import Reconciler, Relay
+
+log = logging.getLogger(__name__)
+
+
+async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    """Runs until `stop` is set (or SIGINT / SIGTERM)."""
+    configure_logging(settings.log_level)
+    stop = stop or _stop_on_signals()
+    broker = build_broker(settings.kafka, "ragline-relay")
+    async with AsyncExitStack() as stack:
+        system = System(settings, stack, broker)
+        await ensure_indexes(system.db)
+        await broker.start()
+        stack.push_async_callback(broker.stop)
+        serve_metrics(settings.metrics_host, settings.metrics_port)
+        relay = Relay(system.outbox, system.send, settings.relay.batch, settings.relay.send_after_s)
+        reconciler = Reconciler(
+            system.documents,
+            system.lifecycle,
+            system.events,
+            settings.ingest.stall_after_s,
+            settings.relay.max_redrives,
+        )
+        log.info("relay ready")
+        next_check = 0.0
+        while not stop.is_set():
+            await _step("sending the outbox", relay.drain())
+            if time.monotonic() >= next_check:
+                await _step("reconciling", _reconcile(settings, system, reconciler))
+                next_check = time.monotonic() + settings.relay.reconcile_every_s
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), settings.relay.poll_s)
+
+
+async def _reconcile(settings: Settings, system: System, reconciler: Reconciler) -> None:
+    if await broker_is_new(settings.kafka):
+        count = await reconciler.redrive_in_flight("broker_restart")
+        log.info("the broker is new or lost its topics: %d documents in flight re-driven", count)
+    await reconciler.redrive_stalled()
+    OUTBOX_PENDING.set(await system.outbox.count())
+
+
+async def _step(what: str, work: Awaitable[object]) -> None:
+    """Runs one step; a service being down is logged and tried again on the next round."""
+    try:
+        await work
+    except RetryableError as exc:
+        log.warning("%s: %s (trying again)", what, exc)
+
+
+def _stop_on_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
