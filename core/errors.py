@@ -19,6 +19,11 @@ class PermanentError(RaglineError):
     """A failure caused by the input: retrying cannot help."""
 
 
+# Ragline's own backing services: while one is away nothing is wrong with the document, so
+# a pipeline stage waits for it instead of failing the document.
+PLATFORM_SERVICES = frozenset({"mongodb", "kafka", "redis", "qdrant", "vector store"})
+
+
 class ServiceUnavailable(RetryableError):
     """A backing service (Mongo, Kafka, Qdrant, Redis, embedding API) did not answer."""
 
@@ -26,6 +31,11 @@ class ServiceUnavailable(RetryableError):
         super().__init__(f"{service} unavailable: {detail}")
         self.service = service
         self.detail = detail
+
+    @property
+    def platform(self) -> bool:
+        """Whether the service is one of Ragline's own (not an external provider)."""
+        return self.service in PLATFORM_SERVICES
 
 
 class UnsupportedDocumentType(PermanentError):

@@ -5,8 +5,10 @@
   the run directory (default `.ragline/`);
 - the API (which also owns the embedded vector store and runs the index stage) and one process
   per stage worker.
-Ctrl-C stops everything it started. Children are killed if this process dies without
-stopping them, so nothing is left behind. The tests use the same classes to start their own
+A process that dies (a server, the broker included, or a worker) is started again by the
+`Supervisor`, and the pipeline resumes by itself (see `workers.relay`). Ctrl-C stops
+everything it started. Children are killed if this process dies without stopping them, so
+nothing is left behind. The tests use the same classes to start their own
 isolated stacks.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import functools
 import importlib.resources
 import logging
 import os
@@ -90,6 +93,8 @@ class ManagedProcess:
     def start(self) -> None:
         """Starts it in its own session (so a terminal's Ctrl-C reaches only the launcher)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self._log is not None:  # started again after it died
+            self._log.close()
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             self.argv,
@@ -411,6 +416,66 @@ class Pipeline:
         return proc
 
 
+class Supervisor:
+    """Starts again any server or worker of a stack that stops, from a background thread.
+
+    A process that dies `max_restarts` times within `window_s` is given up on (`gave_up`
+    names it): something is wrong that restarting will not fix.
+    """
+
+    def __init__(
+        self,
+        services: LocalServices,
+        pipeline: Pipeline,
+        interval_s: float = 0.5,
+        max_restarts: int = 5,
+        window_s: float = 60.0,
+    ) -> None:
+        self.services = services
+        self.pipeline = pipeline
+        self.gave_up: str | None = None
+        self.restarts: list[tuple[str, float]] = []
+        self._interval_s = interval_s
+        self._max_restarts = max_restarts
+        self._window_s = window_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="supervisor", daemon=True)
+
+    def __enter__(self) -> Supervisor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            for proc in list(self.services.processes):
+                if not proc.alive() and not self._stop.is_set():
+                    self._restart(proc, functools.partial(self.services.start_server, proc.name))
+            for proc in list(self.pipeline.processes):
+                if not proc.alive() and not self._stop.is_set():
+                    self._restart(proc, proc.start)
+
+    def _restart(self, proc: ManagedProcess, start: Callable[[], None]) -> None:
+        now = time.monotonic()
+        recent = [t for name, t in self.restarts if name == proc.name and now - t < self._window_s]
+        if len(recent) >= self._max_restarts:
+            if self.gave_up is None:
+                self.gave_up = proc.name
+                log.error("%s died %d times in %.0f s; not restarting it", proc.name,
+                          len(recent) + 1, self._window_s)  # fmt: skip
+            return
+        log.warning("%s stopped unexpectedly; starting it again. Its last lines:\n%s",
+                    proc.name, proc.tail(10))  # fmt: skip
+        self.restarts.append((proc.name, now))
+        try:
+            start()
+        except (OSError, RuntimeError) as exc:
+            log.error("could not start %s again: %s", proc.name, exc)
+
+
 def pipeline_env(
     services: LocalServices, run_dir: Path, admin_token: str, internal_secret: str
 ) -> dict[str, str]:
@@ -536,14 +601,13 @@ def run(argv: list[str] | None = None) -> int:
             internal_secret,
             run_dir / "logs",
         )
-        with _signals_to_exit() as stop:
+        with _signals_to_exit() as stop, Supervisor(services, pipeline) as supervisor:
             while not stop.wait(1.0):
-                for proc in [*pipeline.processes, *services.processes]:
-                    if not proc.alive():
-                        log.error("%s stopped unexpectedly:\n%s", proc.name, proc.tail())
-                        stop.set()
+                if supervisor.gave_up:
+                    log.error("%s keeps dying; stopping everything", supervisor.gave_up)
+                    stop.set()
         log.info("stopping ...")
-        return 0
+        return 1 if supervisor.gave_up else 0
     finally:
         pipeline.stop()
         services.stop()

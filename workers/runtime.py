@@ -5,7 +5,10 @@ gets and how long one try may take.
 
 - a message that cannot be decoded goes to the stage's dead-letter topic;
 - a retryable error is retried with exponential backoff up to the stage's `max_attempts`, then
-  the message is dead-lettered and the document marked failed;
+  the message is dead-lettered and the document marked failed; but when the error is one of
+  Ragline's own services being away (MongoDB, Kafka, Redis, the vector store), nothing is
+  wrong with the document: the error propagates, the message is not acknowledged and comes
+  back, so an outage delays documents and never fails them;
 - a try that outlasts the stage's `time_limit_s` is cancelled and the document marked failed
   with that reason (work running in a thread, such as a parser, runs to its end but its result
   is dropped), so one pathological file cannot hold a partition;
@@ -31,7 +34,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from core.errors import PermanentError, RetryableError
+from core.errors import PermanentError, RetryableError, ServiceUnavailable
 from infra.metrics import (
     DOCUMENTS_FAILED,
     DOCUMENTS_PROCESSED,
@@ -139,6 +142,10 @@ class StageRunner(Generic[E]):
                     await asyncio.sleep(delay)
                     await self._count_retry(event)
                     continue
+                if isinstance(exc, ServiceUnavailable) and exc.platform:
+                    STAGE_MESSAGES.labels(name, "redelivered").inc()
+                    log.warning("%s: %s for %s; the message comes back later", name, exc, subject)
+                    raise
                 await self._fail(
                     raw, event, f"{name} failed after {attempts} attempts: {exc}", attempts
                 )

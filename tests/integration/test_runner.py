@@ -92,7 +92,7 @@ async def test_retries_run_out_then_dead_letter_and_fail(db: Database) -> None:
     documents, document, raw = await _document(db)
 
     async def down(event: DocumentUploaded) -> StageResult:
-        raise ServiceUnavailable("qdrant", "connection refused")
+        raise ServiceUnavailable("gemini", "connection refused")
 
     captured = Captured()
     await _runner(documents, down, captured).run(raw)
@@ -100,7 +100,7 @@ async def test_retries_run_out_then_dead_letter_and_fail(db: Database) -> None:
     assert stored is not None
     assert stored.parse_status is ParseStatus.FAILED
     assert stored.parse_error == (
-        "extract failed after 3 attempts: qdrant unavailable: connection refused"
+        "extract failed after 3 attempts: gemini unavailable: connection refused"
     )
     assert [(body, headers["attempts"]) for body, headers in captured.dead] == [(raw, "3")]
 
@@ -142,7 +142,7 @@ async def test_when_even_the_failure_cannot_be_recorded_the_message_comes_back(
     _, _, raw = await _document(db)
 
     async def down(event: DocumentUploaded) -> StageResult:
-        raise ServiceUnavailable("qdrant", "down")
+        raise ServiceUnavailable("gemini", "down")
 
     class Unrecordable(DocumentRepository):
         async def mark_failed(self, document_id: str, generation: int, reason: str) -> bool:
@@ -162,7 +162,7 @@ async def test_each_stage_retries_as_often_as_its_policy_says(db: Database) -> N
     async def down(event: DocumentUploaded) -> StageResult:
         nonlocal calls
         calls += 1
-        raise ServiceUnavailable("mongodb", "connection reset")
+        raise ServiceUnavailable("gemini", "connection reset")
 
     captured = Captured()
     await _runner(documents, down, captured, StagePolicy(max_attempts=5, time_limit_s=30)).run(raw)
@@ -170,8 +170,32 @@ async def test_each_stage_retries_as_often_as_its_policy_says(db: Database) -> N
     stored = await documents.find(document.id)
     assert stored is not None
     assert stored.parse_error == (
-        "extract failed after 5 attempts: mongodb unavailable: connection reset"
+        "extract failed after 5 attempts: gemini unavailable: connection reset"
     )
+
+
+@pytest.mark.parametrize("service", ["mongodb", "kafka", "redis", "vector store"])
+async def test_an_outage_of_a_platform_service_never_fails_the_document(
+    db: Database, service: str
+) -> None:
+    documents, document, raw = await _document(db)
+    calls = 0
+
+    async def away(event: DocumentUploaded) -> StageResult:
+        nonlocal calls
+        calls += 1
+        raise ServiceUnavailable(service, "connection refused")
+
+    captured = Captured()
+    with pytest.raises(ServiceUnavailable):
+        await _runner(documents, away, captured).run(raw)
+    assert calls == 3
+    # Not acknowledged: the message comes back; the document waits in its stage.
+    assert captured.dead == []
+    stored = await documents.find(document.id)
+    assert stored is not None
+    assert stored.parse_status is ParseStatus.EXTRACTING
+    assert stored.parse_error is None
 
 
 async def test_a_try_past_the_time_limit_fails_the_document_and_frees_the_stage(

@@ -1,0 +1,38 @@
+"""Fixtures of the fault-injection tests: a supervised stack of their own, and its admin."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+
+from devstack.launcher import Supervisor
+from tests.conftest import RunningPipeline, own_stack
+from tests.e2e.client import Api
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPipeline]:
+    """A stack whose dead processes are started again, as `make run` does."""
+    extra = {
+        # Stages touch a document every second; nothing moving for 4 s is a stall.
+        "RAGLINE_INGEST__STALL_AFTER_S": "4",
+        "RAGLINE_RELAY__RECONCILE_EVERY_S": "1",
+    }
+    with own_stack(tmp_path_factory.mktemp("faults"), extra) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def supervisor(stack: RunningPipeline) -> Iterator[Supervisor]:
+    """Starts the stack's processes again when they die (stopped before the stack is)."""
+    with Supervisor(stack.services, stack.pipeline, interval_s=0.2) as watching:
+        yield watching
+
+
+@pytest.fixture
+async def api(stack: RunningPipeline) -> AsyncIterator[Api]:
+    """The admin of tenant `default`."""
+    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as http:
+        yield Api(http, stack, stack.admin_token)
