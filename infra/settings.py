@@ -290,6 +290,9 @@ class Settings(BaseSettings):
             value: SecretStr = getattr(self, name)
             if value.get_secret_value().strip().lower() in PLACEHOLDER_SECRETS:
                 raise ValueError(f"RAGLINE_{name.upper()} must be set to a real secret")
+        previous = self.internal_secret_previous.get_secret_value()
+        if previous and previous.strip().lower() in PLACEHOLDER_SECRETS:
+            raise ValueError("RAGLINE_INTERNAL_SECRET_PREVIOUS must be a real secret or empty")
         if self.qdrant.url is None:
             raise ValueError("RAGLINE_QDRANT__URL must point at a Qdrant server outside local mode")
         return self

@@ -46,17 +46,23 @@ class TokenService:
         self, tenant_id: str, bot_id: str, name: str, expires_in_s: int | None = None
     ) -> tuple[TokenInfo, str]:
         """A token an agent uses as the bot (MCP): the bot's KBs and settings, nothing else."""
-        bot = await self._bots.find(bot_id)
-        if bot is None or bot.tenant_id != tenant_id:
-            raise NotFound("bot", bot_id)
+        await self._tenant_bot(tenant_id, bot_id)
         expires_at = None if expires_in_s is None else utcnow() + timedelta(seconds=expires_in_s)
         return await self._tokens.issue(
             tenant_id, Role.BOT, name, bot_id=bot_id, expires_at=expires_at
         )
 
     async def list_all(self, tenant_id: str, bot_id: str | None = None) -> list[TokenInfo]:
-        """The tenant's tokens (a bot's, if given), without secrets."""
+        """The tenant's tokens (a bot's, if given: `NotFound` for none of the tenant's), without
+        secrets."""
+        if bot_id is not None:
+            await self._tenant_bot(tenant_id, bot_id)
         return await self._tokens.list_all(tenant_id, bot_id)
+
+    async def _tenant_bot(self, tenant_id: str, bot_id: str) -> None:
+        bot = await self._bots.find(bot_id)
+        if bot is None or bot.tenant_id != tenant_id:
+            raise NotFound("bot", bot_id)
 
     async def revoke(self, tenant_id: str, token_id: str, bot_id: str | None = None) -> None:
         """Revokes a token at once; `NotFound` for none of the tenant's (or the bot's)."""
