@@ -27,6 +27,7 @@ from services.people import PeopleService, TokenService
 from services.removal import Removal
 from services.search.events import Defer
 from services.search.service import SearchService
+from services.sync import SourceSync
 from services.wiki import WikiService
 
 
@@ -60,6 +61,7 @@ EvaluationsDep = Annotated[Evaluations, Depends(_service("evaluations"))]
 Tokens = Annotated[TokenService, Depends(_service("tokens"))]
 Audit = Annotated[AuditRepository, Depends(_service("audit"))]
 DeadLettersDep = Annotated[DeadLetters, Depends(_service("dead_letters"))]
+SyncDep = Annotated[SourceSync, Depends(_service("sync"))]
 People = Annotated[PeopleService, Depends(_service("people"))]
 Policy = Annotated[ItemPolicy, Depends(_service("policy"))]
 GovernanceDep = Annotated[ItemGovernance, Depends(_service("governance"))]

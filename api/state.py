@@ -20,6 +20,7 @@ from services.knowledge_bases import KnowledgeBaseService
 from services.people import PeopleService, TokenService
 from services.removal import Removal
 from services.search.service import SearchService
+from services.sync import SourceSync
 from services.wiki import WikiService
 
 # Each dependency's state: "ok" or what is wrong.
@@ -39,6 +40,7 @@ class ApiServices:
     agent_tools: AgentTools
     audit: AuditRepository
     dead_letters: DeadLetters
+    sync: SourceSync
     knowledge_bases: KnowledgeBaseService
     documents: DocumentQueries
     intake: Intake

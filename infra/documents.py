@@ -112,6 +112,7 @@ class DocumentRepository:
         status: ParseStatus | None = None,
         stalled_before: datetime | None = None,
         readers: Sequence[str] | None = None,
+        external_id: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> DocumentPage:
@@ -125,6 +126,8 @@ class DocumentRepository:
             query["readers"] = {"$in": list(readers)}
         if status is not None:
             query["parse_status"] = status.value
+        if external_id is not None:
+            query["external_id"] = external_id
         if stalled_before is not None:
             query["parse_status"] = {"$in": list(IN_PROGRESS)}
             query["updated_at"] = {"$lt": stalled_before}
@@ -214,6 +217,45 @@ class DocumentRepository:
             )
             found = [doc async for doc in cursor]
         return found[0]["updated_at"].replace(tzinfo=UTC) if found else None
+
+    async def mark_synced(self, document_id: str, source: str, run: str) -> None:
+        """Tags a document as contained in a sync run of its source."""
+        async with mongo_errors():
+            await self._docs.update_one(
+                {"_id": document_id}, {"$set": {"source": source, "sync_run": run}}
+            )
+
+    async def not_in_run(self, tenant_id: str, kb_id: str, source: str, run: str) -> list[Document]:
+        """The KB's documents of a source that a sync run did not contain (none being
+        deleted)."""
+        async with mongo_errors():
+            cursor = self._docs.find(
+                {
+                    "tenant_id": tenant_id,
+                    "kb_id": kb_id,
+                    "source": source,
+                    "sync_run": {"$ne": run},
+                    "parse_status": {"$ne": ParseStatus.DELETING.value},
+                }
+            )
+            return [to_document(doc) async for doc in cursor]
+
+    async def retired(self, before: datetime, limit: int) -> list[Document]:
+        """Documents being deleted since before `before` (their delete is to be finished)."""
+        async with mongo_errors():
+            cursor = self._docs.find(
+                {"parse_status": ParseStatus.DELETING.value, "updated_at": {"$lt": before}}
+            ).limit(limit)
+            return [to_document(doc) async for doc in cursor]
+
+    async def lines_in_run(self, tenant_id: str, kb_id: str, source: str, run: str) -> set[str]:
+        """The version lines (source keys) a sync run of a source holds."""
+        async with mongo_errors():
+            keys = await self._docs.distinct(
+                "source_key",
+                {"tenant_id": tenant_id, "kb_id": kb_id, "source": source, "sync_run": run},
+            )
+        return {str(key) for key in keys}
 
     async def touch(self, document_id: str, generation: int) -> None:
         """Notes that a stage is still working on the document (so it is not stalled)."""

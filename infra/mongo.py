@@ -101,6 +101,9 @@ async def ensure_indexes(db: Database) -> None:
             [("kb_id", ASCENDING), ("source_key", ASCENDING), ("version", DESCENDING)]
         )
         await docs.create_index([("parse_status", ASCENDING), ("updated_at", ASCENDING)])
+        # A record's versions by external id; a source's documents for a full sync.
+        await docs.create_index([("kb_id", ASCENDING), ("external_id", ASCENDING)])
+        await docs.create_index([("kb_id", ASCENDING), ("source", ASCENDING)])
         await db[SOURCES].create_index([("kb_id", ASCENDING)])
         await db[BOTS].create_index([("tenant_id", ASCENDING), ("created_at", DESCENDING)])
         await db[BOTS].create_index([("knowledge.kb_ids", ASCENDING)])

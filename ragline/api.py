@@ -31,6 +31,7 @@ from infra.settings import Settings
 from ragline.system import System
 from schemas.domain import utcnow
 from schemas.topics import ALL_TOPICS
+from services.removal import Removal
 from workers.index.app import build_stage as build_index_stage
 from workers.wiring import RunnerSlot, stage_runner, subscribe_stage
 
@@ -58,6 +59,8 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
 
     stalled = asyncio.create_task(_report_stalled(system.documents, settings.ingest.stall_after_s))
     stack.callback(stalled.cancel)
+    sweeping = asyncio.create_task(_sweep_deletes(system.removal))
+    stack.callback(sweeping.cancel)
 
     async def readiness() -> dict[str, str]:
         checks: dict[str, str] = {}
@@ -79,6 +82,7 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
         agent_tools=system.agent_tools,
         audit=AuditRepository(system.db),
         dead_letters=system.dead_letters,
+        sync=system.source_sync,
         knowledge_bases=system.knowledge_bases,
         documents=system.document_queries,
         intake=system.intake,
@@ -106,6 +110,16 @@ async def _report_stalled(documents: DocumentRepository, stall_after_s: float) -
         except RetryableError as exc:
             log.warning("cannot count stalled documents: %s", exc)
         await asyncio.sleep(period)
+
+
+async def _sweep_deletes(removal: Removal) -> None:
+    """Finishes the deletes of retired documents (closed syncs, interrupted deletes)."""
+    while True:
+        try:
+            await removal.sweep()
+        except RetryableError as exc:
+            log.warning("cannot finish deletes: %s", exc)
+        await asyncio.sleep(1.0)
 
 
 async def _probe(check: Callable[[], Awaitable[object]]) -> str:

@@ -18,6 +18,7 @@ from faststream.kafka import KafkaBroker
 from pymongo import AsyncMongoClient
 
 from core.errors import PermanentError
+from core.governance import Reader
 from infra.audiences import AudienceRepository
 from infra.blob_store import BlobStore
 from infra.bots import BotRepository
@@ -53,11 +54,12 @@ from services.governance import ItemGovernance, ItemPolicy
 from services.intake import Intake
 from services.knowledge_bases import KnowledgeBaseService
 from services.people import PeopleService, TokenService
-from services.removal import Removal
+from services.removal import Removal, retire_document
 from services.search.access import AccessGuard
 from services.search.events import RetrievalEvents
 from services.search.retrieval import Retriever
 from services.search.service import SearchService
+from services.sync import SourceSync
 from services.wiki import WikiService
 
 
@@ -294,6 +296,21 @@ class System:
         return Removal(
             self.documents, self.kbs, self.lifecycle, self.blobs, self.store, self.freshness
         )
+
+    @cached_property
+    def source_sync(self) -> SourceSync:
+        """Full syncs of a source (connectors, crawls), deleting what they drop at once."""
+        return SourceSync(self.intake, self.documents, self.removal.delete_document)
+
+    @cached_property
+    def retiring_source_sync(self) -> SourceSync:
+        """Full syncs in a process without the vector store: what they drop is retired, and
+        the API process finishes the deletes (`Removal.sweep`)."""
+
+        async def retire(tenant_id: str, kb_id: str, document_id: str, reader: Reader) -> None:
+            await retire_document(self.documents, tenant_id, kb_id, document_id, reader)
+
+        return SourceSync(self.intake, self.documents, retire)
 
     @cached_property
     def knowledge_bases(self) -> KnowledgeBaseService:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -125,6 +125,8 @@ class DocumentOut(BaseModel):
     version: int
     external_id: str | None
     url: str | None
+    # The source a full sync keeps in step (a connector's, or `crawl`), if any.
+    source: str | None = None
     parse_status: ParseStatus
     parse_error: str | None
     # True while it has not moved for longer than the configured stall deadline.
@@ -266,6 +268,36 @@ class BatchOut(BaseModel):
     """Body of the answer to `POST .../documents/batch`."""
 
     results: list[IngestResult]
+
+
+# A sync source's name: a connector's (`zendesk`, `confluence-eng`), or `crawl`.
+SourceName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]*$")]
+
+
+class SyncIn(BatchIn):
+    """Body of `POST .../documents/sync`: the complete set of a source's records (seed 004)."""
+
+    source: SourceName
+    records: list[Record] = Field(min_length=0, max_length=1000)
+
+
+class SyncOut(BatchOut):
+    """What a full sync did: each record's outcome, and the documents it removed."""
+
+    run: str
+    removed: list[str]
+
+
+class RecordReplace(BaseModel):
+    """Body of `PUT .../documents/{document_id}`: a record's new title, body and URL (its
+    external id and permissions stay)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(default="", max_length=500)
+    content: str = Field(min_length=1, max_length=5_000_000)
+    url: str | None = Field(default=None, max_length=2048)
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class TokenCreate(BaseModel):

@@ -255,6 +255,10 @@ class Document(BaseModel):
     attempts: dict[str, int] = Field(default_factory=dict)
     # Runs restarted by the reconciler because the document stopped moving (bounded).
     redrives: int = 0
+    # The source a full sync keeps in step (a connector's name, or `crawl`), and the last sync
+    # run that contained the document.
+    source: str | None = None
+    sync_run: str | None = None
     stage_started_at: dict[str, datetime] = Field(default_factory=dict)
     created_at: datetime
     updated_at: datetime

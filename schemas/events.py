@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.governance import GovernanceChange
 from schemas.domain import ChunkRecord, Document, Record, utcnow
@@ -149,8 +149,25 @@ class ChunkBatchEmbedded(ChunkBatchReady):
         return out
 
 
+class SyncMarker(BaseModel):
+    """A record's place in a full sync of its source (seed 004): every record of one run
+    carries the same `run`; the run's last message has `complete` and no record, and says how
+    many records the run published. Then the source's documents the run did not hold are
+    removed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    run: str = Field(min_length=1, max_length=128)
+    complete: bool = False
+    record_count: int | None = Field(default=None, ge=0)
+    # How many times the closing message was put back to wait for the run's records.
+    waited: int = Field(default=0, ge=0)
+
+
 class RecordPublished(BaseModel):
-    """A connector's record for a knowledge base (topic `records.ingest.v1`)."""
+    """A connector's record for a knowledge base (topic `records.ingest.v1`), or the end of a
+    full sync (`sync.complete`, no record)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -159,16 +176,30 @@ class RecordPublished(BaseModel):
     schema_version: int = 1
     tenant_id: str = Field(min_length=1)
     kb_id: str = Field(min_length=1)
-    record: Record
+    record: Record | None = None
+    sync: SyncMarker | None = None
     # Who may read it (seed 002's Airbyte fields); left out: the previous version's, or the
     # KB's default visibility.
     governance: GovernanceChange = Field(default_factory=GovernanceChange)
     # Required with `visibility_mode: shared` and no audience: readable by the whole tenant.
     confirm_tenant_wide: bool = False
 
+    @model_validator(mode="after")
+    def _record_or_sync_end(self) -> RecordPublished:
+        ending = self.sync is not None and self.sync.complete
+        if (self.record is None) != ending:
+            raise ValueError("a message holds a record, or (only) the end of a sync run")
+        if ending and self.sync is not None and self.sync.record_count is None:
+            raise ValueError("the end of a sync run says how many records it published")
+        if self.sync is not None and self.record is not None and not self.record.external_id:
+            raise ValueError("a synced record needs an external_id")
+        return self
+
     @property
     def key(self) -> bytes:
         """One record's updates stay in order."""
+        if self.record is None:
+            return self.event_id.encode()
         return (self.record.external_id or self.event_id).encode()
 
 

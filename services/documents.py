@@ -48,11 +48,13 @@ class DocumentQueries:
         *,
         status: ParseStatus | None = None,
         stalled: bool = False,
+        external_id: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> DocumentPage:
         """The KB's documents the caller may see, newest first, a page at a time (`NotFound`
-        for no such KB); `stalled` keeps only documents in progress that stopped moving."""
+        for no such KB); `stalled` keeps only documents in progress that stopped moving,
+        `external_id` the versions of that record."""
         await self._kbs.get(tenant_id, kb_id)
         return await self._documents.list_page(
             tenant_id,
@@ -60,6 +62,7 @@ class DocumentQueries:
             status=status,
             stalled_before=self.stalled_before() if stalled else None,
             readers=None if reader.admin else reader.key,
+            external_id=external_id,
             limit=limit,
             cursor=cursor,
         )

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from core.errors import Forbidden
+from core.errors import Conflict, Forbidden
 from core.governance import Governance, Reader
 from core.rules import ensure_changeable
 from infra.blob_store import BlobStore, OriginalUpload, StoredUpload
@@ -60,6 +60,14 @@ class Ingested:
 
     document: Document
     outcome: Outcome
+
+
+@dataclass(frozen=True)
+class SyncRun:
+    """A full sync of a source in progress: the documents it contains are tagged with it."""
+
+    source: str
+    run: str
 
 
 @dataclass(frozen=True)
@@ -176,6 +184,7 @@ class Intake:
         by: Submission,
         *,
         batch: bool = True,
+        sync: SyncRun | None = None,
     ) -> list[Ingested]:
         """Upserts text records: by external id if they have one, else by their content.
 
@@ -190,7 +199,7 @@ class Intake:
             )
             for record in records
         ]
-        return await self.accept_texts(tenant_id, kb_id, items, by, batch=batch)
+        return await self.accept_texts(tenant_id, kb_id, items, by, batch=batch, sync=sync)
 
     async def accept_texts(
         self,
@@ -200,8 +209,10 @@ class Intake:
         by: Submission,
         *,
         batch: bool = False,
+        sync: SyncRun | None = None,
     ) -> list[Ingested]:
-        """Upserts texts on their version lines (`source_key`; none: keyed by content)."""
+        """Upserts texts on their version lines (`source_key`; none: keyed by content); with
+        `sync`, every document of the texts is tagged with the run."""
         kb = await self.writable_kb(tenant_id, kb_id)
         latest = await self._documents.latest_of_sources(
             kb_id, [item.source_key for item in items if item.source_key]
@@ -239,13 +250,18 @@ class Intake:
                 await self._documents.set_governance(
                     tenant_id, previous.knowledge_item_id, governance
                 )
+            if sync is not None:
+                await self._documents.mark_synced(previous.id, sync.source, sync.run)
             if changed or previous.parse_status is ParseStatus.FAILED:
                 document = await self.reindex(tenant_id, kb_id, previous.id)
                 results[position] = Ingested(document, Outcome.REINDEXED)
             else:
                 results[position] = Ingested(previous, Outcome.UNCHANGED)
         documents = await self._prepare_texts(
-            tenant_id, kb_id, [(items[position], g, item_id) for position, g, item_id in fresh]
+            tenant_id,
+            kb_id,
+            [(items[position], g, item_id) for position, g, item_id in fresh],
+            sync,
         )
         try:
             started = await self._lifecycle.create(documents)
@@ -268,7 +284,11 @@ class Intake:
             raise Forbidden("only the item's owner or an admin can add a version of it")
 
     async def _prepare_texts(
-        self, tenant_id: str, kb_id: str, texts: list[tuple[TextItem, Governance, str | None]]
+        self,
+        tenant_id: str,
+        kb_id: str,
+        texts: list[tuple[TextItem, Governance, str | None]],
+        sync: SyncRun | None = None,
     ) -> list[Document]:
         """Stores the texts and numbers their versions (a few at a time)."""
         limit = asyncio.Semaphore(RECORD_CONCURRENCY)
@@ -310,6 +330,8 @@ class Intake:
                     kind=item.kind,
                     topic=item.topic,
                     summary=item.summary,
+                    source=sync.source if sync else None,
+                    sync_run=sync.run if sync else None,
                 )
 
         try:
@@ -318,6 +340,23 @@ class Intake:
             for key in stored:
                 await self._blobs.delete(key)
             raise
+
+    async def replace_record(
+        self, tenant_id: str, kb_id: str, document_id: str, record: Record, by: Submission
+    ) -> Ingested:
+        """Replaces a record's title, body and URL (a new version on its line, keeping its
+        external id and permissions); its owner or an admin only."""
+        current = await self._documents.get(tenant_id, kb_id, document_id)
+        ItemPolicy.manageable(by.reader, current)
+        if current.external_id is None:
+            raise Conflict(
+                f"document {document_id!r} is a file, not a record with an external id; "
+                "upload a new version of the file instead"
+            )
+        replacement = record.model_copy(update={"external_id": current.external_id})
+        item = TextItem(replacement, current.source_key)
+        sync = SyncRun(current.source, current.sync_run or "") if current.source else None
+        return (await self.accept_texts(tenant_id, kb_id, [item], by, sync=sync))[0]
 
     async def reindex(
         self, tenant_id: str, kb_id: str, document_id: str, reader: Reader | None = None

@@ -1,10 +1,16 @@
 """Deleting documents and knowledge bases: out of search first, then files and records.
 
 A delete retires the document's generation first, so nothing in flight can bring its chunks
-back, then removes its chunks, files and record.
+back, then removes its chunks, files and record. A process without the vector store (the
+records worker closing a sync) only retires documents; the API process, which holds the store,
+sweeps retired documents every second and finishes their deletes, as it finishes a delete that
+was interrupted.
 """
 
 from __future__ import annotations
+
+import logging
+from datetime import timedelta
 
 from core.filters import chunks_of_document, chunks_of_kb
 from core.governance import Reader
@@ -13,9 +19,24 @@ from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.vectorstore.base import VectorStore
-from schemas.domain import Document, KbStatus
+from schemas.domain import Document, KbStatus, utcnow
 from services.freshness import SearchFreshness
 from services.governance import ItemPolicy
+
+log = logging.getLogger(__name__)
+
+# A retired document is swept once it has been retired this long (a delete running in a
+# request finishes it itself meanwhile).
+SWEEP_GRACE = timedelta(seconds=1)
+
+
+async def retire_document(
+    documents: DocumentRepository, tenant_id: str, kb_id: str, document_id: str, reader: Reader
+) -> None:
+    """Takes a document out of the pipeline and out of lists at once (its owner or an admin);
+    the API process's sweep removes its chunks, files and record."""
+    ItemPolicy.manageable(reader, await documents.get(tenant_id, kb_id, document_id))
+    await documents.begin_delete(tenant_id, kb_id, document_id)
 
 
 class Removal:
@@ -49,6 +70,18 @@ class Removal:
         removed = await self._lifecycle.remove(document_id)
         if removed is not None:
             await self._freshness.kbs_changed(removed.revisions)
+
+    async def sweep(self, limit: int = 100) -> int:
+        """Finishes the deletes of documents retired a while ago; returns how many."""
+        finished = 0
+        for document in await self._documents.retired(utcnow() - SWEEP_GRACE, limit):
+            await self._store.delete(chunks_of_document(document.tenant_id, document.id))
+            await self._delete_files(document)
+            removed = await self._lifecycle.remove(document.id)
+            if removed is not None:
+                await self._freshness.kbs_changed(removed.revisions)
+                finished += 1
+        return finished
 
     async def delete_kb(self, tenant_id: str, kb_id: str) -> None:
         """Removes a KB and everything in it: hidden at once, then points, files, records.

@@ -7,7 +7,16 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from api.deps import CallerDep, Documents, GovernanceDep, IntakeDep, KbId, RemovalDep
+from api.deps import (
+    AdminPrincipal,
+    CallerDep,
+    Documents,
+    GovernanceDep,
+    IntakeDep,
+    KbId,
+    RemovalDep,
+    SyncDep,
+)
 from api.uploads import receive_upload
 from core.errors import InvalidRequest, UnsupportedDocumentType
 from core.governance import GovernanceChange
@@ -19,12 +28,15 @@ from schemas.api import (
     DocumentList,
     DocumentOut,
     IngestResult,
+    RecordReplace,
     StoredChunk,
     StoredChunks,
+    SyncIn,
+    SyncOut,
     TextDocumentIn,
     governance_change,
 )
-from schemas.domain import ParseStatus, new_document_id
+from schemas.domain import ParseStatus, Record, new_document_id
 from schemas.formats import CONTENT_TYPES, SUPPORTED_EXTENSIONS, extension_of
 from services.documents import DocumentQueries
 from services.governance import Submission
@@ -210,6 +222,48 @@ async def ingest_batch(
     )
 
 
+@router.post("/sync", status_code=status.HTTP_202_ACCEPTED)
+async def sync_source(
+    kb_id: KbId, body: SyncIn, principal: AdminPrincipal, caller: CallerDep, sync: SyncDep
+) -> SyncOut:
+    """Makes the KB's documents of `source` exactly these records (seed 004's full sync): new
+    ones are added, changed ones re-indexed (the old version stays searchable until the new
+    one is indexed), and the source's documents not named here are deleted."""
+    by = Submission(caller.reader, body.governance(), body.confirm_tenant_wide)
+    synced = await sync.sync(principal.tenant_id, kb_id, body.source, body.records, by)
+    return SyncOut(
+        run=synced.run,
+        removed=synced.removed,
+        results=[
+            IngestResult(
+                external_id=record.external_id,
+                document_id=result.document.id,
+                outcome=result.outcome.value,
+                parse_status=result.document.parse_status,
+            )
+            for record, result in zip(body.records, synced.results, strict=True)
+        ],
+    )
+
+
+@router.put("/{document_id}", status_code=status.HTTP_202_ACCEPTED, response_model=DocumentOut)
+async def replace_record(
+    kb_id: KbId,
+    document_id: str,
+    body: RecordReplace,
+    caller: CallerDep,
+    intake: IntakeDep,
+    documents: Documents,
+) -> JSONResponse:
+    """Replaces a record's title, body and URL: a new version that takes the old one's place
+    once indexed (200 with the document if nothing changed). Files get 409: upload a new
+    version instead."""
+    record = Record(title=body.title, content=body.content, url=body.url, metadata=body.metadata)
+    by = Submission(caller.reader, GovernanceChange())
+    ingested = await intake.replace_record(caller.tenant_id, kb_id, document_id, record, by)
+    return _answer(documents, ingested)
+
+
 @router.get("")
 async def list_documents(
     kb_id: KbId,
@@ -218,6 +272,9 @@ async def list_documents(
     status_filter: Annotated[
         ParseStatus | Literal["stalled"] | None,
         Query(alias="status", description="a parse status, or `stalled`"),
+    ] = None,
+    external_id: Annotated[
+        str | None, Query(max_length=512, description="only the versions of this record")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
@@ -229,6 +286,7 @@ async def list_documents(
         caller.reader,
         status=status_filter if isinstance(status_filter, ParseStatus) else None,
         stalled=status_filter == "stalled",
+        external_id=external_id,
         limit=limit,
         cursor=cursor,
     )

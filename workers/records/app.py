@@ -7,7 +7,8 @@ from faststream import FastStream
 from infra.settings import Settings
 from ragline.system import System
 from schemas.events import RecordPublished
-from workers.records.handler import RecordHandler
+from schemas.topics import RECORDS_INGEST
+from workers.records.handler import RecordHandler, Requeue
 from workers.runtime import Stage
 from workers.wiring import stage_app
 
@@ -15,8 +16,20 @@ from workers.wiring import stage_app
 async def build_stage(system: System) -> Stage[RecordPublished]:
     """The records stage: each record goes through the same intake as the API's."""
     return Stage(
-        "records", RecordPublished, RecordHandler(system.intake), system.settings.stages.records
+        "records",
+        RecordPublished,
+        RecordHandler(system.intake, system.retiring_source_sync, requeue(system)),
+        system.settings.stages.records,
     )
+
+
+def requeue(system: System) -> Requeue:
+    """Puts a records message back at the end of its topic."""
+
+    async def send(event: RecordPublished) -> None:
+        await system.send(RECORDS_INGEST, event.key, event.model_dump_json().encode())
+
+    return send
 
 
 def create_app(settings: Settings) -> FastStream:
