@@ -19,6 +19,7 @@ from api.audit import AuditMiddleware
 from api.mcp import KnowledgeMcp
 from api.routes import (
     audit,
+    crawl,
     dead_letters,
     documents,
     evaluations,
@@ -120,6 +121,7 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
         knowledge,
         audit,
         dead_letters,
+        crawl,
     ):
         app.include_router(module.router)
     # Last, so every API route matches first: the MCP app answers `/mcp`.

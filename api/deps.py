@@ -17,6 +17,7 @@ from infra.audit import AuditRepository
 from schemas.domain import Principal, Role
 from services.agent_tools import AgentTools
 from services.bots import BotService
+from services.crawl import CrawlJobs
 from services.dead_letters import DeadLetters
 from services.documents import DocumentQueries
 from services.evaluation import Evaluations
@@ -62,6 +63,7 @@ Tokens = Annotated[TokenService, Depends(_service("tokens"))]
 Audit = Annotated[AuditRepository, Depends(_service("audit"))]
 DeadLettersDep = Annotated[DeadLetters, Depends(_service("dead_letters"))]
 SyncDep = Annotated[SourceSync, Depends(_service("sync"))]
+CrawlJobsDep = Annotated[CrawlJobs, Depends(_service("crawl_jobs"))]
 People = Annotated[PeopleService, Depends(_service("people"))]
 Policy = Annotated[ItemPolicy, Depends(_service("policy"))]
 GovernanceDep = Annotated[ItemGovernance, Depends(_service("governance"))]

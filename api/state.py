@@ -11,6 +11,7 @@ from infra.audit import AuditRepository
 from infra.settings import Settings
 from services.agent_tools import AgentTools
 from services.bots import BotService
+from services.crawl import CrawlJobs
 from services.dead_letters import DeadLetters
 from services.documents import DocumentQueries
 from services.evaluation import Evaluations
@@ -41,6 +42,7 @@ class ApiServices:
     audit: AuditRepository
     dead_letters: DeadLetters
     sync: SourceSync
+    crawl_jobs: CrawlJobs
     knowledge_bases: KnowledgeBaseService
     documents: DocumentQueries
     intake: Intake

@@ -40,13 +40,14 @@ log = logging.getLogger("ragline.local")
 PR_SET_PDEATHSIG = 1
 # On one machine the embedding model is the bottleneck: the stages that only feed it run at a
 # lower CPU priority so they fill the model's idle moments instead of preempting it.
-STAGE_NICENESS: dict[str, int] = {"records": 10, "extract": 10, "chunk": 10}
+STAGE_NICENESS: dict[str, int] = {"records": 10, "crawl": 10, "extract": 10, "chunk": 10}
 STAGE_MODULES: dict[str, str] = {
     "records": "workers.records",
     "extract": "workers.extract",
     "chunk": "workers.chunk",
     "embed": "workers.embed",
     "index": "workers.index",
+    "crawl": "workers.crawl",
     # Not a stage: sends the outbox to Kafka and re-drives stuck documents.
     "relay": "workers.relay",
 }
@@ -327,7 +328,8 @@ class Pipeline:
                     "RAGLINE_EMBEDDING__PARALLELISM": "1",
                 },
             )
-            stages = ["relay", "records", "extract", "chunk"] + ["embed"] * self.embed_workers
+            stages = ["relay", "records", "crawl", "extract", "chunk"]
+            stages += ["embed"] * self.embed_workers
             if self.env.get("RAGLINE_QDRANT__URL"):
                 stages.append("index")
             if not workers:

@@ -38,6 +38,11 @@ CONTEXTS = "context_cache"
 OUTBOX = "event_outbox"
 # Messages a stage gave up on, for people to list and re-drive (`infra.dead_letters`).
 DEAD_LETTERS = "dead_letters"
+# Crawl jobs, each job's URLs, pages as last fetched, and the one active job per KB.
+CRAWL_JOBS = "crawl_jobs"
+CRAWL_FRONTIER = "crawl_frontier"
+CRAWL_PAGES = "crawl_pages"
+CRAWL_ACTIVE = "crawl_active"
 ORIGINALS_BUCKET = "originals"
 EXTRACTED_BUCKET = "extracted"
 
@@ -119,6 +124,10 @@ async def ensure_indexes(db: Database) -> None:
         await db[OUTBOX].create_index([("created_at", ASCENDING)])
         await db[OUTBOX].create_index([("document_id", ASCENDING)])
         await db[DEAD_LETTERS].create_index([("tenant_id", ASCENDING), ("at", DESCENDING)])
+        await db[CRAWL_JOBS].create_index(
+            [("tenant_id", ASCENDING), ("kb_id", ASCENDING), ("created_at", DESCENDING)]
+        )
+        await db[CRAWL_FRONTIER].create_index([("job_id", ASCENDING)])
         await db[EVALUATIONS].create_index(
             [("tenant_id", ASCENDING), ("kb_id", ASCENDING), ("created_at", DESCENDING)]
         )

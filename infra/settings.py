@@ -172,6 +172,8 @@ class StageSettings(BaseModel):
     """Each stage's policy (`RAGLINE_STAGES__EXTRACT__TIME_LIMIT_S=...`)."""
 
     records: StagePolicy = StagePolicy(max_attempts=3, time_limit_s=60)
+    # One URL: robots, the fetch (within crawl.fetch_timeout_s) and handing it to ingestion.
+    crawl: StagePolicy = StagePolicy(max_attempts=3, time_limit_s=120)
     # Parsing and OCR of a long file is the slowest work of the pipeline.
     extract: StagePolicy = StagePolicy(max_attempts=3, time_limit_s=600)
     # A batch may wait on a language model for its chunk contexts.
@@ -186,6 +188,24 @@ class StageSettings(BaseModel):
         if not isinstance(policy, StagePolicy):
             raise KeyError(f"no stage named {stage!r}")
         return policy
+
+
+class CrawlSettings(BaseModel):
+    """The crawl worker (`python -m workers.crawl`)."""
+
+    user_agent: str = "RaglineCrawler/1.0"
+    # Pages and depth of a job when its request does not say.
+    max_pages: int = Field(default=200, ge=1, le=100_000)
+    max_depth: int = Field(default=3, ge=0, le=20)
+    # Politeness: the time between two requests to one host from one worker.
+    per_host_delay_s: float = Field(default=0.5, ge=0)
+    # One response: its whole time, its size, and the redirects followed.
+    fetch_timeout_s: float = Field(default=10.0, gt=0)
+    max_page_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    max_redirects: int = Field(default=5, ge=0, le=20)
+    # Loopback, private, link-local (cloud metadata) and other special addresses are refused
+    # unless this is set (tests crawl a site on 127.0.0.1).
+    allow_private_networks: bool = False
 
 
 class RelaySettings(BaseModel):
@@ -280,6 +300,7 @@ class Settings(BaseSettings):
     stages: StageSettings = StageSettings()
     search: SearchSettings = SearchSettings()
     relay: RelaySettings = RelaySettings()
+    crawl: CrawlSettings = CrawlSettings()
     api: ApiSettings = ApiSettings()
 
     @model_validator(mode="after")

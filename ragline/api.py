@@ -83,6 +83,7 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
         audit=AuditRepository(system.db),
         dead_letters=system.dead_letters,
         sync=system.source_sync,
+        crawl_jobs=system.crawl_jobs,
         knowledge_bases=system.knowledge_bases,
         documents=system.document_queries,
         intake=system.intake,

@@ -25,12 +25,14 @@ from infra.bots import BotRepository
 from infra.context.base import ContextProvider
 from infra.context.cache import ContextCache
 from infra.context.factory import build_context_provider
+from infra.crawl import CrawlRepository
 from infra.dead_letters import DeadLetterRepository
 from infra.documents import DocumentRepository
 from infra.embedding.base import Embedder
 from infra.embedding.factory import build_embedder
 from infra.embedding_cache import EmbeddingCache
 from infra.evaluations import EvaluationRepository
+from infra.fetcher import Fetcher
 from infra.kafka import kafka_publisher, kafka_sender
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
@@ -46,6 +48,7 @@ from infra.vectorstore.factory import open_vector_store
 from schemas.events import Event, Publish, Send
 from services.agent_tools import AgentTools
 from services.bots import BotService
+from services.crawl import Crawler, CrawlJobs
 from services.dead_letters import DeadLetters
 from services.documents import DocumentQueries
 from services.evaluation import Evaluations, Evaluator
@@ -311,6 +314,30 @@ class System:
             await retire_document(self.documents, tenant_id, kb_id, document_id, reader)
 
         return SourceSync(self.intake, self.documents, retire)
+
+    @cached_property
+    def crawl_jobs_repository(self) -> CrawlRepository:
+        """Crawl jobs, their frontiers and page states."""
+        return CrawlRepository(self.mongo, self.db, self.outbox)
+
+    @cached_property
+    def crawl_jobs(self) -> CrawlJobs:
+        """Starts, lists and cancels crawls."""
+        return CrawlJobs(self.crawl_jobs_repository, self.kbs, self.events, self.settings.crawl)
+
+    def open_crawler(self) -> Crawler:
+        """The crawl worker's logic, with an HTTP client closed with the process."""
+        fetcher = Fetcher(self.settings.crawl)
+        self._stack.push_async_callback(fetcher.close)
+        return Crawler(
+            self.crawl_jobs_repository,
+            self.documents,
+            self.intake,
+            self.blobs,
+            self.retiring_source_sync,
+            fetcher,
+            self.events,
+        )
 
     @cached_property
     def knowledge_bases(self) -> KnowledgeBaseService:

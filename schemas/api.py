@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from core.errors import InvalidRequest
 from core.governance import NAME_PATTERN, GovernanceChange, Visibility
 from schemas.chunks import ChunkPayload
+from schemas.crawl import CrawlJob
 from schemas.domain import (
     KB_CODE_PATTERN,
     PIPELINE_ORDER,
@@ -471,6 +472,35 @@ class RedriveAllOut(BaseModel):
     """Body of `POST /api/v1/dead-letters/redrive`."""
 
     items: list[RedriveOut]
+
+
+class CrawlJobCreate(BaseModel):
+    """Body of `POST .../crawl-jobs` (seed 003): left out, the KB's `urls` and `files` and the
+    configured limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    urls: list[SourceUrl] = Field(default_factory=list, max_length=100)
+    file_urls: list[SourceUrl] = Field(default_factory=list, max_length=1000)
+    max_pages: int | None = Field(default=None, ge=1, le=100_000)
+    max_depth: int | None = Field(default=None, ge=0, le=20)
+    # Shell-style globs on URL paths (`/docs/*`).
+    include: list[str] = Field(default_factory=list, max_length=50)
+    exclude: list[str] = Field(default_factory=list, max_length=50)
+
+
+class CrawlJobQueued(BaseModel):
+    """Answer to `POST .../crawl-jobs`."""
+
+    queued: bool = True
+    job_id: str
+    job: CrawlJob
+
+
+class CrawlJobList(BaseModel):
+    """A KB's crawl jobs, newest first."""
+
+    items: list[CrawlJob]
 
 
 class AuditPage(BaseModel):

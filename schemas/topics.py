@@ -8,6 +8,8 @@ CHUNKS_READY = "chunks.ready.v1"
 CHUNKS_EMBEDDED = "chunks.embedded.v1"
 # Connectors publish text records here; the records worker upserts them by external id.
 RECORDS_INGEST = "records.ingest.v1"
+# The crawl worker's tasks: one URL of a crawl job each.
+CRAWL_PAGES = "crawl.pages.v1"
 # Every search of a session or turn announces what it retrieved here (seed 002's
 # `rag_chunks_retrieved`), after its answer is sent.
 CHUNKS_RETRIEVED = "knowledge.chunks-retrieved.v1"
@@ -19,6 +21,7 @@ BROKER_MARKER = "ragline.broker-marker.v1"
 # The stages, in pipeline order, with the topic each consumes.
 STAGE_INPUTS: dict[str, str] = {
     "records": RECORDS_INGEST,
+    "crawl": CRAWL_PAGES,
     "extract": DOCUMENT_UPLOADED,
     "chunk": DOCUMENT_EXTRACTED,
     "embed": CHUNKS_READY,

@@ -130,18 +130,23 @@ class Intake:
         by: Submission,
         title: str | None = None,
         reindex: bool = False,
+        url: str | None = None,
+        sync: SyncRun | None = None,
     ) -> Ingested:
         """Takes an uploaded file whose bytes are already stored under `document_id`.
 
         Identical bytes the caller can read are that document; a file of the same name on the
         caller's version line is a new version of it (with its permissions, unless changed).
+        A file fetched from a `url` (a crawl) is keyed by it instead: its external id and
+        version line are the URL; with `sync`, the document joins that sync run.
         """
         try:
             kb = await self.writable_kb(tenant_id, kb_id)
             identical = await self._documents.find_identical(kb_id, stored.sha256)
             if identical is not None and not self._policy.visible(by.reader, identical):
                 identical = None
-            source_key = by.source_key(file_source_key(filename))
+            line = record_source_key(url) if url else file_source_key(filename)
+            source_key = by.source_key(line)
             previous = await self._documents.latest_of_source(kb_id, source_key)
             self._check_may_add_version(by, previous)
             governance = await self._policy.for_new_item(
@@ -152,6 +157,8 @@ class Intake:
             raise
         if identical is not None:
             await self._blobs.delete(stored.storage_key)
+            if sync is not None:
+                await self._documents.mark_synced(identical.id, sync.source, sync.run)
             if not reindex:
                 return Ingested(identical, Outcome.UNCHANGED)
             document = await self.reindex(tenant_id, kb_id, identical.id, by.reader)
@@ -165,8 +172,11 @@ class Intake:
             content_type=CONTENT_TYPES[extension_of(filename)],
             stored=stored,
             source_key=source_key,
+            external_id=url,
+            url=url,
             governance=governance,
             knowledge_item_id=previous.knowledge_item_id if previous else document_id,
+            sync=sync,
         )
         return Ingested(document, Outcome.UPDATED if previous else Outcome.CREATED)
 
@@ -388,6 +398,7 @@ class Intake:
         metadata: dict[str, object] | None = None,
         governance: Governance,
         knowledge_item_id: str,
+        sync: SyncRun | None = None,
     ) -> Document:
         now = utcnow()
         try:
@@ -413,6 +424,8 @@ class Intake:
                 updated_at=now,
                 governance=governance,
                 knowledge_item_id=knowledge_item_id,
+                source=sync.source if sync else None,
+                sync_run=sync.run if sync else None,
             )
             started = await self._lifecycle.create([document])
         except BaseException:

@@ -1,0 +1,59 @@
+"""Crawl jobs (seed 003): start one for a KB, follow it, cancel it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+
+from api.deps import AdminPrincipal, CrawlJobsDep, KbId
+from schemas.api import CrawlJobCreate, CrawlJobList, CrawlJobQueued
+from schemas.crawl import CrawlJob
+from services.crawl import CrawlRequest
+
+router = APIRouter(tags=["crawl jobs"])
+
+
+@router.post("/api/v1/knowledge-bases/{kb_id}/crawl-jobs", status_code=status.HTTP_202_ACCEPTED)
+async def start_crawl(
+    kb_id: KbId, body: CrawlJobCreate, principal: AdminPrincipal, jobs: CrawlJobsDep
+) -> CrawlJobQueued:
+    """Queues a crawl of the KB's site (409 while another crawl of it is queued or running):
+    pages within the start URLs' host and path, robots.txt obeyed, sitemaps read, links
+    followed to `max_depth` and `max_pages`; unchanged pages cost nothing, and the KB's crawled
+    pages that are gone are removed when the crawl completes."""
+    request = CrawlRequest(
+        urls=body.urls,
+        file_urls=body.file_urls,
+        max_pages=body.max_pages,
+        max_depth=body.max_depth,
+        include=body.include,
+        exclude=body.exclude,
+    )
+    job = await jobs.start(principal.tenant_id, kb_id, request)
+    return CrawlJobQueued(job_id=job.id, job=job)
+
+
+@router.get("/api/v1/knowledge-bases/{kb_id}/crawl-jobs")
+async def list_crawls(
+    kb_id: KbId,
+    principal: AdminPrincipal,
+    jobs: CrawlJobsDep,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> CrawlJobList:
+    """The KB's crawl jobs, newest first."""
+    return CrawlJobList(items=await jobs.of_kb(principal.tenant_id, kb_id, limit))
+
+
+@router.get("/api/v1/crawl-jobs/{job_id}")
+async def get_crawl(job_id: str, principal: AdminPrincipal, jobs: CrawlJobsDep) -> CrawlJob:
+    """A crawl job: state, timestamps, counts (seen, fetched, unchanged, failed, removed) and
+    why URLs were not taken."""
+    return await jobs.get(principal.tenant_id, job_id)
+
+
+@router.post("/api/v1/crawl-jobs/{job_id}/cancel")
+async def cancel_crawl(job_id: str, principal: AdminPrincipal, jobs: CrawlJobsDep) -> CrawlJob:
+    """Cancels a queued or running crawl: its remaining URLs are passed over; what it indexed
+    stays (409 if it already ended)."""
+    return await jobs.cancel(principal.tenant_id, job_id)

@@ -1,0 +1,312 @@
+"""Crawling a KB's site (seed 003) as a full sync of its pages (seed 004).
+
+`CrawlJobs` starts, lists and cancels jobs. `Crawler` works one URL of a job (the crawl worker
+calls it for each task): it fetches the URL conditionally, hands changed content to the intake
+keyed by its canonical URL (the same exactly-once path as records; an unchanged page costs
+nothing), takes the page's links within scope into the job, and finishes the URL. The last URL
+completes the job: the KB's crawled documents that this job did not reach (gone, 404/410, out
+of scope) are removed, and those whose fetch failed for now are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from core.errors import InvalidRequest
+from core.governance import Reader
+from core.rules import ensure_changeable
+from infra.blob_store import BlobStore
+from infra.crawl import CrawlRepository, PageState
+from infra.documents import DocumentRepository
+from infra.fetcher import Fetched, Fetcher, FetchFailed, Refused
+from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.outbox import EventSender
+from infra.settings import CrawlSettings
+from schemas.crawl import (
+    ACTIVE_STATES,
+    CrawlJob,
+    CrawlState,
+    CrawlTask,
+    CrawlUrlError,
+    new_crawl_job_id,
+)
+from schemas.domain import new_document_id, record_source_key, utcnow
+from services.crawl_links import Scope, canonical, is_file, page_links, sitemap_links
+from services.governance import Submission
+from services.intake import Intake, SyncRun
+from services.sync import SourceSync
+
+log = logging.getLogger(__name__)
+
+# The source a crawl keeps in step: every crawled page and file of a KB.
+CRAWL_SOURCE = "crawl"
+# Content types taken from a crawl, and the extension the extractors know them by.
+EXTENSIONS = {
+    "text/html": ".html",
+    "application/xhtml+xml": ".html",
+    "text/plain": ".txt",
+    "text/markdown": ".md",
+    "application/pdf": ".pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": ".pptx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
+    "text/csv": ".csv",
+}
+
+
+@dataclass(frozen=True)
+class CrawlRequest:
+    """What to crawl (empty lists: the KB's `urls` and `files`) and how far."""
+
+    urls: Sequence[str] = ()
+    file_urls: Sequence[str] = ()
+    max_pages: int | None = None
+    max_depth: int | None = None
+    include: Sequence[str] = ()
+    exclude: Sequence[str] = ()
+
+
+def _canonical_all(urls: Sequence[str], what: str) -> list[str]:
+    found = []
+    for url in urls:
+        clean = canonical(url)
+        if clean is None:
+            raise InvalidRequest(f"{what}: {url!r} is not an http(s) URL")
+        found.append(clean)
+    return list(dict.fromkeys(found))
+
+
+class CrawlJobs:
+    """Starts, lists and cancels crawl jobs."""
+
+    def __init__(
+        self,
+        jobs: CrawlRepository,
+        kbs: KnowledgeBaseRepository,
+        events: EventSender,
+        settings: CrawlSettings,
+    ) -> None:
+        self._jobs = jobs
+        self._kbs = kbs
+        self._events = events
+        self._settings = settings
+
+    async def start(self, tenant_id: str, kb_id: str, request: CrawlRequest) -> CrawlJob:
+        """Queues a crawl of the KB; `Conflict` while another one is queued or running."""
+        kb = ensure_changeable(await self._kbs.get(tenant_id, kb_id))
+        urls = _canonical_all(request.urls or kb.urls, "urls")
+        files = _canonical_all(request.file_urls or kb.files, "file_urls")
+        if not urls and not files:
+            raise InvalidRequest(
+                "nothing to crawl: give urls or file_urls, or set the knowledge base's urls"
+            )
+        job = CrawlJob(
+            id=new_crawl_job_id(),
+            tenant_id=tenant_id,
+            kb_id=kb.id,
+            state=CrawlState.CREATED,
+            urls=urls,
+            file_urls=files,
+            max_pages=request.max_pages or self._settings.max_pages,
+            max_depth=self._settings.max_depth if request.max_depth is None else request.max_depth,
+            include=list(request.include),
+            exclude=list(request.exclude),
+            created_at=utcnow(),
+        )
+        await self._jobs.create(job)
+        origins = {f"{urlsplit(u).scheme}://{urlsplit(u).netloc}" for u in urls}
+
+        def task(url: str, kind: str) -> CrawlTask:
+            return CrawlTask.model_validate(
+                {"job_id": job.id, "tenant_id": tenant_id, "kb_id": kb.id, "url": url,
+                 "depth": 0, "kind": kind}
+            )  # fmt: skip
+
+        tasks = [task(f"{o}/robots.txt", "robots") for o in sorted(origins)]
+        tasks += [task(url, "file" if is_file(url) else "page") for url in urls]
+        tasks += [task(url, "file") for url in files]
+        entries = await self._jobs.take(job.id, tasks, job.max_pages)
+        await self._events.send_now(entries)
+        return await self._jobs.get(tenant_id, job.id)
+
+    async def of_kb(self, tenant_id: str, kb_id: str, limit: int = 50) -> list[CrawlJob]:
+        """The KB's jobs, newest first."""
+        kb = await self._kbs.get(tenant_id, kb_id)
+        return await self._jobs.of_kb(tenant_id, kb.id, limit)
+
+    async def get(self, tenant_id: str, job_id: str) -> CrawlJob:
+        """One job with its counts and per-URL errors."""
+        return await self._jobs.get(tenant_id, job_id)
+
+    async def cancel(self, tenant_id: str, job_id: str) -> CrawlJob:
+        """Cancels an active job; what it indexed stays, nothing is removed."""
+        return await self._jobs.cancel(tenant_id, job_id)
+
+
+class Crawler:
+    """Works one URL of a crawl job."""
+
+    def __init__(
+        self,
+        jobs: CrawlRepository,
+        documents: DocumentRepository,
+        intake: Intake,
+        blobs: BlobStore,
+        syncs: SourceSync,
+        fetcher: Fetcher,
+        events: EventSender,
+    ) -> None:
+        self._jobs = jobs
+        self._documents = documents
+        self._intake = intake
+        self._blobs = blobs
+        self._syncs = syncs
+        self._fetcher = fetcher
+        self._events = events
+
+    async def handle(self, task: CrawlTask) -> bool:
+        """Works the task once (a redelivered one is passed over); True if it did work."""
+        job = await self._jobs.find(task.job_id)
+        if job is None or not await self._jobs.is_pending(job.id, task.url):
+            return False
+        if job.state not in ACTIVE_STATES:
+            await self._finish(job, task, {}, None)  # cancelled: passed over
+            return False
+        await self._jobs.start(job.id)
+        scope = Scope.of(job.urls, job.include, job.exclude)
+        counts: dict[str, int] = {}
+        error: CrawlUrlError | None = None
+        try:
+            if task.kind == "robots":
+                await self._robots(job, task)
+            elif task.kind == "sitemap":
+                await self._sitemap(job, task, scope)
+            else:
+                counts = await self._page(job, task, scope)
+        except Refused as exc:
+            counts, error = (
+                {"failed": int(task.kind in ("page", "file"))},
+                CrawlUrlError(url=task.url, reason=str(exc)),
+            )
+        except FetchFailed as exc:
+            await self._keep(job, task.url)
+            counts, error = (
+                {"failed": int(task.kind in ("page", "file"))},
+                CrawlUrlError(url=task.url, reason=str(exc), transient=True),
+            )
+        await self._finish(job, task, counts, error)
+        return True
+
+    async def _robots(self, job: CrawlJob, task: CrawlTask) -> None:
+        parts = urlsplit(task.url)
+        rules = await self._fetcher.robots(f"{parts.scheme}://{parts.netloc}")
+        maps = list(rules.sitemaps) if rules is not None else []
+        maps = maps or [f"{parts.scheme}://{parts.netloc}/sitemap.xml"]
+        await self._take(job, [self._task(job, u, 0, "sitemap") for u in maps])
+
+    async def _sitemap(self, job: CrawlJob, task: CrawlTask, scope: Scope) -> None:
+        fetched = await self._fetcher.fetch(task.url, lambda _: True)
+        if fetched.status != 200:
+            return  # no sitemap: links are followed anyway
+        pages, maps = sitemap_links(fetched.body)
+        tasks = [self._task(job, u, 1, "sitemap") for u in maps]
+        tasks += [self._task(job, u, 1, "file" if is_file(u) else "page") for u in pages]
+        await self._take(job, [t for t in tasks if t.kind == "sitemap" or scope(t.url)])
+
+    async def _page(self, job: CrawlJob, task: CrawlTask, scope: Scope) -> dict[str, int]:
+        listed = task.url in job.file_urls
+        in_scope = (lambda _: True) if listed else scope
+        if not in_scope(task.url):
+            raise Refused("outside the crawl's scope")
+        known = await self._jobs.page_state(job.kb_id, task.url)
+        fetched = await self._fetcher.fetch(
+            task.url, in_scope, known.etag if known else None,
+            known.last_modified if known else None,
+        )  # fmt: skip
+        if fetched.url != task.url:
+            # Redirected within scope: the page is known by where it lives.
+            await self._take(job, [self._task(job, fetched.url, task.depth, task.kind)])
+            return {}
+        if fetched.status == 304 and known is not None:
+            await self._keep(job, task.url)
+            await self._follow(job, task, scope, known.links)
+            return {"unchanged": 1}
+        if fetched.status in (404, 410):
+            raise Refused(f"the server answered {fetched.status}: the page is gone")
+        if fetched.status != 200:
+            raise Refused(f"the server answered {fetched.status}")
+        extension = EXTENSIONS.get(fetched.content_type)
+        if extension is None:
+            raise Refused(f"content type {fetched.content_type or 'unknown'!r} is not indexed")
+        digest = hashlib.sha256(fetched.body).hexdigest()
+        links = page_links(fetched.body, fetched.url) if extension == ".html" else []
+        state = PageState(fetched.etag, fetched.last_modified, digest, links)
+        unchanged = known is not None and known.content_hash == digest
+        if unchanged:
+            await self._keep(job, task.url)
+        else:
+            await self._ingest(job, task.url, fetched, extension)
+        await self._jobs.save_page_state(job.kb_id, task.url, state)
+        await self._follow(job, task, scope, links)
+        return {"unchanged": 1} if unchanged else {"fetched": 1}
+
+    async def _ingest(self, job: CrawlJob, url: str, fetched: Fetched, extension: str) -> None:
+        document_id = new_document_id()
+        path = urlsplit(url).path.strip("/") or urlsplit(url).netloc
+        name = path.rsplit("/", 1)[-1] or "index"
+        filename = name if name.lower().endswith(extension) else f"{name}{extension}"
+        stored = await self._blobs.store_original(fetched.body, filename, document_id)
+        await self._intake.accept_file(
+            job.tenant_id, job.kb_id, document_id, filename, stored,
+            by=Submission.connector(), url=url, sync=SyncRun(CRAWL_SOURCE, job.id),
+        )  # fmt: skip
+
+    async def _keep(self, job: CrawlJob, url: str) -> None:
+        """The page's document stays: it joins this crawl's run (unchanged, or failed for
+        now)."""
+        latest = await self._documents.latest_of_source(job.kb_id, record_source_key(url))
+        if latest is not None:
+            await self._documents.mark_synced(latest.id, CRAWL_SOURCE, job.id)
+
+    async def _follow(
+        self, job: CrawlJob, task: CrawlTask, scope: Scope, links: Sequence[str]
+    ) -> None:
+        if task.kind != "page" or task.depth >= job.max_depth:
+            return
+        tasks = [
+            self._task(job, u, task.depth + 1, "file" if is_file(u) else "page")
+            for u in links
+            if scope(u)
+        ]
+        await self._take(job, tasks)
+
+    async def _take(self, job: CrawlJob, tasks: list[CrawlTask]) -> None:
+        entries = await self._jobs.take(job.id, tasks, job.max_pages)
+        await self._events.send_now(entries)
+
+    @staticmethod
+    def _task(job: CrawlJob, url: str, depth: int, kind: str) -> CrawlTask:
+        return CrawlTask.model_validate(
+            {"job_id": job.id, "tenant_id": job.tenant_id, "kb_id": job.kb_id, "url": url,
+             "depth": depth, "kind": kind}
+        )  # fmt: skip
+
+    async def _finish(
+        self,
+        job: CrawlJob,
+        task: CrawlTask,
+        counts: dict[str, int],
+        error: CrawlUrlError | None,
+    ) -> None:
+        last = await self._jobs.finish_task(job.id, task.url, counts, error)
+        if not last:
+            return
+        removed = await self._syncs.finish(
+            job.tenant_id, job.kb_id, CRAWL_SOURCE, job.id, Reader.administrator()
+        )
+        await self._jobs.complete(job, len(removed))
+        log.info("crawl %s of KB %s completed; %d pages removed", job.id, job.kb_id, len(removed))

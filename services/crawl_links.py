@@ -1,0 +1,99 @@
+"""URLs of a crawl: their canonical form, the links of a page and a sitemap, and the scope a
+job stays within (the start URLs' hosts and paths, then `include` and `exclude` globs)."""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+
+from bs4 import BeautifulSoup
+
+# Query parameters that only track where a visitor came from: dropped from canonical URLs.
+TRACKING = ("utm_", "fbclid", "gclid", "mc_cid", "mc_eid")
+FILE_EXTENSIONS = (".pdf", ".docx", ".pptx", ".xlsx", ".csv", ".txt", ".md", ".epub", ".eml")
+
+
+def canonical(url: str) -> str | None:
+    """The URL without fragment, tracking parameters and default port, scheme and host in
+    lower case (None: not an http(s) URL)."""
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        return None
+    host = parts.hostname.lower()
+    port = parts.port
+    if port and not ((scheme == "http" and port == 80) or (scheme == "https" and port == 443)):
+        host = f"{host}:{port}"
+    query = urlencode(
+        [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+         if not k.lower().startswith(TRACKING)]
+    )  # fmt: skip
+    path = parts.path or "/"
+    return urlunsplit((scheme, host, path, query, ""))
+
+
+def is_file(url: str) -> bool:
+    """Whether the URL names a file to extract (PDF, DOCX, …) rather than a page."""
+    return urlsplit(url).path.lower().endswith(FILE_EXTENSIONS)
+
+
+def page_links(html: bytes, base: str) -> list[str]:
+    """The canonical http(s) links of a page, in order, once each."""
+    soup = BeautifulSoup(html, "lxml")
+    tag = soup.find("base", href=True)
+    if tag is not None:
+        base = urljoin(base, str(tag["href"]))
+    found: dict[str, None] = {}
+    for anchor in soup.find_all("a", href=True):
+        if "nofollow" in (anchor.get("rel") or []):
+            continue
+        url = canonical(urljoin(base, str(anchor["href"])))
+        if url is not None:
+            found[url] = None
+    return list(found)
+
+
+def sitemap_links(xml: bytes) -> tuple[list[str], list[str]]:
+    """A sitemap's page URLs and, for a sitemap index, its sitemaps."""
+    soup = BeautifulSoup(xml, "xml")
+    pages = [canonical(loc.get_text()) for url in soup.find_all("url") for loc in url("loc")]
+    maps = [canonical(loc.get_text()) for sm in soup.find_all("sitemap") for loc in sm("loc")]
+    return [u for u in pages if u], [u for u in maps if u]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a crawl may go: under a start URL's host and directory, matching `include` (if
+    any) and no `exclude` pattern (globs on the path, `/docs/*`)."""
+
+    prefixes: tuple[str, ...]
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    @classmethod
+    def of(
+        cls, starts: Sequence[str], include: Sequence[str] = (), exclude: Sequence[str] = ()
+    ) -> Scope:
+        """The scope of these start URLs: each one's origin and directory."""
+        prefixes = []
+        for start in starts:
+            url = canonical(start)
+            if url is None:
+                continue
+            parts = urlsplit(url)
+            directory = parts.path if parts.path.endswith("/") else posixpath.dirname(parts.path)
+            directory = directory.rstrip("/") + "/"
+            prefixes.append(f"{parts.scheme}://{parts.netloc}{directory}")
+        return cls(tuple(dict.fromkeys(prefixes)), tuple(include), tuple(exclude))
+
+    def __call__(self, url: str) -> bool:
+        """Whether `url` is within the scope."""
+        if not any(url.startswith(prefix) for prefix in self.prefixes):
+            return False
+        path = urlsplit(url).path
+        if self.include and not any(fnmatch.fnmatchcase(path, p) for p in self.include):
+            return False
+        return not any(fnmatch.fnmatchcase(path, p) for p in self.exclude)

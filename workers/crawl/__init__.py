@@ -1,0 +1,1 @@
+"""The crawl worker: one URL of a crawl job per message (`crawl.pages.v1`)."""
