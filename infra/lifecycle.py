@@ -128,11 +128,12 @@ class DocumentLifecycle:
         *,
         tenant_id: str | None = None,
         kb_id: str | None = None,
-        redrive: bool = False,
+        redrives: int = 0,
     ) -> tuple[Document, Pending]:
         """Starts a new run of the pipeline on a document (a new generation, queued) and
-        queues its event. A `redrive` (the reconciler's) is counted; any other restart clears
-        the count. What is indexed stays searchable until the new run replaces it."""
+        queues its event. `redrives` is the reconciler's count of automatic restarts (a
+        person's restart clears it). What is indexed stays searchable until the new run
+        replaces it."""
         query: dict[str, Any] = {
             "_id": document_id,
             "parse_status": {"$ne": ParseStatus.DELETING.value},
@@ -150,14 +151,11 @@ class DocumentLifecycle:
                 "attempts": {},
                 "stage_started_at": {ParseStatus.QUEUED.value: now},
                 "updated_at": now,
+                "redrives": redrives,
             },
             "$inc": {"generation": 1},
             "$unset": dict.fromkeys(RUN_FIELDS, ""),
         }
-        if redrive:
-            update["$inc"]["redrives"] = 1
-        else:
-            update["$set"]["redrives"] = 0
 
         async def work(session: AsyncClientSession, _: KbRevisions) -> tuple[Document, Pending]:
             raw = await self._docs.find_one_and_update(

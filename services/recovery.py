@@ -8,8 +8,12 @@ one transaction), a bounded number of times before failing them with a reason.
 When is a document stuck? Every stage touches the document it works on (`workers.runtime`),
 so a document that has not moved for `stall_after_s` is not being worked on. It may still be
 waiting its turn behind a backlog, so documents are re-driven only when nothing in progress
-has moved for that long: a busy pipeline is never second-guessed. After a broker that lost its
-messages (the local broker keeps them in memory), everything in flight is re-driven at once.
+has moved for that long: a busy pipeline is never second-guessed. Each automatic restart of a
+document doubles the patience before the next (`stall_after_s`, then twice, four times…), so
+an outage that keeps the whole pipeline still for a while (a broker's consumers rejoining) does
+not use up a document's restarts. After a broker that lost its messages (the local broker
+keeps them in memory), everything in flight is re-driven at once, without counting it against
+the documents.
 """
 
 from __future__ import annotations
@@ -79,15 +83,20 @@ class Reconciler:
         last = await self._documents.last_progress()
         if last is None or last >= before:
             return 0
-        stalled = await self._documents.in_progress(before, PASS_LIMIT)
+        now = utcnow()
+        stalled = [
+            document
+            for document in await self._documents.in_progress(before, PASS_LIMIT)
+            if document.updated_at < now - self._stall_after * 2**document.redrives
+        ]
         return await self._redrive(stalled, "stalled")
 
     async def redrive_in_flight(self, reason: str) -> int:
         """Re-drives everything in progress (its events were lost with the broker's)."""
         in_flight = await self._documents.in_progress(utcnow() + timedelta(seconds=1), PASS_LIMIT)
-        return await self._redrive(in_flight, reason)
+        return await self._redrive(in_flight, reason, counted=False)
 
-    async def _redrive(self, documents: list[Document], reason: str) -> int:
+    async def _redrive(self, documents: list[Document], reason: str, counted: bool = True) -> int:
         waiting = await self._events.outbox.waiting_documents([d.id for d in documents])
         events: list[Pending] = []
         handled = 0
@@ -95,11 +104,12 @@ class Reconciler:
             if document.id in waiting:
                 continue  # its event is on the way (Kafka was down): not stuck
             handled += 1
-            if document.redrives >= self._max_redrives:
+            if counted and document.redrives >= self._max_redrives:
                 await self._fail(document, reason)
                 continue
+            redrives = document.redrives + 1 if counted else document.redrives
             try:
-                restarted, event = await self._lifecycle.restart(document.id, redrive=True)
+                restarted, event = await self._lifecycle.restart(document.id, redrives=redrives)
             except NotFound:
                 continue  # deleted meanwhile
             events.append(event)
