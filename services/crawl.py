@@ -5,7 +5,8 @@ calls it for each task): it fetches the URL conditionally, hands changed content
 keyed by its canonical URL (the same exactly-once path as records; an unchanged page costs
 nothing), takes the page's links within scope into the job, and finishes the URL. The last URL
 completes the job: the KB's crawled documents that this job did not reach (gone, 404/410, out
-of scope) are removed, and those whose fetch failed for now are kept.
+of scope) are removed, and those whose fetch failed for now are kept. A job that could fetch
+no page at all fails and removes nothing.
 """
 
 from __future__ import annotations
@@ -304,6 +305,14 @@ class Crawler:
     ) -> None:
         last = await self._jobs.finish_task(job.id, task.url, counts, error)
         if not last:
+            return
+        ended = await self._jobs.find(job.id) or job
+        if ended.counts.fetched + ended.counts.unchanged == 0:
+            # Nothing of the site answered: keep what the KB has rather than empty it.
+            first = ended.errors[0].reason if ended.errors else "no URL was in scope"
+            await self._jobs.fail(
+                job, f"no page could be fetched, so nothing was changed (first error: {first})"
+            )
             return
         removed = await self._syncs.finish(
             job.tenant_id, job.kb_id, CRAWL_SOURCE, job.id, Reader.administrator()

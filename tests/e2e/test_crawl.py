@@ -202,3 +202,21 @@ async def test_a_crawl_worker_killed_mid_job_leaves_every_page_once(
     assert job["state"] == "completed", job
     indexed = await _indexed_urls(api, kb["id"])
     assert set(indexed) == {site.url(p) for p in (ALLOWED_PAGES | {SLOW_PAGE}) - {GONE_PAGE}}
+
+
+async def test_a_crawl_that_fetches_nothing_fails_and_removes_nothing(
+    api: Api, site: CrawlSite
+) -> None:
+    kb = await api.create_kb("Site down")
+    first = await _ended(
+        api, (await _start(api, kb["id"], {"urls": [site.url("/docs/")]}))["job_id"]
+    )
+    assert first["state"] == "completed"
+    before = await _indexed_urls(api, kb["id"])
+    # The same KB pointed at a port where nothing listens: every fetch fails.
+    down = await _start(api, kb["id"], {"urls": ["http://127.0.0.1:9/docs/"]})
+    job = await _ended(api, down["job_id"])
+    assert job["state"] == "failed"
+    assert job["error"].startswith("no page could be fetched, so nothing was changed")
+    assert job["counts"]["removed"] == 0
+    assert await _indexed_urls(api, kb["id"]) == before
