@@ -4,7 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck unit clean
+.PHONY: install run test lint typecheck unit clean system-packages
+
+# Debian packages the tests drive: a headless browser and its driver (the console's tests),
+# promtool (the alert rules are checked with it) and tmux (the CLI's progress display).
+SYSTEM_PACKAGES := chromium chromium-driver prometheus tmux
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +20,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+system-packages:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages for the tests:" $$missing; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
 
 run: $(STAMP)
 	$(PY) -m devstack run $(RUN_ARGS)
@@ -27,7 +40,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-test: lint typecheck
+test: system-packages lint typecheck
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 clean:
