@@ -10,6 +10,7 @@ from collections.abc import Callable
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from infra.audit import AuditRepository, new_audit_id
+from infra.metrics import TENANT_REQUESTS
 from schemas.domain import AuditEntry, Principal, utcnow
 
 log = logging.getLogger(__name__)
@@ -24,6 +25,13 @@ def remember_principal(scope: Scope, principal: Principal) -> None:
     scope.setdefault("state", {})["principal"] = principal
 
 
+def _count(scope: Scope) -> None:
+    """Counts a request of a known caller in its tenant's request rate."""
+    principal = scope.get("state", {}).get("principal")
+    if isinstance(principal, Principal):
+        TENANT_REQUESTS.labels(principal.tenant_id, "api").inc()
+
+
 class AuditMiddleware:
     """ASGI middleware writing one audit entry per change request of a known caller."""
 
@@ -32,12 +40,14 @@ class AuditMiddleware:
         self._audit = audit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or scope["method"] in READS
-            or scope["path"].endswith(NOT_CHANGES)
-        ):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if scope["method"] in READS or scope["path"].endswith(NOT_CHANGES):
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                _count(scope)
             return
         status = 500
 
@@ -53,6 +63,7 @@ class AuditMiddleware:
             await self._record(scope, status)
 
     async def _record(self, scope: Scope, status: int) -> None:
+        _count(scope)
         principal = scope.get("state", {}).get("principal")
         audit = self._audit()
         if not isinstance(principal, Principal) or audit is None:

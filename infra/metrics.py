@@ -122,3 +122,13 @@ DEAD_LETTERS = Counter(
     "Messages a stage gave up on, by stage.",
     ["stage"],
 )
+SEARCH_CACHE = Counter(
+    "ragline_search_cache_total",
+    "Search cache lookups by layer (access, embedding, result) and result (hit, miss).",
+    ["layer", "result"],
+)
+TENANT_REQUESTS = Counter(
+    "ragline_tenant_requests_total",
+    "Requests per tenant: searches (any form), and API calls of the tenant's tokens.",
+    ["tenant", "kind"],
+)

@@ -9,7 +9,7 @@ from typing import Literal
 from core.filters import SearchScope
 from core.governance import Reader
 from infra.knowledge_bases import KnowledgeBaseRepository
-from infra.metrics import SEARCH_LATENCY, SEARCH_REQUESTS
+from infra.metrics import SEARCH_CACHE, SEARCH_LATENCY, SEARCH_REQUESTS, TENANT_REQUESTS
 from infra.search_cache import SearchCache, result_key
 from infra.settings import SearchSettings
 from infra.vectorstore.base import RetrievalMode
@@ -200,6 +200,9 @@ class SearchService:
         finally:
             SEARCH_LATENCY.observe(time.perf_counter() - started)
         SEARCH_REQUESTS.labels("hits" if response.hits else "empty").inc()
+        TENANT_REQUESTS.labels(plan.tenant_id, "search").inc()
+        for layer, hit in response.metrics.cache.model_dump().items():
+            SEARCH_CACHE.labels(layer, "hit" if hit else "miss").inc()
         if defer is not None and (plan.session_id or plan.turn_id):
             event = ChunksRetrieved(
                 tenant_id=plan.tenant_id,
