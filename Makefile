@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck unit clean system-packages
+.PHONY: install run test test-containers lint typecheck unit clean system-packages
 
 # Debian packages the tests drive: a headless browser and its driver (the console's tests),
 # promtool (the alert rules are checked with it) and tmux (the CLI's progress display).
@@ -42,6 +42,12 @@ typecheck: $(STAMP)
 
 test: system-packages lint typecheck
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The integration and end-to-end suites against the real engines in containers (needs a Docker
+# engine; says so and fails where there is none).
+test-containers: $(STAMP)
+	$(PY) -m devstack.containers
+	RAGLINE_TEST_SERVERS=containers $(VENV)/bin/pytest tests/integration tests/e2e -m "not local_servers" $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .ragline .mypy_cache .ruff_cache .pytest_cache

@@ -266,6 +266,21 @@ class LocalServices:
         """One of the servers by name (kafka, mongodb, redis)."""
         return next(p for p in self.processes if p.name == name)
 
+    @property
+    def kafka_bootstrap(self) -> str:
+        """The broker's bootstrap address."""
+        return f"127.0.0.1:{self.kafka_port}"
+
+    @property
+    def mongo_url(self) -> str:
+        """The MongoDB server's URL."""
+        return f"mongodb://127.0.0.1:{self.mongo_port}/?directConnection=true"
+
+    @property
+    def redis_url(self) -> str:
+        """The Redis server's URL."""
+        return f"redis://127.0.0.1:{self.redis_port}/0"
+
     def port(self, name: str) -> int:
         """The port of a server by name."""
         ports = {"kafka": self.kafka_port, "mongodb": self.mongo_port, "redis": self.redis_port}
@@ -289,9 +304,9 @@ class LocalServices:
     def env(self) -> dict[str, str]:
         """Settings (as environment variables) pointing Ragline at these servers."""
         return {
-            "RAGLINE_KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{self.kafka_port}",
-            "RAGLINE_MONGO__URL": f"mongodb://127.0.0.1:{self.mongo_port}/?directConnection=true",
-            "RAGLINE_REDIS__URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            "RAGLINE_KAFKA__BOOTSTRAP_SERVERS": self.kafka_bootstrap,
+            "RAGLINE_MONGO__URL": self.mongo_url,
+            "RAGLINE_REDIS__URL": self.redis_url,
             # The local broker accepts short sessions; group joins take about half of this.
             "RAGLINE_KAFKA__SESSION_TIMEOUT_MS": "1500",
             "RAGLINE_KAFKA__HEARTBEAT_INTERVAL_MS": "500",

@@ -52,28 +52,41 @@ class MongoCommands(monitoring.CommandListener):
         return None
 
 
+# `make test-containers` sets this: the servers are the real engines in containers.
+IN_CONTAINERS = os.environ.get("RAGLINE_TEST_SERVERS") == "containers"
+
+
+@contextlib.contextmanager
+def servers(run_dir: Path) -> Iterator[LocalServices]:
+    """Kafka, MongoDB and Redis: the local stand-ins on free ports, or (`make
+    test-containers`) the real engines in containers, which the tests use the same way."""
+    if IN_CONTAINERS:
+        from devstack.containers import ContainerServices
+
+        with ContainerServices() as engines:
+            yield engines  # type: ignore[misc]  # the same addresses and env(); no processes
+        return
+    with LocalServices.on_free_ports(run_dir) as services:
+        yield services
+
+
 @pytest.fixture(scope="session")
 def local_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServices]:
-    """Kafka, MongoDB and Redis stand-ins for the whole session, on free ports."""
-    with LocalServices.on_free_ports(tmp_path_factory.mktemp("services")) as services:
+    """Kafka, MongoDB and Redis for the whole session."""
+    with servers(tmp_path_factory.mktemp("services")) as services:
         yield services
 
 
 def settings_for(services: LocalServices, **overrides: object) -> Settings:
     """Settings pointing at the session's servers, with a database of the test's own."""
+    kafka = {"session_timeout_ms": 6000 if IN_CONTAINERS else 1500, "heartbeat_interval_ms": 500}
     values: dict[str, object] = {
         "local_mode": True,
         "kafka": KafkaSettings(
-            bootstrap_servers=f"127.0.0.1:{services.kafka_port}",
-            session_timeout_ms=1500,
-            heartbeat_interval_ms=500,
-            fetch_max_wait_ms=20,
+            bootstrap_servers=services.kafka_bootstrap, fetch_max_wait_ms=20, **kafka
         ),
-        "mongo": MongoSettings(
-            url=f"mongodb://127.0.0.1:{services.mongo_port}/?directConnection=true",
-            database=unique("test"),
-        ),
-        "redis": RedisSettings(url=f"redis://127.0.0.1:{services.redis_port}/0"),
+        "mongo": MongoSettings(url=services.mongo_url, database=unique("test")),
+        "redis": RedisSettings(url=services.redis_url),
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
@@ -158,7 +171,7 @@ def own_stack(
     tmp: Path, extra_env: dict[str, str] | None = None, embed_workers: int = 1
 ) -> Iterator[RunningPipeline]:
     """A stack with servers of its own (for tests that stop it or read its topics)."""
-    with LocalServices.on_free_ports(tmp / "services") as services:
+    with servers(tmp / "services") as services:
         running = start_pipeline(services, tmp / "run", extra_env, embed_workers)
         try:
             yield running

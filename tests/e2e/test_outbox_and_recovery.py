@@ -11,7 +11,8 @@ import pytest
 from tests.conftest import RunningPipeline, own_stack
 from tests.e2e.client import Api
 
-pytestmark = pytest.mark.e2e
+# They stop and start the stand-in servers themselves.
+pytestmark = [pytest.mark.e2e, pytest.mark.local_servers]
 
 
 @pytest.fixture(scope="module")

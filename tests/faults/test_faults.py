@@ -22,7 +22,12 @@ from tests.conftest import FIXTURES, RunningPipeline, unique
 from tests.e2e.client import Api
 from tests.factories import long_pdf
 
-pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(420)]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.faults,
+    pytest.mark.local_servers,
+    pytest.mark.timeout(420),
+]
 
 NOTES = 44
 # Per fault: from the kill to every document of the batch indexed.

@@ -90,7 +90,7 @@ async def store(tmp_path: Path, embedder: Embedder) -> AsyncIterator[CountingSto
 async def retriever(
     store: CountingStore, embedder: Embedder, local_services: LocalServices
 ) -> AsyncIterator[Retriever]:
-    client = redis.Redis.from_url(f"redis://127.0.0.1:{local_services.redis_port}/0")
+    client = redis.Redis.from_url(local_services.redis_url)
     cache = SearchCache(client, SearchSettings())
     yield Retriever(embedder, store, cache, SparseEncoder(), depth=100)
     await cache.close()
