@@ -12,14 +12,17 @@ and headings, and waiting on an LLM costs it no CPU.
 from __future__ import annotations
 
 import asyncio
+import logging
 
-from core.errors import ExtractionFailed, PermanentError
+from core.errors import ExtractionFailed, NotFound, PermanentError
 from infra.settings import ChunkingSettings
 from schemas.domain import ChunkingProgress, ChunkRecord, Document
 from schemas.events import ChunkBatchReady, DocumentExtracted
 from workers.chunk.chunking import ChunkerState, feed
 from workers.chunk.context import Contextualizer
 from workers.ports import DocumentStatus, StageResult, TextStore
+
+log = logging.getLogger(__name__)
 
 
 class ChunkHandler:
@@ -49,7 +52,16 @@ class ChunkHandler:
                 f"extracted part {event.part_index} arrived before part {progress.next_part}; "
                 "re-index the document"
             )
-        part = await self._texts.get_extracted(event.extracted_key)
+        try:
+            part = await self._texts.get_extracted(event.extracted_key)
+        except NotFound:
+            # The database lost a write it had acknowledged (a crash): the document cannot
+            # go on from here. It stops moving, and the reconciler starts it again.
+            log.warning(
+                "extracted part %d of %s is gone; left for the reconciler to start again",
+                event.part_index, event.document_id,
+            )  # fmt: skip
+            return StageResult(skipped=True)
         state, chunks = await asyncio.to_thread(
             feed,
             ChunkerState.model_validate(progress.state),

@@ -1,0 +1,57 @@
+"""The chunk stage when the text it should read is gone: the document is not failed (nothing
+is wrong with it), it stops moving, and the reconciler starts it again."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from infra.blob_store import BlobStore
+from infra.context.cache import ContextCache
+from infra.documents import DocumentRepository
+from infra.lifecycle import DocumentLifecycle
+from infra.mongo import Database
+from infra.outbox import Outbox
+from infra.settings import ChunkingSettings, ContextualSettings, IngestSettings, StagePolicy
+from schemas.domain import ParseStatus
+from schemas.events import DocumentExtracted, Event
+from tests.factories import make_document
+from workers.chunk.context import Contextualizer
+from workers.chunk.handler import ChunkHandler
+from workers.runtime import StageRunner, document_stage
+
+
+async def test_a_lost_extracted_part_leaves_the_document_to_the_reconciler(db: Database) -> None:
+    documents = DocumentRepository(db)
+    document = make_document(parse_status=ParseStatus.EXTRACTING)
+    await DocumentLifecycle(db.client, db, Outbox(db)).create([document])
+    handler = ChunkHandler(
+        documents,
+        BlobStore(db),
+        ChunkingSettings(),
+        batch_size=8,
+        contexts=Contextualizer(ContextualSettings(), None, ContextCache(db)),
+    )
+    stage = document_stage(
+        "chunk", DocumentExtracted, ParseStatus.CHUNKING, handler, documents, StagePolicy()
+    )
+    published: list[Event] = []
+    dead: list[bytes] = []
+
+    async def publish(events: Sequence[Event]) -> None:
+        published.extend(events)
+
+    async def dead_letter(raw: bytes, headers: dict[str, str]) -> None:
+        dead.append(raw)
+
+    event = DocumentExtracted(
+        tenant_id=document.tenant_id, kb_id=document.kb_id, document_id=document.id,
+        generation=1, part_index=0, last=True,
+        extracted_key="gridfs:extracted/000000000000000000000000", char_count=10,
+    )  # fmt: skip
+    runner = StageRunner(stage, documents, publish, dead_letter, IngestSettings())
+    await runner.run(event.model_dump_json().encode())
+    stored = await documents.find(document.id)
+    assert stored is not None
+    assert stored.parse_status is ParseStatus.CHUNKING
+    assert stored.parse_error is None
+    assert (published, dead) == ([], [])
