@@ -8,6 +8,7 @@ runs this app with them).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
@@ -16,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from api.audit import AuditMiddleware
+from api.limits import BodyLimit
 from api.mcp import KnowledgeMcp
 from api.routes import (
     audit,
@@ -40,6 +42,7 @@ from core.errors import (
     NotFound,
     PermanentError,
     RaglineError,
+    RateLimited,
     RetryableError,
     Unauthorized,
     UnsupportedDocumentType,
@@ -54,6 +57,7 @@ STATUS_BY_ERROR: tuple[tuple[type[RaglineError], int], ...] = (
     (Unauthorized, 401),
     (Forbidden, 403),
     (Conflict, 409),
+    (RateLimited, 429),
     (DocumentTooLarge, 413),
     (UnsupportedDocumentType, 415),
     (InvalidRequest, 422),
@@ -73,6 +77,8 @@ async def _ragline_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RaglineError)
     status = _status_of(exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if isinstance(exc, RateLimited):
+        headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
     if status >= 500:
         log.warning("request failed: %s", exc)
     return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
@@ -127,6 +133,7 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
     # Last, so every API route matches first: the MCP app answers `/mcp`.
     app.mount("/", mcp_app)
     app.add_middleware(AuditMiddleware, audit=lambda: _audit_of(app))
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_mb * 1024 * 1024)
     return app
 
 

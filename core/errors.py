@@ -83,6 +83,14 @@ class InvalidRequest(PermanentError):
     """The request is well-formed but not acceptable."""
 
 
+class RateLimited(RaglineError):
+    """Too many requests; try again after `retry_after_s`."""
+
+    def __init__(self, what: str, retry_after_s: float) -> None:
+        super().__init__(f"too many {what}; try again in {retry_after_s:.0f} s")
+        self.retry_after_s = retry_after_s
+
+
 class Unauthorized(RaglineError):
     """Missing or invalid credentials."""
 

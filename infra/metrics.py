@@ -132,3 +132,13 @@ TENANT_REQUESTS = Counter(
     "Requests per tenant: searches (any form), and API calls of the tenant's tokens.",
     ["tenant", "kind"],
 )
+RATE_LIMITED = Counter(
+    "ragline_rate_limited_total",
+    "Requests over a rate limit, by kind (upload, search); searches over it may still have "
+    "been answered from the cache.",
+    ["kind"],
+)
+RATE_LIMIT_ERRORS = Counter(
+    "ragline_rate_limit_errors_total",
+    "Rate limits not checked because Redis did not answer (the request was let through).",
+)

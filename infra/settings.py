@@ -208,6 +208,16 @@ class CrawlSettings(BaseModel):
     allow_private_networks: bool = False
 
 
+class LimitsSettings(BaseModel):
+    """Request limits. Rates are counted in Redis per window, across API processes."""
+
+    # Documents a tenant may add per minute (uploads, texts, batch records).
+    uploads_per_minute: int = Field(default=600, ge=1)
+    # Searches per second of one bot, one person, or one tenant's internal form; over it a
+    # search is answered from the cache if it can be, else refused (429).
+    searches_per_second: int = Field(default=200, ge=1)
+
+
 class RelaySettings(BaseModel):
     """The relay process (`python -m workers.relay`): sends the outbox's events to Kafka and
     re-drives documents that stopped moving."""
@@ -265,6 +275,9 @@ class ApiSettings(BaseModel):
     mcp_allowed_hosts: list[str] = Field(
         default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"]
     )
+    # A request body that is not a file upload (JSON, forms) is refused (413) above this size;
+    # uploads have ingest.max_upload_mb.
+    max_body_mb: int = Field(default=50, ge=1)
 
 
 class Settings(BaseSettings):
@@ -301,6 +314,7 @@ class Settings(BaseSettings):
     search: SearchSettings = SearchSettings()
     relay: RelaySettings = RelaySettings()
     crawl: CrawlSettings = CrawlSettings()
+    limits: LimitsSettings = LimitsSettings()
     api: ApiSettings = ApiSettings()
 
     @model_validator(mode="after")

@@ -38,6 +38,7 @@ from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database, MongoDoc, connect
 from infra.outbox import EventSender, Outbox
+from infra.rate_limits import RateLimiter
 from infra.search_cache import SearchCache, connect_redis
 from infra.settings import Settings
 from infra.sparse import SparseEncoder
@@ -291,6 +292,8 @@ class System:
             self.freshness,
             self.policy,
             self.settings.ingest.max_upload_bytes,
+            self.rate_limiter,
+            self.settings.limits.uploads_per_minute,
         )
 
     @cached_property
@@ -375,7 +378,16 @@ class System:
             self.policy,
             self.retrieval_events,
             self.settings.search,
+            self.rate_limiter,
+            self.settings.limits.searches_per_second,
         )
+
+    @cached_property
+    def rate_limiter(self) -> RateLimiter:
+        """Request rates counted in Redis (shared by every API process)."""
+        client = connect_redis(self.settings.redis)
+        self._stack.push_async_callback(client.aclose)
+        return RateLimiter(client)
 
     @cached_property
     def retrieval_events(self) -> RetrievalEvents:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from core.errors import Conflict, Forbidden
+from core.errors import Conflict, Forbidden, RateLimited
 from core.governance import Governance, Reader
 from core.rules import ensure_changeable
 from infra.blob_store import BlobStore, OriginalUpload, StoredUpload
@@ -24,6 +24,7 @@ from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.outbox import EventSender
+from infra.rate_limits import RateLimiter
 from schemas.domain import (
     Document,
     ItemKind,
@@ -96,7 +97,11 @@ class Intake:
         freshness: SearchFreshness,
         policy: ItemPolicy,
         max_upload_bytes: int = 20 * 1024 * 1024,
+        limits: RateLimiter | None = None,
+        uploads_per_minute: int = 600,
     ) -> None:
+        self._limits = limits
+        self._uploads_per_minute = uploads_per_minute
         # Larger uploads are refused (413) while they stream in.
         self.max_upload_bytes = max_upload_bytes
         self._documents = documents
@@ -106,6 +111,17 @@ class Intake:
         self._events = events
         self._freshness = freshness
         self._policy = policy
+
+    async def admit(self, tenant_id: str, documents: int = 1) -> None:
+        """Counts documents a tenant adds over the API; `RateLimited` past its rate per
+        minute (connectors' records over Kafka queue up instead)."""
+        if self._limits is None:
+            return
+        retry = await self._limits.hit(
+            "upload", tenant_id, self._uploads_per_minute, window_s=60, cost=documents
+        )
+        if retry:
+            raise RateLimited("documents added", retry)
 
     async def writable_kb(self, tenant_id: str, kb_id: str) -> KnowledgeBase:
         """The KB, if documents may be added to it (it exists and is not being deleted)."""

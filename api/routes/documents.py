@@ -125,6 +125,7 @@ async def upload_document(
     private to them.
     """
     await intake.writable_kb(caller.tenant_id, kb_id)
+    await intake.admit(caller.tenant_id)
     document_id = new_document_id()
     try:
         received = await receive_upload(
@@ -176,6 +177,7 @@ async def ingest_text(
     governance fields), as JSON or as form fields."""
     body = await _text_body(request)
     by = Submission(caller.reader, body.governance())
+    await intake.admit(caller.tenant_id)
     ingested = await intake.accept_record(caller.tenant_id, kb_id, body.record(), by)
     return _answer(documents, ingested)
 
@@ -208,6 +210,7 @@ async def ingest_batch(
     governance fields apply to every record (`confirm_tenant_wide: true` is required to make
     them `shared` without an audience)."""
     by = Submission(caller.reader, body.governance(), body.confirm_tenant_wide)
+    await intake.admit(caller.tenant_id, len(body.records))
     ingested = await intake.accept_records(caller.tenant_id, kb_id, body.records, by)
     return BatchOut(
         results=[

@@ -6,10 +6,12 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from core.errors import RateLimited
 from core.filters import SearchScope
 from core.governance import Reader
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.metrics import SEARCH_CACHE, SEARCH_LATENCY, SEARCH_REQUESTS, TENANT_REQUESTS
+from infra.rate_limits import RateLimiter
 from infra.search_cache import SearchCache, result_key
 from infra.settings import SearchSettings
 from infra.vectorstore.base import RetrievalMode
@@ -75,7 +77,11 @@ class SearchService:
         policy: ItemPolicy,
         events: RetrievalEvents,
         settings: SearchSettings,
+        limits: RateLimiter | None = None,
+        searches_per_second: int = 200,
     ) -> None:
+        self._limits = limits
+        self._searches_per_second = searches_per_second
         self._policy = policy
         self._events = events
         self._guard = guard
@@ -193,7 +199,7 @@ class SearchService:
         self, plan: Plan, started: float, hits: CacheHits, defer: Defer | None = None
     ) -> SearchResponse:
         try:
-            response = await self._cached_or_fresh(plan, started, hits)
+            response = await self._within_rate(plan, started, hits)
         except Exception:
             SEARCH_REQUESTS.labels("error").inc()
             raise
@@ -220,17 +226,42 @@ class SearchService:
             defer(lambda: self._events.announce(event))
         return response
 
+    async def _within_rate(self, plan: Plan, started: float, hits: CacheHits) -> SearchResponse:
+        """Over its rate (per bot, person, or tenant form), a search is answered from the
+        cache if it can be, else refused with when to try again."""
+        if self._limits is None:
+            return await self._cached_or_fresh(plan, started, hits)
+        retry = await self._limits.hit(
+            "search", _rate_subject(plan), self._searches_per_second, window_s=1
+        )
+        if not retry:
+            return await self._cached_or_fresh(plan, started, hits)
+        cached, _ = await self._cached(plan, started, hits) if plan.kb_ids else (None, None)
+        if cached is None:
+            raise RateLimited("searches", retry)
+        return cached
+
+    async def _cached(
+        self, plan: Plan, started: float, hits: CacheHits
+    ) -> tuple[SearchResponse | None, str | None]:
+        """The cached answer, if any, and the cache key (None: not cacheable)."""
+        key = await self._result_key(plan)
+        if key is None:
+            return None, None
+        body = await self._cache.get_result(key)
+        if body is None:
+            return None, key
+        response = SearchResponse.model_validate_json(body)
+        hits.result = True
+        response.metrics = SearchMetrics(cache=hits, total_ms=_ms(started))
+        return response, key
+
     async def _cached_or_fresh(self, plan: Plan, started: float, hits: CacheHits) -> SearchResponse:
         if not plan.kb_ids:
             return self._finish(plan, [], SearchMetrics(cache=hits), started)
-        key = await self._result_key(plan)
-        if key is not None:
-            body = await self._cache.get_result(key)
-            if body is not None:
-                response = SearchResponse.model_validate_json(body)
-                hits.result = True
-                response.metrics = SearchMetrics(cache=hits, total_ms=_ms(started))
-                return response
+        cached, key = await self._cached(plan, started, hits)
+        if cached is not None:
+            return cached
         query = await self._retriever.embed(plan.query)
         hits.embedding = query.cached
         searched = time.perf_counter()
@@ -352,6 +383,15 @@ def _hit(passage: Passage) -> SearchHit:
         retrieval_rationale=rationale,
         also_in=[AlsoIn(**vars(source)) for source in passage.also_in],
     )
+
+
+def _rate_subject(plan: Plan) -> str:
+    """Whose rate a search counts against: the bot's, the person's, or the tenant form's."""
+    if plan.bot_id:
+        return f"bot:{plan.bot_id}"
+    if plan.user_id:
+        return f"user:{plan.tenant_id}:{plan.user_id}"
+    return f"tenant:{plan.tenant_id}"
 
 
 def _ms(started: float) -> float:
