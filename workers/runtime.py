@@ -16,8 +16,9 @@ gets and how long one try may take.
   the user) and dead-letters the message;
 - anything unexpected is a bug: logged with its traceback, treated as permanent.
 
-While a try runs, the document is touched every quarter of the stall deadline, so the
-reconciler (`services.recovery`) never takes a long but working stage for a stuck one.
+While a try runs (publishing its results included), the document is touched every quarter of
+the stall deadline, so the reconciler (`services.recovery`) never takes a long but working
+stage, or one waiting for a broker to come back, for a stuck one.
 
 Only when even the failure cannot be recorded (Mongo down) does the error propagate, so the
 message is not acknowledged and comes back.
@@ -125,6 +126,11 @@ class StageRunner(Generic[E]):
         attempts = self._stage.policy.max_attempts
         subject = _subject(event)
         for attempt in range(1, attempts + 1):
+            # The whole try counts as work on the document, publishing included (a producer
+            # waiting for a broker that came back is not a stuck document).
+            heartbeat = (
+                asyncio.create_task(self._heartbeat(event)) if isinstance(event, Event) else None
+            )
             try:
                 result = await self._within_time_limit(event)
                 if result.publish:
@@ -162,6 +168,9 @@ class StageRunner(Generic[E]):
                     attempt,
                 )
                 return
+            finally:
+                if heartbeat is not None:
+                    heartbeat.cancel()
             outcome = "skipped" if result.skipped else "ok"
             STAGE_MESSAGES.labels(name, outcome).inc()
             if result.finished_document:
@@ -170,9 +179,6 @@ class StageRunner(Generic[E]):
 
     async def _within_time_limit(self, event: E) -> StageResult:
         limit = self._stage.policy.time_limit_s
-        heartbeat = None
-        if isinstance(event, Event):
-            heartbeat = asyncio.create_task(self._heartbeat(event))
         try:
             return await asyncio.wait_for(self._stage.handler(event), timeout=limit)
         except TimeoutError as exc:
@@ -180,9 +186,6 @@ class StageRunner(Generic[E]):
                 f"the {self._stage.name} stage gave up after {limit:g} s (its time limit for one "
                 "document); the file may be malformed or too complex to process"
             ) from exc
-        finally:
-            if heartbeat is not None:
-                heartbeat.cancel()
 
     async def _heartbeat(self, event: Event) -> None:
         """Touches the document while the stage works on it (a failed touch is only logged:
