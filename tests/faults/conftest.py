@@ -16,8 +16,10 @@ from tests.e2e.client import Api
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPipeline]:
     """A stack whose dead processes are started again, as `make run` does."""
     extra = {
-        # Stages touch a document every second; nothing moving for 4 s is a stall.
-        "RAGLINE_INGEST__STALL_AFTER_S": "4",
+        # Stages touch a document every 5 s; nothing moving for 20 s is a stall. Shorter, the
+        # reconciler's restarts (20 s, 40 s, 80 s of patience) could run out while the
+        # consumers of a restarted local broker rejoin, which takes minutes on a busy machine.
+        "RAGLINE_INGEST__STALL_AFTER_S": "20",
         "RAGLINE_RELAY__RECONCILE_EVERY_S": "1",
     }
     with own_stack(tmp_path_factory.mktemp("faults"), extra) as running:

@@ -26,12 +26,12 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.faults,
     pytest.mark.local_servers,
-    pytest.mark.timeout(420),
+    pytest.mark.timeout(600),
 ]
 
 NOTES = 44
 # Per fault: from the kill to every document of the batch indexed.
-RECOVERY_LIMIT_S = 180
+RECOVERY_LIMIT_S = 360
 
 
 def _kill_worker(stack: RunningPipeline, name: str) -> Callable[[], None]:
@@ -152,7 +152,11 @@ async def _api_ready(stack: RunningPipeline) -> None:
 async def _check_exactly_once(api: Api, kb_id: str, ids: list[str]) -> None:
     total = 0
     for document_id in ids:
-        final = await api.wait_final(kb_id, document_id)
+        # No per-document deadline: the caller's bounds the whole recovery.
+        while (final := await api.document(kb_id, document_id))["parse_status"] not in (
+            "indexed", "failed",
+        ):  # fmt: skip
+            await asyncio.sleep(0.2)
         assert final["parse_status"] == "indexed", (final["filename"], final["parse_error"])
         chunks = await api.chunks(kb_id, document_id)
         # Exactly the document's chunks, each once.
