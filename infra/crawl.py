@@ -9,9 +9,9 @@ record keyed by the KB).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from pymongo import DESCENDING, AsyncMongoClient
 from pymongo.asynchronous.client_session import AsyncClientSession
@@ -26,6 +26,7 @@ from infra.mongo import (
     Database,
     MongoDoc,
     from_mongo,
+    in_transaction,
     mongo_errors,
 )
 from infra.outbox import Outbox, Pending
@@ -33,7 +34,6 @@ from schemas.crawl import ACTIVE_STATES, CrawlJob, CrawlState, CrawlTask, CrawlU
 from schemas.domain import utcnow
 from schemas.topics import CRAWL_PAGES as CRAWL_TOPIC
 
-T = TypeVar("T")
 # Per-URL errors a job keeps (the newest).
 MAX_ERRORS = 200
 
@@ -142,7 +142,7 @@ class CrawlRepository:
             await self._outbox.add(entries, session)
             return entries
 
-        return await self._transaction(work)
+        return await in_transaction(self._client, work)
 
     async def start(self, job_id: str) -> None:
         """Marks a queued job started (its first task is being worked on)."""
@@ -188,7 +188,7 @@ class CrawlRepository:
             )
             return claimed.matched_count == 1
 
-        return await self._transaction(work)
+        return await in_transaction(self._client, work)
 
     async def complete(self, job: CrawlJob, removed: int) -> None:
         """Ends a job that went through all its URLs."""
@@ -244,8 +244,3 @@ class CrawlRepository:
                 },
                 upsert=True,
             )
-
-    async def _transaction(self, work: Callable[[AsyncClientSession], Awaitable[T]]) -> T:
-        async with mongo_errors(), self._client.start_session() as session:
-            result: T = await session.with_transaction(work)
-        return result

@@ -218,11 +218,14 @@ class DocumentRepository:
             found = [doc async for doc in cursor]
         return found[0]["updated_at"].replace(tzinfo=UTC) if found else None
 
-    async def mark_synced(self, document_id: str, source: str, run: str) -> None:
-        """Tags a document as contained in a sync run of its source."""
+    async def mark_synced(self, document_ids: Sequence[str], source: str, run: str) -> None:
+        """Tags documents as contained in a sync run of their source (one write)."""
+        if not document_ids:
+            return
         async with mongo_errors():
-            await self._docs.update_one(
-                {"_id": document_id}, {"$set": {"source": source, "sync_run": run}}
+            await self._docs.update_many(
+                {"_id": {"$in": list(document_ids)}},
+                {"$set": {"source": source, "sync_run": run}},
             )
 
     async def not_in_run(self, tenant_id: str, kb_id: str, source: str, run: str) -> list[Document]:

@@ -25,6 +25,7 @@ from infra.mongo import (
     SOURCES,
     Database,
     MongoDoc,
+    in_transaction,
     mongo_errors,
 )
 from infra.outbox import Outbox, Pending
@@ -163,7 +164,7 @@ class DocumentLifecycle:
             )
             if raw is None:
                 raise NotFound("document", document_id)
-            document = _document(raw)
+            document = to_document(raw)
             event = Pending.of(DocumentUploaded.of(document))
             await self._outbox.add([event], session)
             return document, event
@@ -196,7 +197,7 @@ class DocumentLifecycle:
             )
             if raw is None or raw.get("chunk_count") is None:
                 return None
-            document = _document(raw)
+            document = to_document(raw)
             source = _source_id(document.kb_id, document.source_key)
             line = await self._sources.find_one({"_id": source}, session=session)
             if line is None:
@@ -216,7 +217,7 @@ class DocumentLifecycle:
                     {"_id": source}, {"$set": {"live_version": document.version}}, session=session
                 )
             older = [
-                _document(doc)
+                to_document(doc)
                 async for doc in self._docs.find(
                     {
                         "kb_id": document.kb_id,
@@ -276,7 +277,7 @@ class DocumentLifecycle:
             if raw is None:
                 return None
             await self._docs.delete_one({"_id": document_id}, session=session)
-            document = _document(raw)
+            document = to_document(raw)
             await self._count(
                 session,
                 revisions,
@@ -328,13 +329,7 @@ class DocumentLifecycle:
             revisions.clear()
             return await work(session, revisions)
 
-        async with mongo_errors(), self._client.start_session() as session:
-            result: T = await session.with_transaction(attempt)
-        return result, revisions
+        return await in_transaction(self._client, attempt), revisions
 
 
 _FINAL = (ParseStatus.INDEXED, ParseStatus.FAILED, ParseStatus.DELETING)
-
-
-def _document(raw: MongoDoc) -> Document:
-    return to_document(raw)

@@ -8,11 +8,12 @@ each of them slower in proportion to everything stored. Rare administrative writ
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
+from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
@@ -74,6 +75,18 @@ async def mongo_errors() -> AsyncIterator[None]:
         if transient:
             raise ServiceUnavailable("mongodb", str(exc)) from exc
         raise
+
+
+T = TypeVar("T")
+
+
+async def in_transaction(
+    client: AsyncMongoClient[MongoDoc], work: Callable[[AsyncClientSession], Awaitable[T]]
+) -> T:
+    """Runs `work` in one transaction (the driver retries it whole on a transient error)."""
+    async with mongo_errors(), client.start_session() as session:
+        result: T = await session.with_transaction(work)
+    return result
 
 
 async def ensure_indexes(db: Database) -> None:

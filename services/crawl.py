@@ -81,6 +81,14 @@ def _canonical_all(urls: Sequence[str], what: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def crawl_task(job: CrawlJob, url: str, depth: int, kind: str) -> CrawlTask:
+    """One URL of a job for the crawl worker."""
+    return CrawlTask.model_validate(
+        {"job_id": job.id, "tenant_id": job.tenant_id, "kb_id": job.kb_id, "url": url,
+         "depth": depth, "kind": kind}
+    )  # fmt: skip
+
+
 class CrawlJobs:
     """Starts, lists and cancels crawl jobs."""
 
@@ -120,16 +128,9 @@ class CrawlJobs:
         )
         await self._jobs.create(job)
         origins = {f"{urlsplit(u).scheme}://{urlsplit(u).netloc}" for u in urls}
-
-        def task(url: str, kind: str) -> CrawlTask:
-            return CrawlTask.model_validate(
-                {"job_id": job.id, "tenant_id": tenant_id, "kb_id": kb.id, "url": url,
-                 "depth": 0, "kind": kind}
-            )  # fmt: skip
-
-        tasks = [task(f"{o}/robots.txt", "robots") for o in sorted(origins)]
-        tasks += [task(url, "file" if is_file(url) else "page") for url in urls]
-        tasks += [task(url, "file") for url in files]
+        tasks = [crawl_task(job, f"{o}/robots.txt", 0, "robots") for o in sorted(origins)]
+        tasks += [crawl_task(job, url, 0, "file" if is_file(url) else "page") for url in urls]
+        tasks += [crawl_task(job, url, 0, "file") for url in files]
         entries = await self._jobs.take(job.id, tasks, job.max_pages)
         await self._events.send_now(entries)
         return await self._jobs.get(tenant_id, job.id)
@@ -177,7 +178,8 @@ class Crawler:
         if job.state not in ACTIVE_STATES:
             await self._finish(job, task, {}, None)  # cancelled: passed over
             return False
-        await self._jobs.start(job.id)
+        if job.state is CrawlState.QUEUED:
+            await self._jobs.start(job.id)
         scope = Scope.of(job.urls, job.include, job.exclude)
         counts: dict[str, int] = {}
         error: CrawlUrlError | None = None
@@ -189,16 +191,12 @@ class Crawler:
             else:
                 counts = await self._page(job, task, scope)
         except Refused as exc:
-            counts, error = (
-                {"failed": int(task.kind in ("page", "file"))},
-                CrawlUrlError(url=task.url, reason=str(exc)),
-            )
+            error = CrawlUrlError(url=task.url, reason=str(exc))
         except FetchFailed as exc:
             await self._keep(job, task.url)
-            counts, error = (
-                {"failed": int(task.kind in ("page", "file"))},
-                CrawlUrlError(url=task.url, reason=str(exc), transient=True),
-            )
+            error = CrawlUrlError(url=task.url, reason=str(exc), transient=True)
+        if error is not None:
+            counts = {"failed": int(task.kind in ("page", "file"))}
         await self._finish(job, task, counts, error)
         return True
 
@@ -207,15 +205,15 @@ class Crawler:
         rules = await self._fetcher.robots(f"{parts.scheme}://{parts.netloc}")
         maps = list(rules.sitemaps) if rules is not None else []
         maps = maps or [f"{parts.scheme}://{parts.netloc}/sitemap.xml"]
-        await self._take(job, [self._task(job, u, 0, "sitemap") for u in maps])
+        await self._take(job, [crawl_task(job, u, 0, "sitemap") for u in maps])
 
     async def _sitemap(self, job: CrawlJob, task: CrawlTask, scope: Scope) -> None:
         fetched = await self._fetcher.fetch(task.url, lambda _: True)
         if fetched.status != 200:
             return  # no sitemap: links are followed anyway
         pages, maps = sitemap_links(fetched.body)
-        tasks = [self._task(job, u, 1, "sitemap") for u in maps]
-        tasks += [self._task(job, u, 1, "file" if is_file(u) else "page") for u in pages]
+        tasks = [crawl_task(job, u, 1, "sitemap") for u in maps]
+        tasks += [crawl_task(job, u, 1, "file" if is_file(u) else "page") for u in pages]
         await self._take(job, [t for t in tasks if t.kind == "sitemap" or scope(t.url)])
 
     async def _page(self, job: CrawlJob, task: CrawlTask, scope: Scope) -> dict[str, int]:
@@ -230,7 +228,7 @@ class Crawler:
         )  # fmt: skip
         if fetched.url != task.url:
             # Redirected within scope: the page is known by where it lives.
-            await self._take(job, [self._task(job, fetched.url, task.depth, task.kind)])
+            await self._take(job, [crawl_task(job, fetched.url, task.depth, task.kind)])
             return {}
         if fetched.status == 304 and known is not None:
             await self._keep(job, task.url)
@@ -271,7 +269,7 @@ class Crawler:
         now)."""
         latest = await self._documents.latest_of_source(job.kb_id, record_source_key(url))
         if latest is not None:
-            await self._documents.mark_synced(latest.id, CRAWL_SOURCE, job.id)
+            await self._documents.mark_synced([latest.id], CRAWL_SOURCE, job.id)
 
     async def _follow(
         self, job: CrawlJob, task: CrawlTask, scope: Scope, links: Sequence[str]
@@ -279,7 +277,7 @@ class Crawler:
         if task.kind != "page" or task.depth >= job.max_depth:
             return
         tasks = [
-            self._task(job, u, task.depth + 1, "file" if is_file(u) else "page")
+            crawl_task(job, u, task.depth + 1, "file" if is_file(u) else "page")
             for u in links
             if scope(u)
         ]
@@ -288,13 +286,6 @@ class Crawler:
     async def _take(self, job: CrawlJob, tasks: list[CrawlTask]) -> None:
         entries = await self._jobs.take(job.id, tasks, job.max_pages)
         await self._events.send_now(entries)
-
-    @staticmethod
-    def _task(job: CrawlJob, url: str, depth: int, kind: str) -> CrawlTask:
-        return CrawlTask.model_validate(
-            {"job_id": job.id, "tenant_id": job.tenant_id, "kb_id": job.kb_id, "url": url,
-             "depth": depth, "kind": kind}
-        )  # fmt: skip
 
     async def _finish(
         self,

@@ -174,7 +174,7 @@ class Intake:
         if identical is not None:
             await self._blobs.delete(stored.storage_key)
             if sync is not None:
-                await self._documents.mark_synced(identical.id, sync.source, sync.run)
+                await self._documents.mark_synced([identical.id], sync.source, sync.run)
             if not reindex:
                 return Ingested(identical, Outcome.UNCHANGED)
             document = await self.reindex(tenant_id, kb_id, identical.id, by.reader)
@@ -268,6 +268,9 @@ class Intake:
         }
         for governance in distinct.values():
             await self._policy.check_exists(tenant_id, governance)
+        if sync is not None:
+            synced = [previous.id for _, previous, _ in retained]
+            await self._documents.mark_synced(synced, sync.source, sync.run)
         for position, previous, governance in retained:
             changed = governance != previous.governance
             if changed:
@@ -276,8 +279,6 @@ class Intake:
                 await self._documents.set_governance(
                     tenant_id, previous.knowledge_item_id, governance
                 )
-            if sync is not None:
-                await self._documents.mark_synced(previous.id, sync.source, sync.run)
             if changed or previous.parse_status is ParseStatus.FAILED:
                 document = await self.reindex(tenant_id, kb_id, previous.id)
                 results[position] = Ingested(document, Outcome.REINDEXED)
