@@ -1,0 +1,5 @@
+"""`python -m ragline.cli`."""
+
+from ragline.cli import main
+
+main()

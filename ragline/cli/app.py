@@ -1,0 +1,93 @@
+"""The `ragline` command: its global flags, its commands, and the one place errors become
+messages and exit codes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from ragline.cli import docs, evaluate, ingest, kb, output, search, tokens
+from ragline.cli.config_show import config
+from ragline.cli.context import Globals, globals_of
+from ragline.cli.errors import CliError, ExitCode, Unauthorized
+
+EXIT_CODES = """Exit codes:
+
+- 0: done
+- 1: a document failed, a file was refused, or an evaluation scored under --fail-under
+- 2: bad arguments or input file
+- 3: not configured (no API URL or token)
+- 4: the API refused the request (not found, conflict, invalid, too large, unsupported type)
+- 5: the API refused the token (401, 403)
+- 6: the API could not be reached, failed (5xx), or kept rate-limiting
+- 7: --timeout passed with documents still in progress
+- 130: interrupted"""
+
+
+def _explained(error: CliError, state: Globals) -> CliError:
+    """Adds where the refused token came from."""
+    if isinstance(error, Unauthorized) and state.config is not None:
+        error.message += f"; the token from {state.config.token.source} was refused"
+    return error
+
+
+class RaglineGroup(TyperGroup):
+    """The root command: a CliError from any command is shown as one line on stderr and
+    becomes its exit code; no traceback."""
+
+    def invoke(self, ctx: Any) -> Any:
+        """Runs the command, turning typed errors into messages and exit codes."""
+        try:
+            return super().invoke(ctx)
+        except CliError as error:
+            output.report_error(_explained(error, globals_of(ctx)))
+            raise typer.Exit(int(error.exit_code)) from None
+        except KeyboardInterrupt:
+            output.stderr().print("interrupted: what the API accepted goes on being processed")
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+
+
+app = typer.Typer(
+    cls=RaglineGroup,
+    name="ragline",
+    help="Ragline from the command line: knowledge bases, ingestion, search, evaluations and "
+    "tokens, over the HTTP API.",
+    epilog=EXIT_CODES,
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="markdown",
+    pretty_exceptions_show_locals=False,
+)
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    url: Annotated[
+        str | None,
+        typer.Option(help="The API's base URL (env RAGLINE_URL).", show_default=False),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(help="A bearer token (env RAGLINE_TOKEN).", show_default=False),
+    ] = None,
+) -> None:
+    """Flags beat RAGLINE_URL / RAGLINE_TOKEN, which beat ~/.config/ragline/config.toml."""
+    ctx.obj = Globals(url=url, token=token)
+
+
+app.command("ingest")(ingest.ingest)
+app.command("search")(search.search)
+app.add_typer(kb.app, name="kb")
+app.add_typer(docs.app, name="docs")
+app.command("reindex")(docs.reindex)
+app.add_typer(tokens.app, name="tokens")
+app.command("eval")(evaluate.evaluate)
+app.command("config")(config)
+
+
+def main() -> None:
+    """The console script."""
+    app()

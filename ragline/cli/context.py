@@ -1,0 +1,44 @@
+"""What every command shares: the global flags, the resolved config, an API client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+import typer
+
+from ragline.cli.client import Client
+from ragline.cli.config import Config, load_from_environment
+
+JsonFlag = Annotated[
+    bool, typer.Option("--json", help="Print the result as JSON on stdout (for scripts).")
+]
+KbOption = Annotated[
+    str, typer.Option("--kb", "-k", help="The knowledge base: its code or its id.")
+]
+
+
+@dataclass
+class Globals:
+    """The root command's flags, and the config once resolved."""
+
+    url: str | None = None
+    token: str | None = None
+    config: Config | None = None
+
+
+def globals_of(ctx: typer.Context) -> Globals:
+    """The root command's state (a fresh one if the root callback did not run)."""
+    root = ctx.find_root()
+    if not isinstance(root.obj, Globals):
+        root.obj = Globals()
+    return root.obj
+
+
+def client_of(ctx: typer.Context) -> Client:
+    """A client of the configured API, closed when the command ends."""
+    state = globals_of(ctx)
+    state.config = load_from_environment(state.url, state.token)
+    client = Client(state.config)
+    ctx.call_on_close(client.close)
+    return client

@@ -1,0 +1,157 @@
+"""`ragline eval CASES.jsonl --kb KB`: a knowledge base's retrieval evaluation and its misses."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from ragline.cli import output
+from ragline.cli.context import JsonFlag, KbOption, client_of
+from ragline.cli.errors import ExitCode, Invalid, UsageError
+from ragline.cli.models import ConfigResult, Evaluation
+
+
+def read_cases(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
+    """The cases of a JSON Lines file (`{"query": …, "expected": […]}` a line; blank lines
+    ignored) and the line each came from."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
+    cases: list[dict[str, Any]] = []
+    lines: list[int] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            case = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+        if not isinstance(case, dict):
+            raise UsageError(f'{path}:{number}: a case is an object {{"query", "expected"}}')
+        if isinstance(case.get("expected"), str):
+            case["expected"] = [case["expected"]]
+        cases.append(case)
+        lines.append(number)
+    if not cases:
+        raise UsageError(f"{path} holds no cases")
+    return cases, lines
+
+
+def _locate(error: Invalid, path: Path, lines: list[int]) -> Invalid:
+    """The API's error with `cases.N` pointing at the file's line."""
+
+    def at_line(match: re.Match[str]) -> str:
+        index = int(match.group(1))
+        where = f" ({path}:{lines[index]})" if index < len(lines) else ""
+        return f"{match.group(0)}{where}"
+
+    return Invalid(error.status, re.sub(r"cases\.(\d+)", at_line, error.detail))
+
+
+def _figures(result: ConfigResult) -> list[str]:
+    scores = result.scores
+    return [
+        f"{value:.3f}"
+        for value in (scores.recall_at_k, scores.recall_at_10, scores.mrr, scores.ndcg_at_10)
+    ]
+
+
+def _show(evaluation: Evaluation, kb_label: str, misses_of: str) -> None:
+    best = evaluation.best
+    output.say(
+        f"evaluation {evaluation.id} of {kb_label}: {evaluation.case_count} cases, "
+        f"k = {evaluation.k}",
+        style="bold",
+    )
+    rows = []
+    for result in evaluation.tried or list(evaluation.modes.values()):
+        chosen = result.config.label == best.label
+        label = Text(result.config.label + (" ← best" if chosen else ""))
+        if chosen:
+            label.stylize("bold green")
+        rows.append((label, *_figures(result)))
+    columns = ("Configuration", f"recall@{evaluation.k}", "recall@10", "MRR", "nDCG@10")
+    output.show(output.table(None, columns, rows))
+    settings = f"retrieval_mode={best.retrieval_mode}"
+    if best.fusion:
+        settings += f", fusion={best.fusion}"
+        settings += (
+            f", dense_weight={best.dense_weight:g}"
+            if best.fusion == "convex" and best.dense_weight is not None
+            else f", rrf_k={best.rrf_k}"
+        )
+    output.say(
+        f"a bot should use {best.label} (nDCG@10 {evaluation.best_scores.ndcg_at_10:.3f}): "
+        f"knowledge.{settings}"
+    )
+    mode = evaluation.modes.get(misses_of)
+    if mode is None:
+        output.warn(f"no results for mode {misses_of!r}: {', '.join(evaluation.modes)}")
+        return
+    if not mode.misses:
+        output.say(f"no misses with {mode.config.label}", style="green")
+        return
+    output.say(
+        f"misses with {mode.config.label} ({len(mode.misses)} of {evaluation.case_count} cases):",
+        style="bold",
+    )
+    console = output.stdout()
+    for miss in mode.misses:
+        console.print(Text(f"• {miss.query}", style="bold"))
+        console.print(Text("  missing: " + "; ".join(output.truncate(m, 80) for m in miss.missing),
+                           style="red"))  # fmt: skip
+        for rank, hit in enumerate(miss.returned, 1):
+            console.print(
+                Text(
+                    f"  {rank}. {hit.score:.3f} {hit.document_title}: "
+                    + output.truncate(hit.text, 100),
+                    style="dim",
+                )
+            )
+
+
+def evaluate(
+    ctx: typer.Context,
+    cases_file: Annotated[
+        Path,
+        typer.Argument(help='JSON Lines: {"query": "…", "expected": ["doc_… or a snippet"]}.'),
+    ],
+    kb: KbOption,
+    k: Annotated[int, typer.Option(min=1, max=10, help="The k of recall@k (a bot's top_k).")] = 4,
+    misses: Annotated[
+        str | None,
+        typer.Option(help="Show this mode's misses (default: the best's).", show_default=False),
+    ] = None,
+    fail_under: Annotated[
+        float | None,
+        typer.Option(
+            min=0, max=1, help="Exit 1 if the best nDCG@10 is under this.", show_default=False
+        ),
+    ] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Evaluate a knowledge base's retrieval on your questions: recall, MRR and nDCG per mode,
+    the best configuration for a bot, and the questions it misses."""
+    cases, lines = read_cases(cases_file)
+    client = client_of(ctx)
+    try:
+        evaluation = client.evaluate(kb, {"cases": cases, "k": k})
+    except Invalid as error:
+        raise _locate(error, cases_file, lines) from None
+    if json_out:
+        output.print_json(evaluation.as_json())
+    else:
+        _show(evaluation, kb, misses or evaluation.best.retrieval_mode)
+    if fail_under is not None and evaluation.best_scores.ndcg_at_10 < fail_under:
+        if not json_out:
+            output.say(
+                f"nDCG@10 {evaluation.best_scores.ndcg_at_10:.3f} is under {fail_under:g}",
+                style="red",
+            )
+        raise typer.Exit(int(ExitCode.FAILED))

@@ -1,0 +1,65 @@
+"""`ragline search QUERY`: a person's search with the configured token."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from ragline.cli import output
+from ragline.cli.context import JsonFlag, client_of
+
+
+class Mode(StrEnum):
+    """How passages are ranked."""
+
+    hybrid = "hybrid"
+    dense = "dense"
+    sparse = "sparse"
+
+
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    kb: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kb",
+            "-k",
+            help="Only this knowledge base, code or id (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    top_k: Annotated[int, typer.Option("--top-k", "-n", min=1, max=50, help="Passages.")] = 5,
+    mode: Annotated[Mode, typer.Option(help="Retrieval mode.")] = Mode.hybrid,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            min=0, max=1, help="Minimum cosine similarity of a passage.", show_default=False
+        ),
+    ] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Search the knowledge bases the token may read."""
+    body: dict[str, Any] = {"query": query, "top_k": top_k, "retrieval_mode": mode.value}
+    if kb:
+        body["kb_ids"] = kb
+    if threshold is not None:
+        body["score_threshold"] = threshold
+    results = client_of(ctx).search(body)
+    if json_out:
+        output.print_json([result.as_json() for result in results])
+        return
+    if not results:
+        output.say("no passages found")
+        return
+    console = output.stdout()
+    for rank, result in enumerate(results, 1):
+        heading = Text(f"{rank}. ", style="bold")
+        heading.append(f"{result.score:.3f}  ", style="cyan")
+        heading.append(result.citation or result.document_title, style="bold")
+        console.print(heading)
+        console.print(Text("   " + output.truncate(result.content, 400)))
+        console.print(Text(f"   {result.source} · {result.retrieval_rationale}", style="dim"))
