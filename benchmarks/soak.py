@@ -1,0 +1,853 @@
+"""Soak: mixed upload / delete / search load at fixed rates on a whole local stack.
+
+Starts its own stack (the Kafka, MongoDB and Redis stand-ins, the API with the index stage, the
+relay and one worker per stage), creates a KB, a bot over it and a person's token, and then
+drives, on an open-loop schedule (each request is sent at its time, however long the earlier
+ones take):
+
+- uploads, `--upload-rate` per second: text notes through `/documents/text` (45%), Markdown
+  files (28%), the PDFs of `tests/fixtures` (12%), a DOCX (6%), batches of 4 connector records
+  through `/documents/batch` (7%) and an encrypted PDF that must end `failed` (2%). Each is
+  distinct: notes, Markdown, records and the DOCX carry a reference code of their own (such
+  as `soak-3f2a-00042`), every file a name of its own, PDFs a trailing comment with the code;
+- deletes, `--delete-rate` per second, each of the oldest indexed document still there (a
+  tick is skipped while fewer than `MIN_INDEXED` are indexed, so searches keep targets);
+- searches, `--search-rate` per second: 3 in 4 a bot's through the internal contract, 1 in 4
+  a person's (`POST /api/v1/knowledge/search`, user token). 40% ask for a live document's
+  reference code, which must be found; 20% for a deleted document's code; 40% a man-page
+  question (`../shared/eval/manpages.json`, which also supplies the notes' text).
+
+Every search answer is checked: no hit (nor a folded copy in `also_in`) may name a document
+whose delete was answered before the search was sent. Every document is polled until it ends
+`indexed` or `failed`.
+
+    .venv/bin/python -m benchmarks.soak [--minutes 30] [--upload-rate 1.0] [--search-rate 2.0]
+                                        [--delete-rate 1.0] [--warmup-minutes 2]
+
+Defaults: 1 upload/s (about 1.2 documents and 3 chunks a second), 1 delete/s, 2 searches/s.
+The embedding model does about 30 chunks/s on this 2-core machine, and each small document
+also costs several MongoDB writes per stage, so the stack runs at well under half its
+capacity and a backlog cannot build up.
+
+Warm-up: the same load, at the same rates, runs for `--warmup-minutes` before the measured
+minutes, and its first uploads take every kind in turn: by its end every process has loaded
+its model and parsers and been through every code path, and caches and allocators have
+reached their working size. The start RSS is taken when the warm-up ends, the end RSS when the
+load stops, both under load, so loading is not counted as growth.
+
+Printed: the RSS (and CPU) of every process of the stack at start and end; per minute, requests
+and errors by kind, p50/p95 latency of uploads (to the 202) and searches, documents indexed and
+their upload-to-indexed time; and at the end, after a grace period (`--grace-s`) for the
+pipeline to finish: error counts, documents uploaded / indexed / failed / deleted, lost
+documents (uploaded, not deleted, and neither indexed nor failed after the grace period), the
+KB's counts against the documents, and, with the stack stopped, its vector store: a deleted
+document must hold no point, an indexed one exactly its chunk count, and nothing else may be
+there. The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import math
+import os
+import random
+import re
+import signal
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import docx
+import httpx
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from benchmarks.ingest import SECRET, TOKEN
+from core.filters import chunks_where
+from devstack.launcher import LocalServices, Pipeline, isolated_stack
+from infra.vectorstore.edge import EdgeVectorStore
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
+PDFS = (
+    "crazyones.pdf",
+    "service-handbook.pdf",
+    "indirect-rotation.pdf",
+    "pdflatex-outline.pdf",
+    "Seige_of_Vicksburg_Sample_OCR.pdf",
+    "GeoBase_NHNC1_Data_Model_UML_EN.pdf",
+)
+ENCRYPTED_PDF = "encrypted-file.pdf"
+DOCX = "blk-paras-and-tables.docx"
+UPLOAD_MIX = {
+    "note": 0.45,
+    "markdown": 0.28,
+    "pdf": 0.12,
+    "docx": 0.06,
+    "batch": 0.07,
+    "encrypted_pdf": 0.02,
+}
+BATCH_RECORDS = 4
+PEOPLE_SHARE = 0.25
+# Searches: a live document's code, a deleted document's code, else a man-page question.
+LIVE_PROBE, DELETED_PROBE = 0.4, 0.2
+MIN_INDEXED = 30
+POLL_EVERY_S = 2.0
+REQUEST_TIMEOUT_S = 30.0
+FINAL = ("indexed", "failed")
+# A document's statuses in order: the time from one to the next is spent waiting for and in it.
+STAGES = ("queued", "extracting", "chunking", "embedding", "indexing", "indexed")
+USER_ID = "u-soak"
+
+
+@dataclass
+class Doc:
+    """One uploaded document and what became of it."""
+
+    id: str
+    kind: str
+    code: str | None
+    expect_failure: bool = False
+    status: str = "queued"
+    chunks: int = 0
+    error: str | None = None
+    delete_sent: float | None = None
+    deleted: float | None = None
+
+
+@dataclass
+class Minute:
+    """What completed within one minute of the run."""
+
+    requests: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    upload_ms: list[float] = field(default_factory=list)
+    search_ms: list[float] = field(default_factory=list)
+    ingest_s: list[float] = field(default_factory=list)
+    documents: int = 0
+    skipped_deletes: int = 0
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0..100) by the nearest-rank method; None without values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def rounded(value: float | None, digits: int = 1) -> float | None:
+    """`round` that lets None through."""
+    return None if value is None else round(value, digits)
+
+
+class Corpus:
+    """The text the load is made of: man-page passages for notes and Markdown, questions."""
+
+    def __init__(self, path: Path, rng: random.Random) -> None:
+        data = json.loads(path.read_text())
+        self.pages: list[tuple[str, str]] = sorted(data["corpus"].items())
+        self.questions: list[str] = list(data["queries"].values())
+        self._rng = rng
+        self._pdfs = {name: (FIXTURES / name).read_bytes() for name in (*PDFS, ENCRYPTED_PDF)}
+
+    def page(self) -> tuple[str, str]:
+        """A man page: its name and text."""
+        return self._rng.choice(self.pages)
+
+    def note(self, code: str) -> tuple[str, str]:
+        """A note's title and content."""
+        name, text = self.page()
+        return f"{name} note", f"{text}\n\nReference: {code}."
+
+    def markdown(self, code: str) -> bytes:
+        """A Markdown file of three man pages, one section each."""
+        sections = [f"## {name}\n\n{text}" for name, text in (self.page() for _ in range(3))]
+        body = "\n\n".join([f"# Notes {code}", *sections, f"Reference: {code}."])
+        return (body + "\n").encode()
+
+    def pdf(self, name: str, code: str) -> bytes:
+        """A fixture PDF with a comment after its end (distinct bytes, the same text)."""
+        return self._pdfs[name] + f"\n% {code}\n".encode()
+
+    @staticmethod
+    def docx(code: str) -> bytes:
+        """The fixture DOCX with one more paragraph holding the code."""
+        document = docx.Document(str(FIXTURES / DOCX))
+        document.add_paragraph(f"Reference: {code}.")
+        out = io.BytesIO()
+        document.save(out)
+        return out.getvalue()
+
+
+def _children(pid: int) -> list[int]:
+    """The pids of a process's descendants (from /proc)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def process_tree_rss_mb(pid: int) -> float:
+    """Resident memory (VmRSS) of a process and its descendants, in MB."""
+    total_kb = 0
+    for one in (pid, *_children(pid)):
+        try:
+            status = Path(f"/proc/{one}/status").read_text()
+        except OSError:
+            continue
+        match = re.search(r"VmRSS:\s+(\d+) kB", status)
+        total_kb += int(match.group(1)) if match else 0
+    return round(total_kb / 1024, 1)
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used, its waited-for children included."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # utime, stime, cutime, cstime: fields 14-17 of stat(5), counted after the name.
+    ticks = sum(int(value) for value in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+class Soak:
+    """Drives the load against one stack and keeps every figure."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        services: LocalServices,
+        pipeline: Pipeline,
+        corpus: Corpus,
+        rng: random.Random,
+        args: argparse.Namespace,
+    ) -> None:
+        self.http = http
+        self.services = services
+        self.pipeline = pipeline
+        self.corpus = corpus
+        self.rng = rng
+        self.args = args
+        self.tag = f"{rng.randrange(16**4):04x}"
+        self.admin = {"Authorization": f"Bearer {TOKEN}"}
+        self.internal = {"X-Internal-Secret": SECRET}
+        self.person: dict[str, str] = {}
+        self.kb = ""
+        self.bot = ""
+        self.docs: dict[str, Doc] = {}
+        self.indexed_order: list[str] = []  # indexed, not yet deleted, oldest first
+        self.deleted_order: list[str] = []
+        self.minutes: list[Minute] = []
+        self.errors: Counter[str] = Counter()
+        self.error_samples: dict[str, str] = {}
+        self.started = time.monotonic()
+        self.uploads = 0
+        self.searches = 0
+        self.question = 0
+        self.live_probes = Counter[str]()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.rss: dict[str, dict[str, float]] = {}
+        self.cpu: dict[str, dict[str, float]] = {}
+        self.dead: set[str] = set()
+        # Seconds indexed documents spent in each status (waiting included), by status.
+        self.stage_s: dict[str, list[float]] = {}
+
+    # -- setup ----------------------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """A KB, a bot over it, and a person's token."""
+        kb = await self.http.post(
+            "/api/v1/knowledge-bases", json={"name": "soak"}, headers=self.admin
+        )
+        kb.raise_for_status()
+        self.kb = kb.json()["id"]
+        knowledge = {"enabled": True, "kb_ids": [self.kb]}
+        bot = await self.http.post(
+            "/api/v1/bots", json={"name": "soak", "knowledge": knowledge}, headers=self.admin
+        )
+        bot.raise_for_status()
+        self.bot = bot.json()["id"]
+        token = await self.http.post(
+            "/api/v1/tokens",
+            json={"name": "soak person", "role": "user", "user_id": USER_ID},
+            headers=self.admin,
+        )
+        token.raise_for_status()
+        self.person = {"Authorization": f"Bearer {token.json()['token']}"}
+
+    # -- bookkeeping ----------------------------------------------------------------------
+
+    def minute(self) -> Minute:
+        """The bucket of the current minute."""
+        index = int((time.monotonic() - self.started) // 60)
+        while len(self.minutes) <= index:
+            self.minutes.append(Minute())
+        return self.minutes[index]
+
+    def error(self, kind: str, sample: str) -> None:
+        """Counts an error of a kind and keeps its first message."""
+        self.errors[kind] += 1
+        self.minute().errors[kind] += 1
+        self.error_samples.setdefault(kind, sample[:300])
+
+    async def request(
+        self, kind: str, method: str, url: str, expect: tuple[int, ...], **kwargs: Any
+    ) -> tuple[httpx.Response | None, float]:
+        """Sends one request; counts it, and an error if it fails; returns it and its ms."""
+        started = time.perf_counter()
+        try:
+            response = await self.http.request(method, url, **kwargs)
+        except httpx.HTTPError as exc:
+            self.minute().requests[kind] += 1
+            self.error(f"{kind}:{type(exc).__name__}", f"{exc!r}")
+            return None, (time.perf_counter() - started) * 1000
+        elapsed = (time.perf_counter() - started) * 1000
+        self.minute().requests[kind] += 1
+        if response.status_code not in expect:
+            self.error(f"{kind}:{response.status_code}", response.text)
+            return None, elapsed
+        return response, elapsed
+
+    def spawn(self, work: Awaitable[None]) -> None:
+        """Runs a request in the background (open loop: the schedule never waits for it)."""
+
+        async def guarded() -> None:
+            try:
+                await work
+            except Exception as exc:  # an answer not as the API documents it
+                self.error(f"load:{type(exc).__name__}", repr(exc))
+
+        task = asyncio.ensure_future(guarded())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def new_code(self) -> str:
+        """A reference code no other document has."""
+        self.uploads += 1
+        return f"soak-{self.tag}-{self.uploads:05d}"
+
+    # -- the load -------------------------------------------------------------------------
+
+    async def upload(self, n: int) -> None:
+        """One upload; the first ones take every kind in turn."""
+        kinds = list(UPLOAD_MIX)
+        kind = kinds[n] if n < len(kinds) else self.rng.choices(kinds, list(UPLOAD_MIX.values()))[0]
+        code = self.new_code()
+        base = f"/api/v1/knowledge-bases/{self.kb}/documents"
+        made: list[tuple[str, str | None]] = []  # (document id, code)
+        if kind == "note":
+            title, content = self.corpus.note(code)
+            body = {"title": title, "content": content}
+            response, ms = await self.request(
+                "upload", "POST", f"{base}/text", (202,), json=body, headers=self.admin
+            )
+            if response is not None:
+                made.append((response.json()["id"], code))
+        elif kind == "batch":
+            records = []
+            for i in range(BATCH_RECORDS):
+                title, content = self.corpus.note(f"{code}-{i}")
+                records.append({"external_id": f"{code}-{i}", "title": title, "content": content})
+            response, ms = await self.request(
+                "upload", "POST", f"{base}/batch", (202,), json={"records": records},
+                headers=self.admin,
+            )  # fmt: skip
+            if response is not None:
+                for i, result in enumerate(response.json()["results"]):
+                    if result["outcome"] == "unchanged":
+                        self.error("upload:duplicate", str(result))
+                    made.append((result["document_id"], f"{code}-{i}"))
+        else:
+            filename, data, searchable = self.file(kind, code)
+            response, ms = await self.request(
+                "upload", "POST", base, (202,), files={"file": (filename, data)},
+                headers=self.admin,
+            )  # fmt: skip
+            if response is not None:
+                made.append((response.json()["id"], code if searchable else None))
+        self.minute().upload_ms.append(ms)
+        self.minute().documents += len(made)
+        for document_id, doc_code in made:
+            self.docs[document_id] = Doc(
+                document_id, kind, doc_code, expect_failure=kind == "encrypted_pdf"
+            )
+
+    def file(self, kind: str, code: str) -> tuple[str, bytes, bool]:
+        """A file upload's name, bytes, and whether its code is in its text."""
+        if kind == "markdown":
+            return f"notes-{code}.md", self.corpus.markdown(code), True
+        if kind == "docx":
+            return f"tables-{code}.docx", self.corpus.docx(code), True
+        if kind == "encrypted_pdf":
+            return f"locked-{code}.pdf", self.corpus.pdf(ENCRYPTED_PDF, code), False
+        name = self.rng.choice(PDFS)
+        return f"{Path(name).stem}-{code}.pdf", self.corpus.pdf(name, code), False
+
+    async def delete(self, tick: int) -> None:
+        """Deletes the oldest indexed document, unless too few are indexed."""
+        if len(self.indexed_order) <= MIN_INDEXED:
+            self.minute().skipped_deletes += 1
+            return
+        doc = self.docs[self.indexed_order.pop(0)]
+        doc.delete_sent = time.monotonic()
+        response, _ = await self.request(
+            "delete", "DELETE", f"/api/v1/knowledge-bases/{self.kb}/documents/{doc.id}",
+            (204,), headers=self.admin,
+        )  # fmt: skip
+        if response is not None:
+            doc.deleted = time.monotonic()
+            self.deleted_order.append(doc.id)
+
+    async def search(self, tick: int) -> None:
+        """One search, a bot's or a person's, checked against what was deleted."""
+        people = self.rng.random() < PEOPLE_SHARE
+        draw = self.rng.random()
+        target: Doc | None = None
+        live = [d for d in self.indexed_order if self.docs[d].code]
+        gone = self.deleted_order[-200:]
+        if draw < LIVE_PROBE and live:
+            target = self.docs[self.rng.choice(live)]
+            query = str(target.code)
+        elif draw < LIVE_PROBE + DELETED_PROBE and gone:
+            query = str(self.docs[self.rng.choice(gone)].code)
+        else:
+            query = self.corpus.questions[self.question % len(self.corpus.questions)]
+            self.question += 1
+        self.searches += 1
+        sent = time.monotonic()
+        if people:
+            kind = "search_people"
+            response, ms = await self.request(
+                kind, "POST", "/api/v1/knowledge/search", (200,),
+                json={"query": query, "top_k": 5}, headers=self.person,
+            )  # fmt: skip
+        else:
+            kind = "search_bot"
+            body = {"bot_id": self.bot, "session_id": f"soak-{self.searches}", "query": query}
+            response, ms = await self.request(
+                kind, "POST", "/api/v1/internal/knowledge/search", (200,), json=body,
+                headers=self.internal,
+            )  # fmt: skip
+        self.minute().search_ms.append(ms)
+        if response is None:
+            return
+        hits = response.json()["results" if people else "hits"]
+        found = {hit["source" if people else "document_id"] for hit in hits}
+        found |= {copy["document_id"] for hit in hits for copy in hit["also_in"]}
+        for document_id in found:
+            doc = self.docs.get(document_id)
+            if doc is not None and doc.deleted is not None and doc.deleted < sent:
+                self.error(f"{kind}:deleted_document_returned", f"{query!r} -> {document_id}")
+        if target is not None and target.delete_sent is None:
+            self.live_probes["asked"] += 1
+            if target.id not in found:
+                self.error(f"{kind}:live_document_not_found", f"{query!r} -> {sorted(found)}")
+
+    async def poll(self, everything: bool = False) -> None:
+        """Reads the KB's document list, newest first, until every document still in the
+        pipeline was seen (one page of 200 while they are recent); with `everything`, to its
+        end, taking in documents whose upload was accepted but never answered (timed out)."""
+        waiting = {d.id for d in self.pending()}
+        cursor: str | None = None
+        while waiting or everything:
+            params: dict[str, Any] = {"limit": 200} | ({"cursor": cursor} if cursor else {})
+            response, _ = await self.request(
+                "status", "GET", f"/api/v1/knowledge-bases/{self.kb}/documents",
+                (200,), params=params, headers=self.admin,
+            )  # fmt: skip
+            if response is None:
+                return
+            page = response.json()
+            for state in page["items"]:
+                doc = self.docs.get(state["id"])
+                if doc is None and everything:
+                    doc = Doc(state["id"], "unanswered upload", None)
+                    doc.expect_failure = state["filename"].startswith("locked-")
+                    self.docs[doc.id] = doc
+                if doc is not None:
+                    self.settle(doc, state)
+                    waiting.discard(doc.id)
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+    def settle(self, doc: Doc, state: dict[str, Any]) -> None:
+        """Takes a polled state in; a document that ended is counted."""
+        status = state["parse_status"]
+        if status not in FINAL or doc.status in FINAL:
+            doc.status = status
+            return
+        doc.status = status
+        doc.chunks = int(state["chunk_count"] or 0)
+        doc.error = state["parse_error"]
+        if status == "indexed":
+            self.indexed_order.append(doc.id)
+            times = {"queued": state["created_at"], **state["stage_started_at"]}
+            at = [datetime.fromisoformat(times[stage]) for stage in STAGES if stage in times]
+            self.minute().ingest_s.append((at[-1] - at[0]).total_seconds())
+            if len(at) == len(STAGES):
+                for stage, begun, ended in zip(STAGES, at, at[1:], strict=False):
+                    self.stage_s.setdefault(stage, []).append((ended - begun).total_seconds())
+            if doc.expect_failure:
+                self.error("document:indexed_but_should_fail", doc.id)
+        elif not doc.expect_failure:
+            self.error(f"document:failed:{doc.kind}", f"{doc.id}: {doc.error}")
+
+    def pending(self) -> list[Doc]:
+        """Documents neither indexed nor failed yet."""
+        return [d for d in self.docs.values() if d.status not in FINAL]
+
+    # -- schedules ------------------------------------------------------------------------
+
+    async def ticker(
+        self, rate: float, until: float, fire: Callable[[int], Awaitable[None]]
+    ) -> None:
+        """Calls `fire(n)` at `rate` per second from now until `until`, never waiting for it."""
+        if rate <= 0:
+            return
+        start = time.monotonic()
+        n = 0
+        while (at := start + n / rate) < until:
+            await asyncio.sleep(max(0.0, at - time.monotonic()))
+            self.spawn(fire(n))
+            n += 1
+
+    async def poller(self, stop: asyncio.Event) -> None:
+        """Polls documents' status every `POLL_EVERY_S` until stopped."""
+        while not stop.is_set():
+            await self.poll()
+            await asyncio.sleep(POLL_EVERY_S)
+
+    def snapshot(self, label: str) -> None:
+        """Records every process's RSS and CPU seconds under `label`."""
+        procs = [*self.services.processes, *self.pipeline.processes]
+        self.rss[label] = {p.name: process_tree_rss_mb(p.pid) for p in procs}
+        self.cpu[label] = {p.name: process_cpu_s(p.pid) for p in procs}
+        self.cpu[label]["soak (load generator)"] = process_cpu_s(os.getpid())
+        self.cpu[label]["_wall"] = time.monotonic()
+        for proc in procs:
+            if not proc.alive() and proc.name not in self.dead:
+                self.dead.add(proc.name)
+                self.error(f"process:died:{proc.name}", proc.tail(10))
+
+    async def reporter(self, end: float) -> None:
+        """Prints each minute as it ends, with every process's RSS; keeps the snapshots taken
+        when the warm-up ends (`start`) and when the load stops (`end`)."""
+        warmup = self.args.warmup_minutes
+        print(
+            f"{'min':>4} {'phase':<6} {'upl':>4} {'docs':>4} {'del':>4} {'skip':>4} {'srch':>4} "
+            f"{'err':>4} {'upload p50/p95 ms':>17} {'search p50/p95 ms':>17} {'indexed':>7} "
+            f"{'ingest p50/p95 s':>16} {'pending':>7} {'load':>5}",
+            flush=True,
+        )
+        if warmup == 0:
+            self.snapshot("start")
+        k = 0
+        while True:
+            k += 1
+            at = min(self.started + 60 * k, end)
+            await asyncio.sleep(max(0.0, at - time.monotonic()))
+            label = f"minute {k}"
+            self.snapshot(label)
+            self.print_minute(k - 1, warmup)
+            if k == warmup:
+                self.rss["start"], self.cpu["start"] = self.rss[label], self.cpu[label]
+                print("       warm-up over: the RSS above is the start", flush=True)
+            if at >= end:
+                self.rss["end"], self.cpu["end"] = self.rss[label], self.cpu[label]
+                return
+
+    def print_minute(self, index: int, warmup: int) -> None:
+        """One row of the per-minute table, and the RSS of every process."""
+        while len(self.minutes) <= index:
+            self.minutes.append(Minute())
+        m = self.minutes[index]
+        phase = "warmup" if index < warmup else "soak"
+        print(
+            f"{index + 1:>4} {phase:<6} {m.requests['upload']:>4} {m.documents:>4} "
+            f"{m.requests['delete']:>4} {m.skipped_deletes:>4} "
+            f"{m.requests['search_bot'] + m.requests['search_people']:>4} "
+            f"{sum(m.errors.values()):>4} "
+            f"{fmt_pair(m.upload_ms, 0):>17} {fmt_pair(m.search_ms, 0):>17} {len(m.ingest_s):>7} "
+            f"{fmt_pair(m.ingest_s, 1):>16} {len(self.pending()):>7} {os.getloadavg()[0]:>5.1f}",
+            flush=True,
+        )
+        if m.errors:
+            print(f"       errors: {dict(m.errors)}", flush=True)
+        rss = self.rss[f"minute {index + 1}"]
+        print("       RSS MB: " + ", ".join(f"{k} {v:.0f}" for k, v in rss.items()), flush=True)
+
+    async def run(self) -> None:
+        """Warm-up and soak at the fixed rates, then the grace period."""
+        args = self.args
+        self.started = time.monotonic()
+        warmup_end = self.started + args.warmup_minutes * 60
+        end = warmup_end + args.minutes * 60
+        stop_polling = asyncio.Event()
+        poller = asyncio.create_task(self.poller(stop_polling))
+        await asyncio.gather(
+            self.ticker(args.upload_rate, end, self.upload),
+            self.ticker(args.delete_rate, end, self.delete),
+            self.ticker(args.search_rate, end, self.search),
+            self.reporter(end),
+        )
+        in_flight = len(self.tasks)
+        await asyncio.gather(*list(self.tasks))
+        print(f"load stopped ({in_flight} requests were in flight); waiting for the pipeline")
+        stopped = time.monotonic()
+        while self.pending() and time.monotonic() - stopped < args.grace_s:  # noqa: ASYNC110
+            await asyncio.sleep(1.0)
+        drained = time.monotonic() - stopped
+        stop_polling.set()
+        await poller
+        await self.poll(everything=True)
+        print(f"pipeline drained in {drained:.1f} s; {len(self.pending())} documents pending")
+
+    async def final_checks(self) -> dict[str, Any]:
+        """After the load: deleted documents' codes once more, and the KB's counts."""
+        checked = 0
+        for document_id in self.deleted_order[-50:]:
+            doc = self.docs[document_id]
+            if doc.code is None:
+                continue
+            body = {"bot_id": self.bot, "session_id": "soak-final", "query": doc.code}
+            response, _ = await self.request(
+                "final_search", "POST", "/api/v1/internal/knowledge/search", (200,), json=body,
+                headers=self.internal,
+            )  # fmt: skip
+            checked += 1
+            if response is not None and any(
+                hit["document_id"] == doc.id for hit in response.json()["hits"]
+            ):
+                self.error("final_search:deleted_document_returned", doc.id)
+        kb = (await self.http.get(f"/api/v1/knowledge-bases/{self.kb}", headers=self.admin)).json()
+        present = [d for d in self.docs.values() if d.deleted is None]
+        expected = {
+            "document_count": len(present),
+            "chunk_count": sum(d.chunks for d in present if d.status == "indexed"),
+        }
+        counted = {key: kb[key] for key in expected}
+        if counted != expected:
+            self.error("kb:counts", f"the KB counts {counted}, the documents make {expected}")
+        return {"deleted_codes_searched": checked, "kb_counts": counted, "expected": expected}
+
+
+async def check_store(run_dir: Path, docs: dict[str, Doc]) -> dict[str, int]:
+    """With the stack stopped, the vector store: points of deleted and of indexed documents."""
+    store = EdgeVectorStore(run_dir / "vectors", 384)
+    await store.ensure_collection()
+    try:
+        deleted_with_points = 0
+        wrong_counts = 0
+        known = 0
+        for doc in docs.values():
+            points = await store.count(chunks_where("default", document_id=doc.id))
+            known += points
+            if doc.deleted is not None:
+                deleted_with_points += points > 0
+            elif doc.status == "indexed":
+                wrong_counts += points != doc.chunks
+            elif doc.status == "failed":
+                wrong_counts += points != 0
+        total = await store.count(chunks_where("default"))
+    finally:
+        await store.close()
+    return {
+        "deleted_documents_with_points": deleted_with_points,
+        "documents_with_wrong_point_count": wrong_counts,
+        "points": total,
+        "points_of_no_uploaded_document": total - known,
+    }
+
+
+def fmt_pair(values: list[float], digits: int) -> str:
+    """`p50/p95` of the values, or `-`."""
+    if not values:
+        return "-"
+    p50, p95 = percentile(values, 50), percentile(values, 95)
+    return f"{p50:.{digits}f}/{p95:.{digits}f}"
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the run as Ctrl-C does, so every process is stopped on the way out."""
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[str, Any]:
+    """Prints the end-of-run figures; returns the headline figures."""
+    args = soak.args
+    warmup = args.warmup_minutes
+    measured = soak.minutes[warmup : warmup + math.ceil(args.minutes)]
+    start, end = soak.rss["start"], soak.rss["end"]
+    growth = {
+        name: round((end[name] - start[name]) / start[name] * 100, 1)
+        for name in start
+        if start[name] > 0
+    }
+    wall = soak.cpu["end"]["_wall"] - soak.cpu["start"]["_wall"]
+    cpu = {
+        name: round((soak.cpu["end"][name] - soak.cpu["start"][name]) / wall * 100, 1)
+        for name in soak.cpu["start"]
+        if name != "_wall"
+    }
+    docs = list(soak.docs.values())
+    lost = [d for d in docs if d.status not in FINAL and d.deleted is None]
+    for doc in lost:
+        soak.error("document:lost", f"{doc.id} ({doc.kind}) still {doc.status}")
+    documents = {
+        "uploaded": len(docs),
+        "indexed": sum(d.status == "indexed" for d in docs),
+        "failed": sum(d.status == "failed" for d in docs),
+        "failed_unexpectedly": sum(d.status == "failed" and not d.expect_failure for d in docs),
+        "deleted": sum(d.deleted is not None for d in docs),
+        "lost": len(lost),
+        "accepted_but_unanswered": sum(d.kind == "unanswered upload" for d in docs),
+    }
+    if store["deleted_documents_with_points"]:
+        soak.error("store:deleted_document_has_points", str(store))
+    if store["documents_with_wrong_point_count"] or store["points_of_no_uploaded_document"]:
+        soak.error("store:point_counts", str(store))
+    totals: Counter[str] = Counter()
+    for m in soak.minutes:
+        totals.update(m.requests)
+    upload_ms = [v for m in measured for v in m.upload_ms]
+    search_ms = [v for m in measured for v in m.search_ms]
+    print("\nprocess           RSS start MB  RSS end MB  growth %  CPU % of a core")
+    for name in start:
+        print(
+            f"{name:<17} {start[name]:>12.1f} {end[name]:>11.1f} {growth.get(name, 0.0):>9.1f} "
+            f"{cpu.get(name, 0.0):>16.1f}"
+        )
+    print(
+        f"{'soak (load gen.)':<17} {'':>12} {'':>11} {'':>9} {cpu['soak (load generator)']:>16.1f}"
+    )
+    print(f"\nrequests: {dict(totals)}")
+    print(f"documents: {documents}; live reference codes searched: {soak.live_probes['asked']}")
+    print(f"KB counts {finals['kb_counts']}, from the documents {finals['expected']}")
+    print(f"vector store: {store}")
+    stages = ", ".join(f"{k} {fmt_pair(v, 2)}" for k, v in soak.stage_s.items())
+    print(f"seconds in each status, p50/p95, indexed documents: {stages}")
+    print(f"errors: {sum(soak.errors.values())} {dict(soak.errors)}")
+    for kind, sample in soak.error_samples.items():
+        print(f"  first {kind}: {sample}")
+    print(
+        f"soak minutes: upload p50/p95 {fmt_pair(upload_ms, 1)} ms, "
+        f"search p50/p95 {fmt_pair(search_ms, 1)} ms"
+    )
+    worst = max(growth, key=lambda name: growth[name])
+    return {
+        "minutes": args.minutes,
+        "warmup_minutes": args.warmup_minutes,
+        "rates_per_s": {
+            "upload": args.upload_rate,
+            "delete": args.delete_rate,
+            "search": args.search_rate,
+            "people_search_share": PEOPLE_SHARE,
+        },
+        "errors": sum(soak.errors.values()),
+        "errors_by_kind": dict(soak.errors),
+        "lost_documents": len(lost),
+        "deleted_documents_returned": sum(
+            n for kind, n in soak.errors.items() if kind.endswith("deleted_document_returned")
+        ),
+        "deleted_documents_with_points": store["deleted_documents_with_points"],
+        "documents": documents,
+        "requests": dict(totals),
+        "max_rss_growth_pct": growth[worst],
+        "max_rss_growth_process": worst,
+        "rss_growth_pct": growth,
+        "rss_mb_start": start,
+        "rss_mb_end": end,
+        "cpu_pct_of_a_core": cpu,
+        "p95_ms_upload": rounded(percentile(upload_ms, 95)),
+        "p95_ms_search": rounded(percentile(search_ms, 95)),
+        "p95_ms_search_per_minute": [rounded(percentile(m.search_ms, 95)) for m in measured],
+        "p50_ms_search_per_minute": [rounded(percentile(m.search_ms, 50)) for m in measured],
+        "p95_ms_upload_per_minute": [rounded(percentile(m.upload_ms, 95)) for m in measured],
+        "p50_ms_upload_per_minute": [rounded(percentile(m.upload_ms, 50)) for m in measured],
+        "p95_s_ingest_per_minute": [rounded(percentile(m.ingest_s, 95), 2) for m in measured],
+    }
+
+
+def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Starts the stack, drives the load, checks the outcome; everything stops on the way out."""
+    rng = random.Random(args.seed)
+    corpus = Corpus(args.eval, rng)
+    with isolated_stack(work, TOKEN, SECRET) as (services, pipeline):
+        print(f"stack up: {', '.join(p.name for p in [*services.processes, *pipeline.processes])}")
+
+        async def drive() -> tuple[Soak, dict[str, Any]]:
+            limits = httpx.Limits(max_connections=64, max_keepalive_connections=16)
+            async with httpx.AsyncClient(
+                base_url=pipeline.api_url, timeout=REQUEST_TIMEOUT_S, limits=limits
+            ) as http:
+                soak = Soak(http, services, pipeline, corpus, rng, args)
+                await soak.setup()
+                await soak.run()
+                finals = await soak.final_checks()
+            return soak, finals
+
+        soak, finals = asyncio.run(drive())
+        pipeline.stop()  # the vector store has one owner: the API must be gone to open it
+        store = asyncio.run(check_store(work / "run", soak.docs))
+    return summary(soak, finals, store)
+
+
+def main() -> None:
+    """Runs the soak and prints its figures; the last line is JSON."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.soak")
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--warmup-minutes", type=int, default=2)
+    parser.add_argument("--upload-rate", type=float, default=1.0, help="uploads per second")
+    parser.add_argument("--search-rate", type=float, default=2.0, help="searches per second")
+    parser.add_argument("--delete-rate", type=float, default=1.0, help="deletes per second")
+    parser.add_argument("--grace-s", type=float, default=300.0)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
+    parser.add_argument(
+        "--work-dir", type=Path, default=None, help="keep the stack's data and logs here"
+    )
+    args = parser.parse_args()
+    print(
+        f"soak: {args.warmup_minutes} min warm-up + {args.minutes:g} min at "
+        f"{args.upload_rate:g} uploads/s, {args.delete_rate:g} deletes/s, "
+        f"{args.search_rate:g} searches/s; load average {os.getloadavg()}"
+    )
+    with sigterm_as_interrupt():
+        if args.work_dir is not None:
+            args.work_dir.mkdir(parents=True, exist_ok=True)
+            result = run(args, args.work_dir)
+        else:
+            with tempfile.TemporaryDirectory(prefix="ragline-soak-") as tmp:
+                result = run(args, Path(tmp))
+    result["load_average_at_end"] = [round(v, 2) for v in os.getloadavg()]
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
