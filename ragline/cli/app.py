@@ -9,6 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from ragline.cli import docs, evaluate, ingest, kb, output, search, tokens
+from ragline.cli.client import RATE_LIMIT_WAIT_S
 from ragline.cli.config_show import config
 from ragline.cli.context import Globals, globals_of
 from ragline.cli.errors import CliError, ExitCode, Unauthorized
@@ -73,9 +74,15 @@ def root(
         str | None,
         typer.Option(help="A bearer token (env RAGLINE_TOKEN).", show_default=False),
     ] = None,
+    rate_limit_wait: Annotated[
+        float,
+        typer.Option(
+            min=0, help="Seconds one request may wait out the API's rate limits (429) in all."
+        ),
+    ] = RATE_LIMIT_WAIT_S,
 ) -> None:
     """Flags beat RAGLINE_URL / RAGLINE_TOKEN, which beat ~/.config/ragline/config.toml."""
-    ctx.obj = Globals(url=url, token=token)
+    ctx.obj = Globals(url=url, token=token, rate_limit_wait_s=rate_limit_wait)
 
 
 app.command("ingest")(ingest.ingest)

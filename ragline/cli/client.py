@@ -26,9 +26,8 @@ from ragline.cli.models import (
 )
 
 USER_AGENT = "ragline-cli/0.1.0"
-# How often a request refused with 429 is sent again, and the longest wait in between.
-RATE_LIMIT_RETRIES = 8
-MAX_RETRY_AFTER_S = 60.0
+# How long one request may wait out 429s (as Retry-After says) before giving up.
+RATE_LIMIT_WAIT_S = 120.0
 PAGE_SIZE = 200
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -79,10 +78,12 @@ class Client:
         config: Config,
         *,
         timeout_s: float = 60.0,
-        sleep: Callable[[float], None] = time.sleep,
+        rate_limit_wait_s: float = RATE_LIMIT_WAIT_S,
+        on_wait: Callable[[str, float], None] = lambda detail, wait_s: None,
     ) -> None:
         self.config = config
-        self._sleep = sleep
+        self._rate_limit_wait_s = rate_limit_wait_s
+        self._on_wait = on_wait
         self._http = httpx.Client(
             base_url=config.url.value,
             timeout=timeout_s,
@@ -106,9 +107,10 @@ class Client:
         upload: tuple[str, Path] | None = None,
         timeout_s: float | None = None,
     ) -> httpx.Response:
-        """Sends a request, waiting out 429s as the API says; raises the typed error of any
-        other error status or of no answer."""
-        for attempt in range(RATE_LIMIT_RETRIES + 1):
+        """Sends a request, waiting out 429s as the API says (for `rate_limit_wait_s` in all);
+        raises the typed error of any other error status or of no answer."""
+        waited_s = 0.0
+        while True:
             with ExitStack() as files:
                 extra: dict[str, Any] = {}
                 if upload is not None:
@@ -134,14 +136,15 @@ class Client:
                     ) from exc
             if response.status_code == 429:
                 wait_s = _retry_after(response)
-                if attempt < RATE_LIMIT_RETRIES and wait_s <= MAX_RETRY_AFTER_S:
-                    self._sleep(wait_s)
+                if waited_s + wait_s <= self._rate_limit_wait_s:
+                    self._on_wait(_detail(response), wait_s)
+                    time.sleep(wait_s)
+                    waited_s += wait_s
                     continue
                 raise RateLimited(429, _detail(response), wait_s)
             if response.status_code >= 400:
                 raise api_error(response.status_code, _detail(response))
             return response
-        raise AssertionError("unreachable: the loop returns or raises")
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self._request(method, path, **kwargs)

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ragline.cli.client import Client
+from ragline.cli import output
+from ragline.cli.client import RATE_LIMIT_WAIT_S, Client
 from ragline.cli.config import Config, load_from_environment
 
 JsonFlag = Annotated[
@@ -24,6 +25,7 @@ class Globals:
 
     url: str | None = None
     token: str | None = None
+    rate_limit_wait_s: float = RATE_LIMIT_WAIT_S
     config: Config | None = None
 
 
@@ -35,10 +37,16 @@ def globals_of(ctx: typer.Context) -> Globals:
     return root.obj
 
 
+def _note_rate_limit(detail: str, wait_s: float) -> None:
+    output.note(f"rate-limited by the API ({detail}); waiting {wait_s:g} s as it asks")
+
+
 def client_of(ctx: typer.Context) -> Client:
     """A client of the configured API, closed when the command ends."""
     state = globals_of(ctx)
     state.config = load_from_environment(state.url, state.token)
-    client = Client(state.config)
+    client = Client(
+        state.config, rate_limit_wait_s=state.rate_limit_wait_s, on_wait=_note_rate_limit
+    )
     ctx.call_on_close(client.close)
     return client

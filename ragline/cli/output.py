@@ -71,6 +71,11 @@ def say(message: str, style: str | None = None) -> None:
     stdout().print(Text(message, style=style or ""))
 
 
+def note(message: str) -> None:
+    """A passing remark on stderr (stdout stays the result)."""
+    stderr().print(Text(message, style="dim"))
+
+
 def warn(message: str) -> None:
     """A warning on stderr."""
     stderr().print(Text(f"warning: {message}", style="yellow"))
