@@ -130,20 +130,27 @@ class Follower:
         self.note = ""
 
     def _refresh(self) -> None:
-        pending = {item.document.id: item for item in self.pending if item.document is not None}
+        # Several files may share a document (identical bytes), so ids map to lists.
+        pending: dict[str, list[Item]] = {}
+        for item in self.pending:
+            if item.document is not None:
+                pending.setdefault(item.document.id, []).append(item)
         if len(pending) > ONE_BY_ONE:
             for document in self.client.documents(self.kb_id):
-                item = pending.pop(document.id, None)
-                if item is not None:
+                for item in pending.pop(document.id, []):
                     item.document = document
                 if not pending:
                     return
-        for document_id, item in pending.items():
+        for document_id, items in pending.items():
             try:
-                item.document = self.client.document(self.kb_id, document_id)
+                document = self.client.document(self.kb_id, document_id)
             except NotFound:
-                item.outcome = Outcome.GONE
-                item.error = "deleted while it was being processed"
+                for item in items:
+                    item.outcome = Outcome.GONE
+                    item.error = "deleted while it was being processed"
+                continue
+            for item in items:
+                item.document = document
 
 
 STAGES = (
@@ -191,7 +198,7 @@ class ProgressView:
             self.progress.update(task, completed=passed, total=len(going))
         known = [d for d in documents if d.chunk_count is not None]
         chunk_total = sum(d.chunk_count or 0 for d in known)
-        embedded = sum(d.chunks_done for d in documents)
+        embedded = sum(d.chunks_done for d in known)
         waiting = len(going) - len(known)
         self.progress.update(
             self._chunk_task,

@@ -150,6 +150,8 @@ def test_ingest_a_tree_sends_only_what_the_kb_lacks(cli: Cli, tmp_path: Path) ->
             ".drafts/secret.md": "# Draft\n\nNot for the knowledge base.\n",
             # Enough documents that their statuses are read from the KB's listing.
             **{f"policies/faq/q{n}.md": f"# Question {n}\n\nAnswer {n}.\n" for n in range(6)},
+            # The same bytes as q0.md: sent once, both follow its document.
+            "policies/faq/q0_copy.md": "# Question 0\n\nAnswer 0.\n",
         },
     )
     faq = [f"handbook/policies/faq/q{n}.md" for n in range(6)]
@@ -162,6 +164,7 @@ def test_ingest_a_tree_sends_only_what_the_kb_lacks(cli: Cli, tmp_path: Path) ->
     ]
     whole = cli.json("ingest", str(tree), "--kb", code, "--recursive")
     files = _by_file(whole)
+    copy = files.pop("handbook/policies/faq/q0_copy.md")
     assert sorted(files) == sorted(
         [
             "handbook/policies/care/rinsing.md",
@@ -170,6 +173,8 @@ def test_ingest_a_tree_sends_only_what_the_kb_lacks(cli: Cli, tmp_path: Path) ->
             "handbook/returns.md",
         ]
     )
+    assert (copy["outcome"], copy["status"]) == ("unchanged", "indexed")
+    assert copy["document_id"] == files[faq[0]]["document_id"]
     assert files["handbook/returns.md"]["outcome"] == "unchanged"
     assert files["handbook/returns.md"]["document_id"] == top["files"][0]["document_id"]
     for name in ("handbook/policies/care/rinsing.md", "handbook/policies/shipping.txt", *faq):
@@ -178,14 +183,14 @@ def test_ingest_a_tree_sends_only_what_the_kb_lacks(cli: Cli, tmp_path: Path) ->
     assert whole["skipped"] == [
         {"path": "handbook/policies/photo.png", "reason": "not a type Ragline ingests"}
     ]
-    assert whole["counts"] == {"indexed": 9, "failed": 0, "in_progress": 0, "unchanged": 1}
-    assert _uploads_total(cli.stack) == before + 9  # returns.md was not sent again
+    assert whole["counts"] == {"indexed": 10, "failed": 0, "in_progress": 0, "unchanged": 2}
+    assert _uploads_total(cli.stack) == before + 9  # neither returns.md again nor the copy
 
     # The same tree again: nothing is sent.
     again = cli("ingest", str(tree), "--kb", code, "-r")
     assert _uploads_total(cli.stack) == before + 9
-    assert "9 files: 9 indexed (9 unchanged)" in again.stdout
-    assert again.stdout.count("unchanged") >= 9
+    assert "10 files: 10 indexed (10 unchanged)" in again.stdout
+    assert again.stdout.count("unchanged") >= 10
     assert "Indexed" in again.stdout  # the bars' last state, then the summary
     listed = cli.json("docs", "list", "--kb", code, "--all")
     assert sorted(d["filename"] for d in listed) == sorted(
@@ -200,6 +205,7 @@ def test_ingest_a_tree_sends_only_what_the_kb_lacks(cli: Cli, tmp_path: Path) ->
     assert sorted(files) == sorted(
         [f"{tree}/policies/care/rinsing.md", f"{tree}/returns.md"]
         + [f"{tree}/policies/faq/q{n}.md" for n in range(6)]
+        + [f"{tree}/policies/faq/q0_copy.md"]
     )
     changed = files[f"{tree}/returns.md"]
     assert (changed["outcome"], changed["status"]) == ("new version", "indexed")
