@@ -54,7 +54,10 @@ app = typer.Typer(
     cls=RaglineGroup,
     name="ragline",
     help="Ragline from the command line: knowledge bases, ingestion, search, evaluations and "
-    "tokens, over the HTTP API.",
+    "tokens, over the HTTP API.\n\n"
+    "Where the API is and which token to use: --url and --token, else RAGLINE_URL and "
+    "RAGLINE_TOKEN, else url and token in ~/.config/ragline/config.toml (under "
+    "XDG_CONFIG_HOME if set); `ragline config` shows what is found.",
     epilog=EXIT_CODES,
     no_args_is_help=True,
     add_completion=False,

@@ -253,7 +253,7 @@ def summary_table(items: list[Item]) -> Table:
     return table(None, ("File", "Outcome", "Status", "Chunks", "Reason"), rows)
 
 
-def summary_line(items: list[Item], skipped: int = 0) -> Text:
+def summary_line(items: list[Item]) -> Text:
     """`5 files: 4 indexed (2 unchanged), 1 failed`."""
     tally = counts(items)
     parts = [f"{tally['indexed']} indexed"]
@@ -263,8 +263,6 @@ def summary_line(items: list[Item], skipped: int = 0) -> Text:
         parts.append(f"{tally['failed']} failed")
     if tally["in_progress"]:
         parts.append(f"{tally['in_progress']} still in progress")
-    if skipped:
-        parts.append(f"{skipped} skipped (not a type Ragline ingests)")
     noun = "file" if len(items) == 1 else "files"
     style = "red" if tally["failed"] else ("yellow" if tally["in_progress"] else "green")
     return Text(f"{len(items)} {noun}: " + ", ".join(parts), style=style)
