@@ -142,3 +142,15 @@ RATE_LIMIT_ERRORS = Counter(
     "ragline_rate_limit_errors_total",
     "Rate limits not checked because Redis did not answer (the request was let through).",
 )
+PARSER_STARTED = Counter(
+    "ragline_parser_processes_started_total",
+    "Parser processes the extract stage started (one ahead of the first file, then one for "
+    "each that was stopped).",
+)
+PARSER_STOPPED = Counter(
+    "ragline_parser_processes_stopped_total",
+    "Parser processes stopped after a file, by why: crashed (a file ended it: out of memory, "
+    "a crash in native code), abandoned (killed mid-file: the stage's time limit, or the "
+    "worker gave up on the document), recycled (it grew past half of its memory limit).",
+    ["reason"],
+)

@@ -153,6 +153,15 @@ class IngestSettings(BaseModel):
     # Extracted text is handed to the chunk stage in parts of about this many characters
     # (about one embedding batch), so embedding starts while a long file is still extracted.
     extract_part_chars: int = Field(default=32_000, ge=1_000)
+    # What one file may make the extract stage do; each limit fails the document with a reason.
+    # Files are read in a parser process whose address space is capped at this many MB.
+    parser_memory_mb: int = Field(default=2048, ge=512)
+    # Text a document may hold (20 million characters: about 10,000 pages).
+    max_document_chars: int = Field(default=20_000_000, ge=1_000)
+    # Attachments an e-mail may carry.
+    max_attachments: int = Field(default=100, ge=0)
+    # What a packaged file (DOCX) may unpack to.
+    max_unpacked_mb: int = Field(default=256, ge=1)
 
     @property
     def max_upload_bytes(self) -> int:

@@ -10,7 +10,7 @@ lines over the same objects.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from functools import cached_property
 
@@ -83,6 +83,11 @@ class System:
         self._store: VectorStore | None = None
         self._context_provider: ContextProvider | None = None
         self._context_provider_built = False
+
+    def on_close(self, close: Callable[[], Awaitable[object]]) -> None:
+        """Runs `close` when the process's exit stack unwinds (with the clients, in reverse
+        order of registration)."""
+        self._stack.push_async_callback(close)
 
     # --- clients ------------------------------------------------------------------------------
 

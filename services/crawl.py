@@ -241,6 +241,8 @@ class Crawler:
         extension = EXTENSIONS.get(fetched.content_type)
         if extension is None:
             raise Refused(f"content type {fetched.content_type or 'unknown'!r} is not indexed")
+        if not fetched.body:
+            raise Refused("the server answered with an empty body")
         digest = hashlib.sha256(fetched.body).hexdigest()
         links = page_links(fetched.body, fetched.url) if extension == ".html" else []
         state = PageState(fetched.etag, fetched.last_modified, digest, links)

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
-from bs4 import BeautifulSoup
+import lxml.html
+from lxml import etree
 
 # Query parameters that only track where a visitor came from: dropped from canonical URLs.
 TRACKING = ("utm_", "fbclid", "gclid", "mc_cid", "mc_eid")
@@ -40,17 +41,26 @@ def is_file(url: str) -> bool:
     return urlsplit(url).path.lower().endswith(FILE_EXTENSIONS)
 
 
+# libxml2's parsers: linear time, nesting capped, no entities expanded, nothing fetched.
+_HTML = lxml.html.HTMLParser(remove_comments=True, remove_pis=True)
+_XML = etree.XMLParser(recover=True, resolve_entities=False, no_network=True)
+
+
 def page_links(html: bytes, base: str) -> list[str]:
     """The canonical http(s) links of a page, in order, once each."""
-    soup = BeautifulSoup(html, "lxml")
-    tag = soup.find("base", href=True)
+    try:
+        page = lxml.html.document_fromstring(html, parser=_HTML)
+    except etree.ParserError:  # an empty page
+        return []
+    tag = page.find(".//base[@href]")
     if tag is not None:
-        base = urljoin(base, str(tag["href"]))
+        base = urljoin(base, str(tag.get("href")))
     found: dict[str, None] = {}
-    for anchor in soup.find_all("a", href=True):
-        if "nofollow" in (anchor.get("rel") or []):
+    for anchor in page.iter("a"):
+        href = anchor.get("href")
+        if href is None or "nofollow" in str(anchor.get("rel", "")).lower().split():
             continue
-        url = canonical(urljoin(base, str(anchor["href"])))
+        url = canonical(urljoin(base, str(href)))
         if url is not None:
             found[url] = None
     return list(found)
@@ -58,10 +68,22 @@ def page_links(html: bytes, base: str) -> list[str]:
 
 def sitemap_links(xml: bytes) -> tuple[list[str], list[str]]:
     """A sitemap's page URLs and, for a sitemap index, its sitemaps."""
-    soup = BeautifulSoup(xml, "xml")
-    pages = [canonical(loc.get_text()) for url in soup.find_all("url") for loc in url("loc")]
-    maps = [canonical(loc.get_text()) for sm in soup.find_all("sitemap") for loc in sm("loc")]
-    return [u for u in pages if u], [u for u in maps if u]
+    try:
+        root = etree.fromstring(xml, parser=_XML)
+    except etree.XMLSyntaxError:  # nothing a sitemap could be read from
+        root = None
+    pages: list[str] = []
+    maps: list[str] = []
+    for element in root.iter() if root is not None else ():
+        kind = etree.QName(element).localname if isinstance(element.tag, str) else ""
+        if kind not in ("url", "sitemap"):
+            continue
+        for loc in element:
+            if isinstance(loc.tag, str) and etree.QName(loc).localname == "loc":
+                url = canonical("".join(loc.itertext()))
+                if url:
+                    (pages if kind == "url" else maps).append(url)
+    return pages, maps
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from core.errors import Conflict, Forbidden, RateLimited
+from core.errors import Conflict, Forbidden, InvalidRequest, RateLimited
 from core.governance import Governance, Reader
 from core.rules import ensure_changeable
 from infra.blob_store import BlobStore, OriginalUpload, StoredUpload
@@ -157,6 +157,8 @@ class Intake:
         version line are the URL; with `sync`, the document joins that sync run.
         """
         try:
+            if stored.size_bytes == 0:
+                raise InvalidRequest("the file is empty: there is nothing to index")
             kb = await self.writable_kb(tenant_id, kb_id)
             identical = await self._documents.find_identical(kb_id, stored.sha256)
             if identical is not None and not self._policy.visible(by.reader, identical):

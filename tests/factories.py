@@ -6,6 +6,7 @@ import io
 from pathlib import Path
 from typing import Any
 
+from PIL import Image, ImageDraw, ImageFont
 from pypdf import PdfReader, PdfWriter
 
 from schemas.domain import Document, ParseStatus, file_source_key, new_document_id, utcnow
@@ -51,3 +52,15 @@ def stock_csv(rows: int) -> bytes:
     """A stock list: `sku,qty`, `rows` rows."""
     lines = ["sku,qty"] + [f"{100000 + n},{n % 97}" for n in range(rows)]
     return ("\n".join(lines) + "\n").encode()
+
+
+def scanned_pdf(lines: list[str]) -> bytes:
+    """A one-page PDF that is only a picture of these lines of text (a scan)."""
+    page = Image.new("RGB", (1240, 1754), "white")
+    draw = ImageDraw.Draw(page)
+    font = ImageFont.load_default(size=40)
+    for number, line in enumerate(lines):
+        draw.text((100, 150 + number * 90), line, fill="black", font=font)
+    buffer = io.BytesIO()
+    page.save(buffer, format="PDF", resolution=150)
+    return buffer.getvalue()

@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import io
-
 import pytest
-from PIL import Image, ImageDraw, ImageFont
 
 from core.errors import ExtractionFailed
+from tests.factories import scanned_pdf
 from workers.extract.extractors import extract
 from workers.extract.pdf import OcrPolicy
 
 
-def _scanned_pdf(lines: list[str]) -> bytes:
-    page = Image.new("RGB", (1240, 1754), "white")
-    draw = ImageDraw.Draw(page)
-    font = ImageFont.load_default(size=40)
-    for number, line in enumerate(lines):
-        draw.text((100, 150 + number * 90), line, fill="black", font=font)
-    buffer = io.BytesIO()
-    page.save(buffer, format="PDF", resolution=150)
-    return buffer.getvalue()
-
-
 def test_a_scanned_page_is_read_with_ocr() -> None:
-    data = _scanned_pdf(
+    data = scanned_pdf(
         ["Scanned warranty card 4471", "Water damage is covered", "for twenty four months."]
     )
     document = extract(data, "scan.pdf")
@@ -35,11 +22,11 @@ def test_a_scanned_page_is_read_with_ocr() -> None:
 
 
 def test_without_ocr_a_scan_fails_as_having_no_text_layer() -> None:
-    data = _scanned_pdf(["Some text"])
+    data = scanned_pdf(["Some text"])
     with pytest.raises(ExtractionFailed, match="no text layer"):
         extract(data, "scan.pdf", OcrPolicy(enabled=False))
 
 
 def test_a_blank_scan_fails_saying_ocr_found_nothing() -> None:
     with pytest.raises(ExtractionFailed, match="OCR found no text"):
-        extract(_scanned_pdf([]), "blank.pdf")
+        extract(scanned_pdf([]), "blank.pdf")

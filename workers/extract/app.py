@@ -8,21 +8,33 @@ from infra.settings import Settings
 from ragline.system import System
 from schemas.domain import ParseStatus
 from schemas.events import DocumentUploaded
-from workers.extract.extractors import OcrPolicy
+from workers.extract.extractors import ExtractionLimits, OcrPolicy
 from workers.extract.handler import ExtractHandler
+from workers.extract.sandbox import ParserSandbox
 from workers.runtime import Stage, document_stage
 from workers.wiring import stage_app
 
 
 async def build_stage(system: System) -> Stage[DocumentUploaded]:
     """The extract stage over the process's objects."""
-    settings = system.settings
+    ingest = system.settings.ingest
+    parsers = ParserSandbox(
+        ingest.parser_memory_mb * 1024 * 1024,
+        OcrPolicy(ingest.ocr_enabled, ingest.ocr_max_pages),
+        ExtractionLimits(
+            max_chars=ingest.max_document_chars,
+            max_attachments=ingest.max_attachments,
+            max_unpacked_bytes=ingest.max_unpacked_mb * 1024 * 1024,
+        ),
+    )
+    await parsers.start()
+    system.on_close(parsers.close)
     handler = ExtractHandler(
         system.documents,
         system.blobs,
         system.publish,
-        settings.ingest.extract_part_chars,
-        OcrPolicy(settings.ingest.ocr_enabled, settings.ingest.ocr_max_pages),
+        ingest.extract_part_chars,
+        parsers,
     )
     return document_stage(
         "extract",
@@ -30,7 +42,7 @@ async def build_stage(system: System) -> Stage[DocumentUploaded]:
         ParseStatus.EXTRACTING,
         handler,
         system.documents,
-        settings.stages.extract,
+        system.settings.stages.extract,
     )
 
 

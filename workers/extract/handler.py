@@ -2,17 +2,15 @@
 
 Each part is stored and announced as soon as it is extracted, so a long PDF is being chunked
 and embedded while its later pages are still read. A retry starts from the first part again;
-the chunk stage skips parts it already has.
+the chunk stage skips parts it already has. The file is read in a parser process of its own
+(`sandbox`), so no file can take this worker down.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
-
 from schemas.domain import Document, ExtractedDocument, TextSegment
 from schemas.events import DocumentExtracted, DocumentUploaded, Publish
-from workers.extract.extractors import OcrPolicy, open_extraction
+from workers.extract.sandbox import ParserSandbox
 from workers.ports import DocumentStatus, StageResult, TextStore
 
 
@@ -25,34 +23,34 @@ class ExtractHandler:
         texts: TextStore,
         publish: Publish,
         part_chars: int,
-        ocr: OcrPolicy,
+        parsers: ParserSandbox,
     ) -> None:
         self._documents = documents
         self._texts = texts
         self._publish = publish
         self._part_chars = part_chars
-        self._ocr = ocr
+        self._parsers = parsers
 
     async def __call__(self, event: DocumentUploaded, document: Document) -> StageResult:
         """Handles one `DocumentUploaded` of a document now `extracting`."""
         data = await self._texts.read(event.storage_key)
-        # Parsing is CPU-bound and synchronous: run it off the event loop, one part at a time.
-        stream = await asyncio.to_thread(open_extraction, data, event.filename, self._ocr)
-        del data
-        if document.title == document.filename and stream.title not in ("", document.filename):
-            # The title was only the file name: the file's own title (PDF metadata, first
-            # heading, e-mail subject) is better for citations.
-            await self._documents.set_title(event.document_id, event.generation, stream.title)
         part: list[TextSegment] = []
         size = 0
         index = 0
-        while (segment := await asyncio.to_thread(_next, stream.segments)) is not None:
-            part.append(segment)
-            size += len(segment.text)
-            if size >= self._part_chars:
-                await self._emit(event, index, part, last=False)
-                index += 1
-                part, size = [], 0
+        async with self._parsers.open(data, event.filename) as extraction:
+            del data
+            title = extraction.title
+            if document.title == document.filename and title not in ("", document.filename):
+                # The title was only the file name: the file's own title (PDF metadata, first
+                # heading, e-mail subject) is better for citations.
+                await self._documents.set_title(event.document_id, event.generation, title)
+            async for segment in extraction.segments():
+                part.append(segment)
+                size += len(segment.text)
+                if size >= self._part_chars:
+                    await self._emit(event, index, part, last=False)
+                    index += 1
+                    part, size = [], 0
         await self._emit(event, index, part, last=True)
         return StageResult(finished_document=True)
 
@@ -80,7 +78,3 @@ class ExtractHandler:
                 )
             ]
         )
-
-
-def _next(segments: Iterator[TextSegment]) -> TextSegment | None:
-    return next(segments, None)

@@ -10,7 +10,7 @@ from email.parser import BytesParser
 from core.errors import ExtractionFailed, PermanentError
 from schemas.domain import TextSegment
 from schemas.formats import is_supported
-from workers.extract.stream import ExtractionStream, stem
+from workers.extract.stream import ExtractionLimits, ExtractionStream, stem
 from workers.extract.web import html_stream
 
 HEADERS = ("From", "To", "Cc", "Date", "Subject")
@@ -20,7 +20,11 @@ OpenAttachment = Callable[[bytes, str, int], ExtractionStream]
 
 
 def extract_eml(
-    data: bytes, filename: str, open_attachment: OpenAttachment, depth: int = 0
+    data: bytes,
+    filename: str,
+    open_attachment: OpenAttachment,
+    limits: ExtractionLimits,
+    depth: int = 0,
 ) -> ExtractionStream:
     """.eml: a header segment, the body (plain text, else HTML), then each attachment."""
     try:
@@ -29,6 +33,12 @@ def extract_eml(
         raise ExtractionFailed(f"the e-mail cannot be parsed: {exc}") from exc
     if not isinstance(message, EmailMessage) or not any(message.get(h) for h in HEADERS):
         raise ExtractionFailed("the file is not an e-mail message (no From, To, Date or Subject)")
+    attachments = sum(1 for _ in message.iter_attachments())
+    if attachments > limits.max_attachments:
+        raise ExtractionFailed(
+            f"the e-mail has {attachments:,} attachments, over the limit of "
+            f"{limits.max_attachments:,}; upload the attachments as files of their own"
+        )
     subject = str(message.get("Subject", "")).strip()
     return ExtractionStream(
         subject or stem(filename), _segments(message, subject, open_attachment, depth)

@@ -83,7 +83,7 @@ def _open(data: bytes) -> pdfium.PdfDocument:
         # as every viewer shows it.
         if exc.err_code in (pdfium_c.FPDF_ERR_PASSWORD, pdfium_c.FPDF_ERR_SECURITY):
             raise ExtractionFailed(ENCRYPTED) from exc
-        raise ExtractionFailed(f"the PDF file is damaged or not a PDF: {_reason(exc)}") from exc
+        raise _damaged(exc, "the PDF file is damaged or not a PDF") from exc
 
 
 def _pages(data: bytes, policy: OcrPolicy) -> Iterator[TextSegment]:
@@ -120,7 +120,7 @@ def _read_page(
         try:
             page = document[index]
         except pdfium.PdfiumError as exc:
-            raise ExtractionFailed(f"the PDF file is damaged: {_reason(exc)}") from exc
+            raise _damaged(exc, "the PDF file is damaged") from exc
         try:
             textpage = page.get_textpage()
             try:
@@ -131,7 +131,7 @@ def _read_page(
                 textpage.close()
             scan = _render(page) if render and not text.strip() and _has_images(page) else None
         except pdfium.PdfiumError as exc:
-            raise ExtractionFailed(f"the PDF file is damaged: {_reason(exc)}") from exc
+            raise _damaged(exc, "the PDF file is damaged") from exc
         finally:
             page.close()
     return clean_text(text), scan
@@ -221,5 +221,8 @@ def _render(page: pdfium.PdfPage) -> npt.NDArray[np.uint8]:
         bitmap.close()
 
 
-def _reason(exc: pdfium.PdfiumError) -> str:
-    return str(exc).rstrip(".")
+def _damaged(exc: pdfium.PdfiumError, what: str) -> ExtractionFailed:
+    return ExtractionFailed(
+        f"{what} ({str(exc).rstrip('.')}); if it opens in a PDF reader, save a new copy from "
+        "there, else upload it again"
+    )

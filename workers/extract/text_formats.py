@@ -91,7 +91,7 @@ def extract_csv(data: bytes, filename: str) -> ExtractionStream:
     except StopIteration:
         raise ExtractionFailed("the CSV file has no rows") from None
     except csv.Error as exc:
-        raise ExtractionFailed(f"the CSV file cannot be parsed: {exc}") from exc
+        raise csv_failure(exc) from exc
     lowered = [name.lower() for name in header]
     question = next((lowered.index(k) for k in QUESTION_KEYS if k in lowered), None)
     answer = next((lowered.index(k) for k in ANSWER_KEYS if k in lowered), None)
@@ -115,7 +115,7 @@ def _csv_rows(reader: Iterator[list[str]], header: list[str]) -> Iterator[TextSe
                 yield TextSegment(text="\n".join(lines))
                 lines = []
     except csv.Error as exc:
-        raise ExtractionFailed(f"the CSV file cannot be parsed: {exc}") from exc
+        raise csv_failure(exc) from exc
     if lines:
         yield TextSegment(text="\n".join(lines))
 
@@ -128,7 +128,17 @@ def _csv_pairs(reader: Iterator[list[str]], question: int, answer: int) -> Itera
             if q and a:
                 yield qa_segment(q, a)
     except csv.Error as exc:
-        raise ExtractionFailed(f"the CSV file cannot be parsed: {exc}") from exc
+        raise csv_failure(exc) from exc
+
+
+def csv_failure(exc: csv.Error) -> ExtractionFailed:
+    """Why a CSV file cannot be read, for the user."""
+    if "field larger than field limit" in str(exc):
+        return ExtractionFailed(
+            f"a CSV cell is longer than {csv.field_size_limit():,} characters; a CSV holds "
+            "short values: upload long text as a .txt or .md file"
+        )
+    return ExtractionFailed(f"the CSV file cannot be parsed: {exc}")
 
 
 def _column_name(header: list[str], index: int) -> str:
