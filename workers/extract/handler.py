@@ -8,6 +8,7 @@ the chunk stage skips parts it already has. The file is read in a parser process
 
 from __future__ import annotations
 
+from core.errors import ExtractionFailed, NotFound
 from schemas.domain import Document, ExtractedDocument, TextSegment
 from schemas.events import DocumentExtracted, DocumentUploaded, Publish
 from workers.extract.sandbox import ParserSandbox
@@ -33,7 +34,12 @@ class ExtractHandler:
 
     async def __call__(self, event: DocumentUploaded, document: Document) -> StageResult:
         """Handles one `DocumentUploaded` of a document now `extracting`."""
-        data = await self._texts.read(event.storage_key)
+        try:
+            data = await self._texts.read(event.storage_key)
+        except NotFound:
+            raise ExtractionFailed(
+                "the uploaded file is no longer stored (the database lost it); upload it again"
+            ) from None
         part: list[TextSegment] = []
         size = 0
         index = 0

@@ -1,0 +1,104 @@
+"""The extract stage through its runner, over real MongoDB/GridFS and real parser processes: a
+file is read part by part, a file the parser cannot survive fails its document with a reason,
+and a stored original the database lost fails it with what to do."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import pytest
+
+from infra.blob_store import BlobStore
+from infra.documents import DocumentRepository
+from infra.lifecycle import DocumentLifecycle
+from infra.mongo import Database
+from infra.outbox import Outbox
+from infra.settings import IngestSettings, StagePolicy
+from schemas.domain import Document, ParseStatus
+from schemas.events import DocumentExtracted, DocumentUploaded, Event
+from tests.conftest import FIXTURES
+from tests.factories import make_document
+from tests.fixtures.hostile.corpus import bomb_pdf
+from workers.extract.extractors import ExtractionLimits, OcrPolicy
+from workers.extract.handler import ExtractHandler
+from workers.extract.sandbox import ParserSandbox
+from workers.runtime import StageRunner, document_stage
+
+MB = 1024 * 1024
+
+
+class Stage:
+    """The extract stage's runner over the test's database, with what it published."""
+
+    def __init__(self, db: Database, parsers: ParserSandbox) -> None:
+        self.db = db
+        self.documents = DocumentRepository(db)
+        self.blobs = BlobStore(db)
+        self.published: list[Event] = []
+        self.dead: list[dict[str, str]] = []
+        handler = ExtractHandler(self.documents, self.blobs, self.publish, 4_000, parsers)
+        stage = document_stage(
+            "extract", DocumentUploaded, ParseStatus.EXTRACTING, handler, self.documents,
+            StagePolicy(max_attempts=1, time_limit_s=60),
+        )  # fmt: skip
+        self.runner = StageRunner(stage, self.documents, self.publish, self.dead_letter,
+                                  IngestSettings())  # fmt: skip
+
+    async def publish(self, events: Sequence[Event]) -> None:
+        self.published.extend(events)
+
+    async def dead_letter(self, raw: bytes, headers: dict[str, str]) -> None:
+        self.dead.append(headers)
+
+    async def run(self, name: str, data: bytes | None) -> Document:
+        """Stores `data` (None: stores nothing) as a queued document and extracts it."""
+        document = make_document(filename=name, title=name)
+        if data is not None:
+            stored = await self.blobs.store_original(data, name, document.id)
+            document = document.model_copy(update={"storage_key": stored.storage_key})
+        await DocumentLifecycle(self.db.client, self.db, Outbox(self.db)).create([document])
+        event = DocumentUploaded.of(document)
+        await self.runner.run(event.model_dump_json().encode())
+        found = await self.documents.find(document.id)
+        assert found is not None
+        return found
+
+
+@pytest.fixture
+async def stage(db: Database) -> AsyncIterator[Stage]:
+    parsers = ParserSandbox(2048 * MB, OcrPolicy(), ExtractionLimits())
+    yield Stage(db, parsers)
+    await parsers.close()
+
+
+async def test_a_pdf_is_handed_on_in_parts_with_its_own_title(stage: Stage) -> None:
+    data = (FIXTURES / "GeoBase_NHNC1_Data_Model_UML_EN.pdf").read_bytes()
+    document = await stage.run("geobase.pdf", data)
+    parts = [e for e in stage.published if isinstance(e, DocumentExtracted)]
+    assert len(parts) > 1
+    assert [p.part_index for p in parts] == list(range(len(parts)))
+    assert [p.last for p in parts] == [False] * (len(parts) - 1) + [True]
+    assert document.title != "geobase.pdf"
+    assert document.parse_error is None
+
+
+async def test_a_decompression_bomb_fails_its_document_with_a_reason(stage: Stage) -> None:
+    document = await stage.run("bomb.pdf", bomb_pdf())
+    assert document.parse_status is ParseStatus.FAILED
+    assert "more memory than the 2,048 MB a file may use" in (document.parse_error or "")
+    assert stage.published == []
+    assert len(stage.dead) == 1
+    # The next file is read as usual.
+    after = await stage.run("note.txt", b"Read after the bomb.")
+    assert after.parse_status is ParseStatus.EXTRACTING
+    assert after.parse_error is None
+
+
+async def test_an_original_the_database_lost_fails_saying_to_upload_it_again(
+    stage: Stage,
+) -> None:
+    document = await stage.run("lost.pdf", None)
+    assert document.parse_status is ParseStatus.FAILED
+    assert document.parse_error == (
+        "the uploaded file is no longer stored (the database lost it); upload it again"
+    )
