@@ -154,3 +154,5 @@ PARSER_STOPPED = Counter(
     "worker gave up on the document), recycled (it grew past half of its memory limit).",
     ["reason"],
 )
+for _reason in ("crashed", "abandoned", "recycled"):
+    PARSER_STOPPED.labels(_reason)

@@ -4,6 +4,8 @@ crash, a read that never ends) ends that process at worst, and the next file is 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import AsyncIterator
 
 import psutil
@@ -130,6 +132,19 @@ async def test_a_parser_killed_from_outside_fails_the_file_with_a_reason(
         await read_while_killed()
     _, texts, _ = await _read(sandbox, b"still reading files", "d.txt")
     assert texts == ["still reading files"]
+
+
+async def test_a_parser_that_died_while_idle_is_replaced_before_the_next_file(
+    sandbox: ParserSandbox,
+) -> None:
+    _, _, pid = await _read(sandbox, b"a first note", "e.txt")
+    os.kill(pid, signal.SIGKILL)
+    async with asyncio.timeout(5):
+        while psutil.pid_exists(pid):  # until the event loop has reaped it
+            await asyncio.sleep(0.05)
+    _, texts, again = await _read(sandbox, b"a second note", "f.txt")
+    assert texts == ["a second note"]
+    assert again != pid
 
 
 async def test_an_unsupported_type_is_refused_before_any_parser_sees_it(

@@ -147,6 +147,15 @@ class ParserSandbox:
         self._options = {"ocr": asdict(ocr), "limits": asdict(limits)}
         self._idle: list[_Parser] = []
 
+    async def _take(self) -> _Parser:
+        """An idle parser that is still running, or a new one."""
+        while self._idle:
+            parser = self._idle.pop()
+            if not parser.ended:
+                return parser
+            PARSER_STOPPED.labels("crashed").inc()  # it died while idle: nothing was lost
+        return await _Parser.start(self._memory_limit)
+
     async def start(self) -> None:
         """Starts a parser ahead of the first file."""
         if not self._idle:
@@ -164,7 +173,7 @@ class ParserSandbox:
         extension = extension_of(filename)
         if extension not in SUPPORTED_EXTENSIONS:
             raise UnsupportedDocumentType(extension, SUPPORTED_EXTENSIONS)
-        parser = self._idle.pop() if self._idle else await _Parser.start(self._memory_limit)
+        parser = await self._take()
         extraction = Extraction(parser, "")
         try:
             await parser.send({"filename": filename, "size": len(data), **self._options}, data)
