@@ -21,13 +21,15 @@ Every search answer is checked: no hit (nor a folded copy in `also_in`) may name
 whose delete was answered before the search was sent. Every document is polled until it ends
 `indexed` or `failed`.
 
-    .venv/bin/python -m benchmarks.soak [--minutes 30] [--upload-rate 1.0] [--search-rate 2.0]
-                                        [--delete-rate 1.0] [--warmup-minutes 2]
+    .venv/bin/python -m benchmarks.soak [--minutes 30] [--upload-rate 0.5] [--search-rate 1]
+                                        [--delete-rate 0.4] [--warmup-minutes 2] [--grace-s 300]
 
-Defaults: 1 upload/s (about 1.2 documents and 3 chunks a second), 1 delete/s, 2 searches/s.
-The embedding model does about 30 chunks/s on this 2-core machine, and each small document
-also costs several MongoDB writes per stage, so the stack runs at well under half its
-capacity and a backlog cannot build up.
+Defaults: 0.5 uploads/s (about 0.6 documents and 1.7 chunks a second), 0.4 deletes/s, 1
+search/s. The embedding model does about 30 chunks/s on a quiet 2-core machine and the
+pipeline about 4 small documents a second (`benchmarks/crawl.py`), so this is a small share of
+its capacity: headroom enough for a development machine that runs other stacks at the same
+time (at 1 upload/s and 2 searches/s, with four other stacks' tests running, the pipeline fell
+behind).
 
 Warm-up: the same load, at the same rates, runs for `--warmup-minutes` before the measured
 minutes, and its first uploads take every kind in turn: by its end every process has loaded
@@ -468,6 +470,7 @@ class Soak:
         pipeline was seen (one page of 200 while they are recent); with `everything`, to its
         end, taking in documents whose upload was accepted but never answered (timed out)."""
         waiting = {d.id for d in self.pending()}
+        seen: set[str] = set()
         cursor: str | None = None
         while waiting or everything:
             params: dict[str, Any] = {"limit": 200} | ({"cursor": cursor} if cursor else {})
@@ -487,9 +490,18 @@ class Soak:
                 if doc is not None:
                     self.settle(doc, state)
                     waiting.discard(doc.id)
+                    seen.add(doc.id)
             cursor = page.get("next_cursor")
             if not cursor:
-                return
+                break
+        if everything:
+            for doc in self.docs.values():
+                if doc.id in seen or doc.deleted is not None:
+                    continue
+                if doc.delete_sent is not None:  # its delete's answer timed out, yet it is done
+                    doc.deleted = doc.delete_sent
+                else:
+                    doc.status = "vanished"
 
     def settle(self, doc: Doc, state: dict[str, Any]) -> None:
         """Takes a polled state in; a document that ended is counted."""
@@ -514,8 +526,8 @@ class Soak:
             self.error(f"document:failed:{doc.kind}", f"{doc.id}: {doc.error}")
 
     def pending(self) -> list[Doc]:
-        """Documents neither indexed nor failed yet."""
-        return [d for d in self.docs.values() if d.status not in FINAL]
+        """Documents neither indexed nor failed yet (nor being deleted)."""
+        return [d for d in self.docs.values() if d.status not in FINAL and d.delete_sent is None]
 
     # -- schedules ------------------------------------------------------------------------
 
@@ -652,6 +664,35 @@ class Soak:
         return {"deleted_codes_searched": checked, "kb_counts": counted, "expected": expected}
 
 
+STAGE_METRIC = re.compile(
+    r'ragline_stage_duration_seconds_(sum|count)\{stage="(\w+)"\} ([0-9.e+-]+)'
+)
+
+
+async def stage_metrics(pipeline: Pipeline) -> dict[str, dict[str, float]]:
+    """Messages each stage handled and the seconds it spent on them, over every process."""
+    urls = [f"{pipeline.api_url}/metrics"] + [
+        f"http://127.0.0.1:{p.env['RAGLINE_METRICS_PORT']}/metrics"
+        for p in pipeline.processes
+        if p.name != "api"
+    ]
+    stages: dict[str, dict[str, float]] = {}
+    async with httpx.AsyncClient(timeout=10) as http:
+        for url in urls:
+            text = (await http.get(url)).text
+            for kind, stage, value in STAGE_METRIC.findall(text):
+                figures = stages.setdefault(stage, {"count": 0.0, "sum": 0.0})
+                figures[kind] += float(value)
+    return {
+        stage: {
+            "messages": int(f["count"]),
+            "busy_s": round(f["sum"], 1),
+            "mean_ms": round(f["sum"] / f["count"] * 1000, 1) if f["count"] else 0.0,
+        }
+        for stage, f in sorted(stages.items())
+    }
+
+
 async def check_store(run_dir: Path, docs: dict[str, Doc]) -> dict[str, int]:
     """With the stack stopped, the vector store: points of deleted and of indexed documents."""
     store = EdgeVectorStore(run_dir / "vectors", 384)
@@ -716,9 +757,12 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         if name != "_wall"
     }
     docs = list(soak.docs.values())
-    lost = [d for d in docs if d.status not in FINAL and d.deleted is None]
+    lost = [d for d in docs if d.status not in FINAL and d.delete_sent is None]
     for doc in lost:
         soak.error("document:lost", f"{doc.id} ({doc.kind}) still {doc.status}")
+    undeleted = [d for d in docs if d.delete_sent is not None and d.deleted is None]
+    for doc in undeleted:
+        soak.error("document:delete_not_finished", f"{doc.id} ({doc.kind}) still {doc.status}")
     documents = {
         "uploaded": len(docs),
         "indexed": sum(d.status == "indexed" for d in docs),
@@ -726,6 +770,7 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "failed_unexpectedly": sum(d.status == "failed" and not d.expect_failure for d in docs),
         "deleted": sum(d.deleted is not None for d in docs),
         "lost": len(lost),
+        "delete_not_finished": len(undeleted),
         "accepted_but_unanswered": sum(d.kind == "unanswered upload" for d in docs),
     }
     if store["deleted_documents_with_points"]:
@@ -752,6 +797,7 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
     print(f"vector store: {store}")
     stages = ", ".join(f"{k} {fmt_pair(v, 2)}" for k, v in soak.stage_s.items())
     print(f"seconds in each status, p50/p95, indexed documents: {stages}")
+    print(f"stage work (messages, busy seconds, mean ms per message): {finals['stages']}")
     print(f"errors: {sum(soak.errors.values())} {dict(soak.errors)}")
     for kind, sample in soak.error_samples.items():
         print(f"  first {kind}: {sample}")
@@ -784,6 +830,7 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "rss_mb_start": start,
         "rss_mb_end": end,
         "cpu_pct_of_a_core": cpu,
+        "stage_work": finals["stages"],
         "p95_ms_upload": rounded(percentile(upload_ms, 95)),
         "p95_ms_search": rounded(percentile(search_ms, 95)),
         "p95_ms_search_per_minute": [rounded(percentile(m.search_ms, 95)) for m in measured],
@@ -810,6 +857,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 await soak.setup()
                 await soak.run()
                 finals = await soak.final_checks()
+            finals["stages"] = await stage_metrics(pipeline)
             return soak, finals
 
         soak, finals = asyncio.run(drive())
@@ -823,9 +871,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.soak")
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--warmup-minutes", type=int, default=2)
-    parser.add_argument("--upload-rate", type=float, default=1.0, help="uploads per second")
-    parser.add_argument("--search-rate", type=float, default=2.0, help="searches per second")
-    parser.add_argument("--delete-rate", type=float, default=1.0, help="deletes per second")
+    parser.add_argument("--upload-rate", type=float, default=0.5, help="uploads per second")
+    parser.add_argument("--search-rate", type=float, default=1.0, help="searches per second")
+    parser.add_argument("--delete-rate", type=float, default=0.4, help="deletes per second")
     parser.add_argument("--grace-s", type=float, default=300.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
