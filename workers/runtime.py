@@ -11,7 +11,9 @@ gets and how long one try may take.
   back, so an outage delays documents and never fails them;
 - a try that outlasts the stage's `time_limit_s` is cancelled and the document marked failed
   with that reason (work running in a thread, such as a parser, runs to its end but its result
-  is dropped), so one pathological file cannot hold a partition;
+  is dropped), so one pathological file cannot hold a partition; except in a stage that only
+  writes to Ragline's own services (index), where a slow try means a service is struggling: it
+  is retried as an outage is, and the document waits;
 - a permanent error marks the document failed at once (with the error's message, written for
   the user) and dead-letters the message;
 - anything unexpected is a bug: logged with its traceback, treated as permanent.
@@ -65,6 +67,10 @@ class Stage(Generic[E]):
     event_type: type[E]
     handler: Callable[[E], Awaitable[StageResult]]
     policy: StagePolicy
+    # The stage only writes to Ragline's own services: a try past its time limit means one of
+    # them is struggling (under load, MongoDB retries a conflicting transaction for up to
+    # 120 s), not that the input is bad.
+    slow_means_outage: bool = False
 
 
 def document_stage(
@@ -74,6 +80,8 @@ def document_stage(
     handler: Callable[[DocumentEvent, Document], Awaitable[StageResult]],
     documents: DocumentStatus,
     policy: StagePolicy,
+    *,
+    slow_means_outage: bool = False,
 ) -> Stage[DocumentEvent]:
     """A stage that works on a document: each message first moves the document to `enters`
     (or checks it is still there), and one whose document is gone, superseded or re-indexed
@@ -85,7 +93,7 @@ def document_stage(
             return StageResult(skipped=True)
         return await handler(event, document)
 
-    return Stage(name, event_type, handle, policy)
+    return Stage(name, event_type, handle, policy, slow_means_outage)
 
 
 class StageRunner(Generic[E]):
@@ -182,6 +190,12 @@ class StageRunner(Generic[E]):
         try:
             return await asyncio.wait_for(self._stage.handler(event), timeout=limit)
         except TimeoutError as exc:
+            if self._stage.slow_means_outage:
+                raise ServiceUnavailable(
+                    "vector store",
+                    f"one try of the {self._stage.name} stage took over {limit:g} s "
+                    "(the vector store or MongoDB answers too slowly)",
+                ) from exc
             raise StageTimedOut(
                 f"the {self._stage.name} stage gave up after {limit:g} s (its time limit for one "
                 "document); the file may be malformed or too complex to process"

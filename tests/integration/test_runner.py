@@ -226,6 +226,41 @@ async def test_a_try_past_the_time_limit_fails_the_document_and_frees_the_stage(
     assert captured.dead[0][1]["error"] == stored.parse_error
 
 
+async def test_a_slow_try_of_a_stage_that_only_writes_to_the_platform_never_fails_the_document(
+    db: Database,
+) -> None:
+    # The index stage: a try past its time limit means MongoDB or the vector store is
+    # struggling (found by the soak benchmark: under load, documents failed "the file may be
+    # malformed" while a transaction kept conflicting).
+    documents, document, raw = await _document(db)
+    calls = 0
+
+    async def slow(event: DocumentUploaded) -> StageResult:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(3600)
+        return StageResult()
+
+    policy = StagePolicy(max_attempts=3, time_limit_s=0.2)
+    captured = Captured()
+    runner = StageRunner(
+        Stage("index", DocumentUploaded, slow, policy, slow_means_outage=True),
+        documents,
+        captured.publish,
+        captured.dead_letter,
+        BACKOFF,
+    )
+    with pytest.raises(ServiceUnavailable):
+        await runner.run(raw)
+    # Retried as an outage is, then not acknowledged: the message comes back.
+    assert calls == 3
+    assert captured.dead == []
+    stored = await documents.find(document.id)
+    assert stored is not None
+    assert stored.parse_status is ParseStatus.EXTRACTING
+    assert stored.parse_error is None
+
+
 async def test_a_document_stage_skips_messages_of_documents_that_moved_on(db: Database) -> None:
     documents, document, raw = await _document(db)
     seen: list[str] = []

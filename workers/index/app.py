@@ -34,6 +34,7 @@ async def build_stage(system: System) -> Stage[ChunkBatchEmbedded]:
         handler,
         system.documents,
         system.settings.stages.index,
+        slow_means_outage=True,
     )
 
 
