@@ -626,13 +626,16 @@ class Soak:
         in_flight = len(self.tasks)
         await asyncio.gather(*list(self.tasks))
         print(f"load stopped ({in_flight} requests were in flight); waiting for the pipeline")
-        stopped = time.monotonic()
-        while self.pending() and time.monotonic() - stopped < args.grace_s:  # noqa: ASYNC110
-            await asyncio.sleep(1.0)
-        drained = time.monotonic() - stopped
         stop_polling.set()
         await poller
+        stopped = time.monotonic()
+        # The whole list each time: an upload whose answer timed out may still have been
+        # accepted, and its document must end too.
         await self.poll(everything=True)
+        while self.pending() and time.monotonic() - stopped < args.grace_s:
+            await asyncio.sleep(POLL_EVERY_S)
+            await self.poll(everything=True)
+        drained = time.monotonic() - stopped
         print(f"pipeline drained in {drained:.1f} s; {len(self.pending())} documents pending")
 
     async def final_checks(self) -> dict[str, Any]:
