@@ -126,10 +126,12 @@ async def test_a_full_sync_makes_a_source_exactly_its_records(api: Api) -> None:
     outcomes = {r["external_id"]: r["outcome"] for r in second["results"]}
     assert outcomes == {"a": "unchanged", "b": "updated", "d": "created"}
     assert second["removed"] == [ids["c"]]
-    # At once: c is gone, and b still answers with its old text until its new one is in.
+    # At once: c is gone, and b answers with exactly one of its versions: the old text until
+    # its new one is in (on a fast pipeline the new one may already be).
     assert ids["c"] not in await _found(api, kb["id"], "when do parking permits renew")
-    assert ids["b"] in await _found(api, kb["id"], "when does the canteen close")
     new_b = next(r["document_id"] for r in second["results"] if r["external_id"] == "b")
+    found = await _found(api, kb["id"], "when does the canteen close")
+    assert len({ids["b"], new_b} & found) == 1, found
     await api.wait_final(kb["id"], new_b)
     assert new_b in await _found(api, kb["id"], "when does the canteen close")
     assert ids["b"] not in await _found(api, kb["id"], "when does the canteen close")
