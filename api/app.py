@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from api.audit import AuditMiddleware
+from api.console import routes as console
 from api.limits import BodyLimit
 from api.mcp import KnowledgeMcp
 from api.routes import (
@@ -128,6 +129,7 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
         audit,
         dead_letters,
         crawl,
+        console,
     ):
         app.include_router(module.router)
     # Last, so every API route matches first: the MCP app answers `/mcp`.
