@@ -8,7 +8,7 @@ environment variables prefixed `RAGLINE_`, nested with `__`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -190,6 +190,20 @@ class StageSettings(BaseModel):
     embed: StagePolicy = StagePolicy(max_attempts=3, time_limit_s=300)
     # Writes to the vector store and MongoDB only: a slow try means a service is struggling.
     index: StagePolicy = StagePolicy(max_attempts=5, time_limit_s=120)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _over_the_stage_defaults(cls, data: Any) -> Any:
+        """A stage's variables change only the fields they name; the others keep the stage's
+        defaults (`..._INDEX__MAX_ATTEMPTS=7` leaves the index stage's 120 s limit)."""
+        if not isinstance(data, dict):
+            return data
+        merged = dict(data)
+        for name, field in cls.model_fields.items():
+            given = data.get(name)
+            if isinstance(given, dict) and isinstance(field.default, StagePolicy):
+                merged[name] = {**field.default.model_dump(), **given}
+        return merged
 
     def of(self, stage: str) -> StagePolicy:
         """The policy of a stage by name."""

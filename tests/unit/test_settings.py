@@ -67,3 +67,14 @@ def test_the_api_process_refuses_to_start_with_a_placeholder_secret() -> None:
     assert "RAGLINE_ADMIN_TOKEN must be set to a real secret" in done.stderr
     # The refused value itself is never printed.
     assert "changeme" not in done.stderr + done.stdout
+
+
+def test_a_stage_variable_changes_only_the_field_it_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RAGLINE_STAGES__INDEX__MAX_ATTEMPTS", "7")
+    monkeypatch.setenv("RAGLINE_STAGES__EXTRACT__TIME_LIMIT_S", "60")
+    stages = Settings().stages
+    assert (stages.index.max_attempts, stages.index.time_limit_s) == (7, 120)
+    assert (stages.extract.max_attempts, stages.extract.time_limit_s) == (3, 60)
+    assert (stages.embed.max_attempts, stages.embed.time_limit_s) == (3, 300)
