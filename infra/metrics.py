@@ -156,3 +156,12 @@ PARSER_STOPPED = Counter(
 )
 for _reason in ("crashed", "abandoned", "recycled"):
     PARSER_STOPPED.labels(_reason)
+VECTOR_STORE_OPTIMIZATIONS = Counter(
+    "ragline_vector_store_optimizations_total",
+    "Optimisations of the embedded vector store (index built, deleted points dropped, old "
+    "segments released), by what started them: idle (writes paused) or interval (writes "
+    "that never pause).",
+    ["trigger"],
+)
+for _trigger in ("idle", "interval"):
+    VECTOR_STORE_OPTIMIZATIONS.labels(_trigger)

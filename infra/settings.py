@@ -52,8 +52,10 @@ class QdrantSettings(BaseModel):
     path: Path | None = None
     collection: str = "ragline_chunks"
     timeout_s: float = Field(default=10.0, gt=0)
-    # The embedded engine builds its HNSW index when the store has been idle this long.
+    # The embedded engine builds its HNSW index (and drops deleted points) when the store has
+    # been idle this long, and under writes that never pause, at least this often.
     optimize_idle_s: float = Field(default=5.0, gt=0)
+    optimize_every_s: float = Field(default=120.0, gt=0)
     # HNSW beam width of dense queries. A permission filter that leaves a tenth of the chunks
     # readable loses recall at the engine's default (0.995 recall@10 at 100,000 chunks);
     # 256 restores 1.000 at no measurable latency (benchmarks/search.py --user-form).

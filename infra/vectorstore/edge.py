@@ -30,6 +30,7 @@ from core.filters import (
     SearchScope,
     chunks_of_document,
 )
+from infra.metrics import VECTOR_STORE_OPTIMIZATIONS
 from infra.vectorstore.base import (
     DENSE_VECTOR,
     PAYLOAD_INDEXES,
@@ -59,12 +60,19 @@ class EdgeVectorStore:
     """A `VectorStore` on an embedded Qdrant shard in a local directory."""
 
     def __init__(
-        self, path: Path, dimensions: int, optimize_idle_s: float = 5.0, search_ef: int = 256
+        self,
+        path: Path,
+        dimensions: int,
+        optimize_idle_s: float = 5.0,
+        search_ef: int = 256,
+        optimize_every_s: float = 120.0,
     ) -> None:
         self._path = path
         self._dense_params = qe.SearchParams(hnsw_ef=search_ef)
         self._dimensions = dimensions
         self._optimize_idle_s = optimize_idle_s
+        self._optimize_every_s = optimize_every_s
+        self._last_optimized = time.monotonic()
         self._shard: qe.EdgeShard | None = None
         # One call at a time: the binding holds the GIL anyway, and a sequence of writes
         # (e.g. activate one document, delete another) must not interleave with a search.
@@ -269,9 +277,12 @@ class EdgeVectorStore:
         return await self._call(lambda shard: shard.count(request))
 
     async def optimize(self) -> None:
-        """Builds the HNSW index now (blocks other calls while it runs)."""
-        await self._call(lambda shard: shard.optimize())
+        """Builds the HNSW index now and drops deleted points (blocks other calls while it
+        runs). The flush that follows releases the segments the optimisation replaced: until
+        then their files stay on disk and mapped in memory, one more after every run."""
+        await self._call(_optimize_and_flush)
         self._dirty = False
+        self._last_optimized = time.monotonic()
 
     async def close(self) -> None:
         """Stops the optimiser, flushes and closes the shard."""
@@ -304,19 +315,33 @@ class EdgeVectorStore:
                 raise ServiceUnavailable("vector store", str(exc)) from exc
 
     async def _optimize_when_idle(self) -> None:
+        """Optimises once writes pause for `optimize_idle_s`, and at least every
+        `optimize_every_s` while they never do (else the store grows without end)."""
         while True:
             await asyncio.sleep(min(1.0, self._optimize_idle_s))
-            idle = time.monotonic() - self._last_write
-            if self._dirty and idle >= self._optimize_idle_s:
-                started = time.monotonic()
-                try:
-                    await self.optimize()
-                except ServiceUnavailable as exc:
-                    log.warning("vector store optimisation failed: %s", exc)
-                    continue
-                took = time.monotonic() - started
-                if took > 1.0:
-                    log.info("vector store optimised in %.1f s", took)
+            if not self._dirty:
+                continue
+            now = time.monotonic()
+            if now - self._last_write >= self._optimize_idle_s:
+                trigger = "idle"
+            elif now - self._last_optimized >= self._optimize_every_s:
+                trigger = "interval"
+            else:
+                continue
+            try:
+                await self.optimize()
+            except ServiceUnavailable as exc:
+                log.warning("vector store optimisation failed: %s", exc)
+                continue
+            VECTOR_STORE_OPTIMIZATIONS.labels(trigger).inc()
+            took = time.monotonic() - now
+            if took > 1.0:
+                log.info("vector store optimised in %.1f s (%s)", took, trigger)
+
+
+def _optimize_and_flush(shard: qe.EdgeShard) -> None:
+    shard.optimize()
+    shard.flush()
 
 
 def shard_dense_size(shard: qe.EdgeShard) -> int | None:

@@ -16,6 +16,7 @@ async def open_vector_store(settings: Settings) -> VectorStore:
             settings.vector_store_path,
             settings.embedding.dimensions,
             optimize_idle_s=settings.qdrant.optimize_idle_s,
+            optimize_every_s=settings.qdrant.optimize_every_s,
             search_ef=settings.qdrant.search_ef,
         )
     else:

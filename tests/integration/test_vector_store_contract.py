@@ -6,11 +6,13 @@ API in-process; the embedded store runs Qdrant's own engine on disk.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from prometheus_client import REGISTRY
 from qdrant_client import AsyncQdrantClient
 
 from core.errors import PermanentError
@@ -390,6 +392,46 @@ async def test_embedded_store_optimises_when_idle(tmp_path: Path) -> None:
     await store.upsert([_point("t1", "kb1", f"doc_{i}", 0) for i in range(50)])
     await store.optimize()
     assert len(await store.search(_query("t1", ("kb1",), _unit(1), limit=50))) == 50
+    await store.close()
+
+
+def _segments(path: Path) -> int:
+    return sum(1 for _ in (path / "segments").iterdir())
+
+
+async def test_embedded_store_releases_what_optimisation_replaced(tmp_path: Path) -> None:
+    """Documents written and deleted round after round, the store optimised after each: the
+    segments an optimisation replaced are released (they stayed on disk and mapped in memory,
+    one more each round, until the shard was closed)."""
+    store = EdgeVectorStore(tmp_path / "v", DIM)
+    await store.ensure_collection()
+    for round_ in range(8):
+        # Each round writes 300 points and deletes the 300 of four rounds ago: 1,200 stay, a
+        # quarter of them deleted since the last optimisation (which then vacuums them).
+        docs = [f"doc_{round_}_{n}" for n in range(100)]
+        kb = f"kb{round_}"
+        await store.upsert([_point("t1", kb, doc, i) for doc in docs for i in range(3)])
+        if round_ >= 4:
+            await store.delete(chunks_where("t1", kb_id=f"kb{round_ - 4}"))
+        await store.optimize()
+        assert _segments(tmp_path / "v") <= 2, round_
+    assert await store.count(chunks_where("t1")) == 1200
+    await store.close()
+
+
+async def test_embedded_store_optimises_under_writes_that_never_pause(tmp_path: Path) -> None:
+    interval = REGISTRY.get_sample_value(
+        "ragline_vector_store_optimizations_total", {"trigger": "interval"}
+    )
+    store = EdgeVectorStore(tmp_path / "v", DIM, optimize_idle_s=60, optimize_every_s=1)
+    await store.ensure_collection()
+    for n in range(30):  # a write every 0.1 s for 3 s: never idle for a minute
+        await store.upsert([_point("t1", "kb1", f"doc_{n}", 0)])
+        await asyncio.sleep(0.1)
+    after = REGISTRY.get_sample_value(
+        "ragline_vector_store_optimizations_total", {"trigger": "interval"}
+    )
+    assert (after or 0) > (interval or 0)
     await store.close()
 
 
