@@ -20,6 +20,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPipeline]
         # reconciler's restarts (20 s, 40 s, 80 s of patience) could run out while the
         # consumers of a restarted local broker rejoin, which takes minutes on a busy machine.
         "RAGLINE_INGEST__STALL_AFTER_S": "20",
+        # The short deadline keeps the tests quick; more restarts keep the patience before a
+        # document is failed long (20 s doubled six times, 42 minutes; in production 600 s
+        # doubled three times, 2.5 hours), since what is checked is recovery, not giving up.
+        "RAGLINE_RELAY__MAX_REDRIVES": "6",
         "RAGLINE_RELAY__RECONCILE_EVERY_S": "1",
     }
     with own_stack(tmp_path_factory.mktemp("faults"), extra) as running:

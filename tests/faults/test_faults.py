@@ -149,7 +149,14 @@ async def _api_ready(stack: RunningPipeline) -> None:
         await asyncio.sleep(0.5)
 
 
-async def _check_exactly_once(api: Api, kb_id: str, ids: list[str]) -> None:
+def _restarts_logged(stack: RunningPipeline, document_id: str) -> list[str]:
+    """The relay's log lines about a document's automatic restarts (to explain a failure)."""
+    log = stack.run_dir / "logs" / "relay-1.log"
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    return [line for line in lines if document_id in line][-10:]
+
+
+async def _check_exactly_once(api: Api, stack: RunningPipeline, kb_id: str, ids: list[str]) -> None:
     total = 0
     for document_id in ids:
         # No per-document deadline: the caller's bounds the whole recovery.
@@ -157,7 +164,9 @@ async def _check_exactly_once(api: Api, kb_id: str, ids: list[str]) -> None:
             "indexed", "failed",
         ):  # fmt: skip
             await asyncio.sleep(0.2)
-        assert final["parse_status"] == "indexed", (final["filename"], final["parse_error"])
+        assert final["parse_status"] == "indexed", (
+            final["filename"], final["parse_error"], _restarts_logged(stack, document_id),
+        )  # fmt: skip
         chunks = await api.chunks(kb_id, document_id)
         # Exactly the document's chunks, each once.
         assert sorted(c["chunk_index"] for c in chunks) == list(range(final["chunk_count"]))
@@ -201,7 +210,7 @@ async def test_the_pipeline_recovers_by_itself(
         struck = time.monotonic()
         async with asyncio.timeout(RECOVERY_LIMIT_S):
             await _api_ready(stack)
-            await _check_exactly_once(api, kb["id"], ids)
+            await _check_exactly_once(api, stack, kb["id"], ids)
         recovered = time.monotonic() - struck
     assert len(supervisor.restarts) > restarts, "the supervisor did not see the fault"
     print(f"\nfault {fault}: all 50 documents indexed {recovered:.1f} s after the kill; "

@@ -106,11 +106,22 @@ class _Parser:
         )
 
     async def stop(self) -> None:
+        """Kills the process, waits for it and closes its pipes (a pipe left open keeps its
+        transport alive until the event loop notices the child is gone, possibly never)."""
         if self._process.returncode is None:
             with suppress(ProcessLookupError):
                 self._process.kill()
         with suppress(TimeoutError):
             await asyncio.wait_for(self._process.wait(), _EXIT_WAIT_S)
+        pipe = self._process.stdin
+        if pipe is not None:
+            pipe.close()
+            with suppress(OSError, TimeoutError):
+                await asyncio.wait_for(pipe.wait_closed(), _EXIT_WAIT_S)
+        if self._process.stdout is not None:
+            # Until the pipe's end is seen: the transport closes with it.
+            with suppress(OSError, TimeoutError):
+                await asyncio.wait_for(self._process.stdout.read(), _EXIT_WAIT_S)
 
 
 class Extraction:
