@@ -18,7 +18,7 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument
 
 from core.errors import InvalidRequest, NotFound
 from core.governance import Governance
-from infra.mongo import DOCUMENTS, Database, MongoDoc, from_mongo, mongo_errors
+from infra.mongo import DOCUMENTS, Database, MongoDoc, from_mongo, mongo_errors, update_each
 from schemas.domain import (
     PIPELINE_ORDER,
     ChunkingProgress,
@@ -157,16 +157,11 @@ class DocumentRepository:
         self, tenant_id: str, knowledge_item_id: str, governance: Governance
     ) -> None:
         """Gives every version of the item this ownership and visibility (and its readers)."""
-        async with mongo_errors():
-            await self._docs.update_many(
-                {"tenant_id": tenant_id, "knowledge_item_id": knowledge_item_id},
-                {
-                    "$set": {
-                        "governance": governance.model_dump(),
-                        "readers": governance.readers(),
-                    }
-                },
-            )
+        await update_each(
+            self._docs,
+            {"tenant_id": tenant_id, "knowledge_item_id": knowledge_item_id},
+            {"$set": {"governance": governance.model_dump(), "readers": governance.readers()}},
+        )
 
     async def without_readers(self, limit: int) -> list[Document]:
         """Documents stored before items had readers (to be given the default ones)."""
@@ -219,14 +214,14 @@ class DocumentRepository:
         return found[0]["updated_at"].replace(tzinfo=UTC) if found else None
 
     async def mark_synced(self, document_ids: Sequence[str], source: str, run: str) -> None:
-        """Tags documents as contained in a sync run of their source (one write)."""
+        """Tags documents as contained in a sync run of their source."""
         if not document_ids:
             return
-        async with mongo_errors():
-            await self._docs.update_many(
-                {"_id": {"$in": list(document_ids)}},
-                {"$set": {"source": source, "sync_run": run}},
-            )
+        await update_each(
+            self._docs,
+            {"_id": {"$in": list(document_ids)}},
+            {"$set": {"source": source, "sync_run": run}},
+        )
 
     async def not_in_run(self, tenant_id: str, kb_id: str, source: str, run: str) -> list[Document]:
         """The KB's documents of a source that a sync run did not contain (none being
@@ -331,14 +326,15 @@ class DocumentRepository:
 
     async def begin_delete_kb(self, tenant_id: str, kb_id: str) -> list[Document]:
         """Retires every document of a KB (as `begin_delete`); returns them."""
+        await update_each(
+            self._docs,
+            {"tenant_id": tenant_id, "kb_id": kb_id},
+            {
+                "$set": {"parse_status": ParseStatus.DELETING.value, "updated_at": utcnow()},
+                "$inc": {"generation": 1},
+            },
+        )
         async with mongo_errors():
-            await self._docs.update_many(
-                {"tenant_id": tenant_id, "kb_id": kb_id},
-                {
-                    "$set": {"parse_status": ParseStatus.DELETING.value, "updated_at": utcnow()},
-                    "$inc": {"generation": 1},
-                },
-            )
             cursor = self._docs.find({"tenant_id": tenant_id, "kb_id": kb_id})
             return [to_document(doc) async for doc in cursor]
 

@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, UpdateOne
 from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
@@ -78,6 +79,31 @@ async def mongo_errors() -> AsyncIterator[None]:
 
 
 T = TypeVar("T")
+
+# Documents per bulk write of `update_each`.
+UPDATE_BATCH = 1_000
+
+
+async def update_each(
+    collection: AsyncCollection[MongoDoc], query: MongoDoc, update: MongoDoc
+) -> list[Any]:
+    """What `update_many(query, update)` does, as unordered bulk writes of one update per
+    matching document; returns the ids of the documents matched.
+
+    Each document is updated atomically, as by `update_many` (which is not atomic across
+    documents either). The local MongoDB server's multi-document update holds its collection
+    while it waits out a conflicting transaction, and that transaction's next write waits for
+    the collection: both hang, and with them every later write to the collection (a fuzzed
+    API found it). Single-document updates wait without holding anything.
+    """
+    async with mongo_errors():
+        ids = [doc["_id"] async for doc in collection.find(query, {"_id": 1})]
+        for start in range(0, len(ids), UPDATE_BATCH):
+            batch = ids[start : start + UPDATE_BATCH]
+            await collection.bulk_write(
+                [UpdateOne({**query, "_id": key}, update) for key in batch], ordered=False
+            )
+    return ids
 
 
 async def in_transaction(

@@ -267,3 +267,35 @@ async def test_an_expired_token_stands_for_nobody(db: Database) -> None:
     principal = await tokens.resolve(valid)
     assert principal is not None
     assert principal.tenant_id == "acme"
+
+
+async def test_writes_to_many_documents_do_not_wait_forever_on_a_transaction(
+    db: Database,
+) -> None:
+    """A KB's retirement, a governance change and a sync's tagging while a transaction holds
+    one of their documents: everything ends once the transaction has written again and
+    committed (the local server's multi-document update used to hang both)."""
+    documents, document = await _stored(db)
+    docs = db["knowledge_documents"]
+    governance = document.governance.model_copy(update={"tags": ["moved"]})
+    async with db.client.start_session() as session:
+        await session.start_transaction()
+        await docs.update_one({"_id": document.id}, {"$set": {"title": "held"}}, session=session)
+        writes = asyncio.gather(
+            documents.set_governance(document.tenant_id, document.knowledge_item_id, governance),
+            documents.mark_synced([document.id], "crm", "run-1"),
+            documents.begin_delete_kb(document.tenant_id, document.kb_id),
+        )
+        await asyncio.sleep(0.5)
+        async with asyncio.timeout(20):
+            await docs.update_one({"_id": document.id}, {"$inc": {"x": 1}}, session=session)
+            await session.commit_transaction()
+            await writes
+    stored = await docs.find_one({"_id": document.id})
+    assert stored is not None
+    assert (stored["title"], stored["sync_run"], stored["parse_status"]) == (
+        "held",
+        "run-1",
+        ParseStatus.DELETING.value,
+    )
+    assert stored["governance"]["tags"] == ["moved"]
