@@ -15,6 +15,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.routing import Route
 
 from api.audit import AuditMiddleware
 from api.console import routes as console
@@ -50,6 +51,7 @@ from core.errors import (
 )
 from infra.audit import AuditRepository
 from infra.settings import ApiSettings
+from schemas.api import ErrorBody, FieldProblem
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +89,22 @@ async def _ragline_error(_: Request, exc: Exception) -> JSONResponse:
 
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    problems = []
-    for error in exc.errors():
-        location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
-        problems.append({"field": location, "message": error.get("msg", "invalid")})
-    summary = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
-    return JSONResponse({"detail": summary, "errors": problems}, status_code=422)
+    problems = [
+        FieldProblem(field=_field_of(error.get("loc", ())), message=error.get("msg") or "invalid")
+        for error in exc.errors()
+    ]
+    summary = "; ".join(f"{p.field}: {p.message}" for p in problems) or "invalid request"
+    body = ErrorBody(detail=summary, errors=problems)
+    return JSONResponse(body.model_dump(mode="json"), status_code=422)
+
+
+def _field_of(location: tuple[int | str, ...] | list[int | str]) -> str:
+    """Where an invalid value is: `records.0.content` in the body, `query.limit`, or `body`
+    for the body as a whole."""
+    parts = [str(part) for part in location]
+    if parts[:1] == ["body"]:
+        parts = parts[1:] or ["body"]
+    return ".".join(parts) or "request"
 
 
 def create_app(open_services: OpenServices, settings: ApiSettings | None = None) -> FastAPI:
@@ -132,8 +144,8 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
         console,
     ):
         app.include_router(module.router)
-    # Last, so every API route matches first: the MCP app answers `/mcp`.
-    app.mount("/", mcp_app)
+    # The MCP app answers `/mcp` only: any other path is the API's (a JSON 404 or 405).
+    app.router.routes.append(Route("/mcp", endpoint=mcp_app))
     app.add_middleware(AuditMiddleware, audit=lambda: _audit_of(app))
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_mb * 1024 * 1024)
     return app

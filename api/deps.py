@@ -7,7 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import BackgroundTasks, Depends, Header, Request
+from fastapi import BackgroundTasks, Depends, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from api.audit import remember_principal
 from api.state import ApiServices
@@ -71,16 +72,24 @@ Wiki = Annotated[WikiService, Depends(_service("wiki"))]
 AgentToolsDep = Annotated[AgentTools, Depends(_service("agent_tools"))]
 
 
+# The schemes the OpenAPI schema declares; missing credentials are refused below, as 401s
+# with a message, not by FastAPI.
+BEARER = HTTPBearer(auto_error=False, description="an API token (`POST /api/v1/tokens`)")
+INTERNAL_SECRET = APIKeyHeader(
+    name="X-Internal-Secret", auto_error=False, description="the internal search caller's secret"
+)
+
+
 async def get_principal(
     request: Request,
     tokens: Tokens,
-    authorization: Annotated[str | None, Header()] = None,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
 ) -> Principal:
     """The caller behind `Authorization: Bearer <token>`; 401 without a valid token."""
-    scheme, _, token = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = credentials.credentials.strip() if credentials is not None else ""
+    if not token:
         raise Unauthorized("missing bearer token")
-    principal = await tokens.resolve(token.strip())
+    principal = await tokens.resolve(token)
     if principal is None:
         raise Unauthorized("invalid token")
     remember_principal(request.scope, principal)
@@ -143,7 +152,7 @@ CallerDep = Annotated[Caller, Depends(get_caller)]
 
 async def require_internal_caller(
     services: ServicesDep,
-    x_internal_secret: Annotated[str | None, Header()] = None,
+    x_internal_secret: Annotated[str | None, Depends(INTERNAL_SECRET)],
 ) -> None:
     """Admits the search caller by its shared secret: the current one or, while it is being
     rotated, the previous one (constant-time comparisons)."""

@@ -110,7 +110,9 @@ async def receive_upload(
                     part = _Part()
                 elif kind == "header":
                     name, _, value = payload.partition(b"\x00")
-                    part.headers[name.decode("latin-1").lower()] = value.decode("utf-8", "replace")
+                    # Latin-1 keeps the bytes as they came: a UTF-8 file name is decoded
+                    # from them below, once the header is split into its parameters.
+                    part.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
                 elif kind == "headers_done":
                     _, disposition = parse_options_header(part.headers.get("content-disposition"))
                     part.name = disposition.get(b"name", b"").decode("utf-8", "replace")

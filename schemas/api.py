@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -13,6 +13,7 @@ from schemas.chunks import ChunkPayload
 from schemas.crawl import CrawlJob
 from schemas.domain import (
     KB_CODE_PATTERN,
+    NOT_BLANK,
     PIPELINE_ORDER,
     Audience,
     AuditEntry,
@@ -21,6 +22,7 @@ from schemas.domain import (
     ItemKind,
     KbStatus,
     KnowledgeBase,
+    Metadata,
     ParseStatus,
     Record,
     Role,
@@ -31,6 +33,36 @@ from schemas.domain import (
 IN_PROGRESS_STATUSES = frozenset(PIPELINE_ORDER[:-1])
 # A page or file a KB is filled from: an http(s) URL.
 SourceUrl = Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://\S+$")]
+
+
+class FieldProblem(BaseModel):
+    """One invalid field of a request: where it is (`records.0.content`, `query.limit`) and
+    what is wrong with it."""
+
+    field: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Body of every error answer: `detail` says, for a person, why the request was refused;
+    invalid input also lists each field's problem in `errors`."""
+
+    detail: str = Field(min_length=1)
+    errors: list[FieldProblem] | None = None
+
+
+class Health(BaseModel):
+    """Body of `GET /healthz`."""
+
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    """Body of `GET /readyz`: `ready`, or why not, with each dependency's state."""
+
+    status: Literal["ready", "not ready", "starting"]
+    # Each dependency's state: "ok" or what is wrong.
+    checks: dict[str, str] = Field(default_factory=dict)
 
 
 def governance_change(fields: BaseModel | dict[str, object]) -> GovernanceChange:
@@ -49,7 +81,7 @@ class KnowledgeBaseCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200, json_schema_extra=NOT_BLANK)
     description: str = Field(default="", max_length=5000)
     default_language: str = Field(default="en", min_length=2, max_length=16)
     # What admins' uploads get when they do not say (a user's are private to them).
@@ -224,13 +256,19 @@ class TextDocumentIn(Record):
         return governance_change(self)
 
 
+class KeyedRecord(Record):
+    """A record of a batch or a full sync: upserted by its `external_id`, which it must have."""
+
+    external_id: str = Field(min_length=1, max_length=512)
+
+
 class BatchIn(BaseModel):
     """Body of `POST .../documents/batch`: records upserted by `external_id`, with who may
     read them (seed 002's Airbyte fields)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    records: list[Record] = Field(min_length=1, max_length=1000)
+    records: list[KeyedRecord] = Field(min_length=1, max_length=1000)
     visibility_mode: Visibility | None = None
     audience_tags: list[str] | None = None
     user_grants: list[str] | None = None
@@ -245,11 +283,9 @@ class BatchIn(BaseModel):
 
     @field_validator("records")
     @classmethod
-    def _external_ids_given_and_unique(cls, records: list[Record]) -> list[Record]:
+    def _external_ids_unique(cls, records: list[KeyedRecord]) -> list[KeyedRecord]:
         seen: set[str] = set()
-        for index, record in enumerate(records):
-            if not record.external_id:
-                raise ValueError(f"record {index} has no external_id")
+        for record in records:
             if record.external_id in seen:
                 raise ValueError(f"external_id {record.external_id!r} appears twice")
             seen.add(record.external_id)
@@ -279,7 +315,7 @@ class SyncIn(BatchIn):
     """Body of `POST .../documents/sync`: the complete set of a source's records (seed 004)."""
 
     source: SourceName
-    records: list[Record] = Field(min_length=0, max_length=1000)
+    records: list[KeyedRecord] = Field(min_length=0, max_length=1000)
 
 
 class SyncOut(BatchOut):
@@ -298,7 +334,14 @@ class RecordReplace(BaseModel):
     title: str = Field(default="", max_length=500)
     content: str = Field(min_length=1, max_length=5_000_000)
     url: str | None = Field(default=None, max_length=2048)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
+
+    @field_validator("content")
+    @classmethod
+    def _content_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("content must not be blank")
+        return value
 
 
 class TokenCreate(BaseModel):

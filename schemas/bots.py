@@ -6,7 +6,8 @@ import secrets
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.config import JsonDict
 
 DEFAULT_FALLBACK = "Sorry, I could not find that in my knowledge base."
 
@@ -43,10 +44,30 @@ class KnowledgeConfig(BaseModel):
         return list(dict.fromkeys(kb_ids))
 
 
-class KnowledgePatch(BaseModel):
-    """A partial change of a bot's knowledge attachment: only the fields given change."""
+# The one knowledge field a patch may set to null: no limit.
+NULLABLE = frozenset({"max_context_tokens"})
 
-    model_config = ConfigDict(extra="forbid")
+
+def _not_nullable(schema: JsonDict) -> None:
+    """A patch's fields may be left out, not set to null (but those in `NULLABLE`): its JSON
+    schema says so."""
+    properties = schema.get("properties")
+    assert isinstance(properties, dict)
+    for name, field in properties.items():
+        if name in NULLABLE or not isinstance(field, dict):
+            continue
+        branches = field.pop("anyOf", None)
+        if isinstance(branches, list):
+            kept = [b for b in branches if isinstance(b, dict) and b.get("type") != "null"]
+            field.update(kept[0])
+            field.pop("default", None)
+
+
+class KnowledgePatch(BaseModel):
+    """A partial change of a bot's knowledge attachment: only the fields given change
+    (`max_context_tokens: null` removes the limit; no other field may be null)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_not_nullable)
 
     enabled: bool | None = None
     kb_ids: list[str] | None = Field(default=None, max_length=100)
@@ -60,6 +81,17 @@ class KnowledgePatch(BaseModel):
     dense_weight: float | None = Field(default=None, ge=0, le=1)
     rrf_k: int | None = Field(default=None, ge=1, le=1000)
     max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
+
+    @model_validator(mode="after")
+    def _no_nulls(self) -> KnowledgePatch:
+        nulls = sorted(
+            name for name in self.model_fields_set - NULLABLE if getattr(self, name) is None
+        )
+        if nulls:
+            raise ValueError(
+                f"{', '.join(nulls)} may not be null (leave a field out to keep its value)"
+            )
+        return self
 
 
 class Bot(BaseModel):

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import secrets
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    computed_field,
+    field_validator,
+    model_validator,
+)
 
 from core.governance import Governance, Visibility
 
@@ -27,6 +36,41 @@ def utcnow() -> datetime:
 
 # A KB code: lowercase letters, digits and dashes, at most 32 (an id always holds "_").
 KB_CODE_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,31})$"
+# What the schema says of a text that may not be blank (a validator refuses it with a
+# readable message): it holds a character that is not a space.
+NOT_BLANK: dict[str, Any] = {"pattern": r"\S"}
+# How deep a record's metadata may nest (MongoDB stores documents up to 100 levels deep).
+METADATA_DEPTH = 32
+
+
+def storable_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The metadata, if MongoDB can store it as given; else a ValueError saying why (a key
+    with a NUL character, an integer beyond 64 bits, a number that is not finite, or nesting
+    deeper than `METADATA_DEPTH`)."""
+
+    def check(value: Any, depth: int) -> None:
+        if depth > METADATA_DEPTH:
+            raise ValueError(f"metadata may nest at most {METADATA_DEPTH} levels deep")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if "\x00" in key:
+                    raise ValueError("metadata keys may not contain a NUL character")
+                check(item, depth + 1)
+        elif isinstance(value, list):
+            for item in value:
+                check(item, depth + 1)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            if not -(2**63) <= value < 2**63:
+                raise ValueError("metadata integers must fit in 64 bits")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("metadata numbers must be finite")
+
+    check(metadata, 1)
+    return metadata
+
+
+# A record's free-form metadata, stored as given.
+Metadata = Annotated[dict[str, Any], AfterValidator(storable_metadata)]
 
 
 def new_kb_id() -> str:
@@ -292,7 +336,7 @@ class Record(BaseModel):
     title: str = Field(default="", max_length=500)
     content: str = Field(min_length=1, max_length=5_000_000)
     url: str | None = Field(default=None, max_length=2048)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
 
     @field_validator("content")
     @classmethod

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from schemas.domain import NOT_BLANK
 
 MAX_CASES = 100
 
@@ -28,8 +30,10 @@ class EvaluationCase(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=2000)
-    expected: list[str] = Field(min_length=1, max_length=20)
+    query: str = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
+    expected: list[Annotated[str, Field(max_length=2000, json_schema_extra=NOT_BLANK)]] = Field(
+        min_length=1, max_length=20
+    )
 
     _query = field_validator("query")(_not_blank)
 
@@ -38,8 +42,6 @@ class EvaluationCase(BaseModel):
     def _expected_not_blank(cls, values: list[str]) -> list[str]:
         for value in values:
             _not_blank(value)
-            if len(value) > 2000:
-                raise ValueError("an expected snippet is at most 2000 characters")
         return values
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
 from core.governance import NAME_PATTERN
+from schemas.domain import NOT_BLANK
 
 
 def _not_blank(value: str) -> str:
@@ -22,7 +23,7 @@ class BotSearchRequest(BaseModel):
 
     bot_id: str = Field(min_length=1, max_length=100)
     session_id: str = Field(min_length=1, max_length=200)
-    query: str = Field(min_length=1, max_length=2000)
+    query: str = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
     kb_ids: list[str] | None = Field(default=None, max_length=100)
     top_k: int | None = Field(default=None, ge=1, le=10)
     score_threshold: float | None = Field(default=None, ge=0, le=1)
@@ -42,7 +43,7 @@ class KnowledgeSearchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=2000)
+    query: str = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
     kb_ids: list[str] | None = Field(default=None, max_length=100)
     top_k: int = Field(default=5, ge=1, le=50)
     retrieval_mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
@@ -63,7 +64,7 @@ class TenantSearchRequest(BaseModel):
 
     tenant_id: str = Field(min_length=1, max_length=200)
     kb_ids: list[str] = Field(max_length=100)
-    query: str = Field(min_length=1, max_length=2000)
+    query: str = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
     top_k: int = Field(default=4, ge=1, le=50)
     score_threshold: float = Field(default=0.0, ge=0, le=1)
     retrieval_mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
@@ -73,6 +74,22 @@ class TenantSearchRequest(BaseModel):
     max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
 
     _query = field_validator("query")(_not_blank)
+
+
+def _search_form(body: Any) -> str:
+    """Which search an internal search body asks for: a bot's (it names `bot_id`), else the
+    tenant form."""
+    if isinstance(body, dict):
+        return "bot" if "bot_id" in body else "tenant"
+    return "bot" if isinstance(body, BotSearchRequest) else "tenant"
+
+
+# Body of `POST /api/v1/internal/knowledge/search`: a bot's search or the tenant form (an
+# invalid field is named under its form: `bot.session_id`, `tenant.kb_ids`).
+InternalSearchRequest = Annotated[
+    Annotated[BotSearchRequest, Tag("bot")] | Annotated[TenantSearchRequest, Tag("tenant")],
+    Discriminator(_search_form),
+]
 
 
 class AlsoIn(BaseModel):
@@ -106,7 +123,7 @@ class SearchHit(BaseModel):
     indexed_at: str | None = None
 
     @property
-    def citation(self) -> str:
+    def cited_as(self) -> str:
         """Where the passage is, as a reader would cite it."""
         parts = [self.document_title or self.source_name]
         if self.page is not None:
@@ -176,7 +193,7 @@ class KnowledgeResult(BaseModel):
             page=hit.page,
             heading_path=hit.heading_path,
             url=hit.url,
-            citation=hit.citation,
+            citation=hit.cited_as,
             also_in=hit.also_in,
         )
 

@@ -203,7 +203,7 @@ class Passage(BaseModel):
             heading_path=hit.heading_path,
             url=hit.url,
             indexed_at=hit.indexed_at,
-            citation=hit.citation,
+            citation=hit.cited_as,
             also_in=hit.also_in,
         )
 
@@ -300,7 +300,7 @@ class AgentTools:
         )
         return [
             KnowledgeDocument(
-                title=hit.document_title, source_url=hit.url or hit.citation, text=hit.chunk_text
+                title=hit.document_title, source_url=hit.url or hit.cited_as, text=hit.chunk_text
             )
             for hit in response.hits
         ]

@@ -8,12 +8,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.deps import AdminPrincipal, Audit
+from api.responses import AUTHENTICATED, refusals
 from schemas.api import AuditPage
 
-router = APIRouter(prefix="/api/v1/audit", tags=["audit"])
+router = APIRouter(prefix="/api/v1/audit", tags=["audit"], responses=AUTHENTICATED)
 
 
-@router.get("")
+@router.get("", responses=refusals(422))
 async def audit_log(
     principal: AdminPrincipal,
     audit: Audit,

@@ -5,14 +5,15 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from api.deps import AdminPrincipal, AgentToolsDep, Bots, Tokens
+from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.api import BotTokenCreate, TokenList, TokenOut
 from schemas.bots import Bot, BotCreate, BotList, BotUpdate
 from services.agent_tools import FunctionTools, function_tools
 
-router = APIRouter(prefix="/api/v1/bots", tags=["bots"])
+router = APIRouter(prefix="/api/v1/bots", tags=["bots"], responses=AUTHENTICATED)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=refusals(*BODY))
 async def create_bot(body: BotCreate, principal: AdminPrincipal, bots: Bots) -> Bot:
     """Creates a bot in the caller's tenant."""
     return await bots.create(principal.tenant_id, body)
@@ -24,26 +25,28 @@ async def list_bots(principal: AdminPrincipal, bots: Bots) -> BotList:
     return BotList(items=await bots.list_all(principal.tenant_id))
 
 
-@router.get("/{bot_id}")
+@router.get("/{bot_id}", responses=refusals(404))
 async def get_bot(bot_id: str, principal: AdminPrincipal, bots: Bots) -> Bot:
     """One bot."""
     return await bots.get(principal.tenant_id, bot_id)
 
 
-@router.patch("/{bot_id}")
+@router.patch("/{bot_id}", responses=refusals(404, *BODY))
 async def update_bot(bot_id: str, body: BotUpdate, principal: AdminPrincipal, bots: Bots) -> Bot:
     """Changes the name or the knowledge attachment (only the fields given)."""
     return await bots.update(principal.tenant_id, bot_id, body)
 
 
-@router.delete("/{bot_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{bot_id}", status_code=status.HTTP_204_NO_CONTENT, responses=refusals(404))
 async def delete_bot(bot_id: str, principal: AdminPrincipal, bots: Bots) -> Response:
     """Deletes a bot; its searches are refused from now on."""
     await bots.delete(principal.tenant_id, bot_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/{bot_id}/tokens", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/{bot_id}/tokens", status_code=status.HTTP_201_CREATED, responses=refusals(404, *BODY)
+)
 async def create_bot_token(
     bot_id: str, body: BotTokenCreate, principal: AdminPrincipal, tokens: Tokens
 ) -> TokenOut:
@@ -63,13 +66,15 @@ async def create_bot_token(
     )
 
 
-@router.get("/{bot_id}/tokens")
+@router.get("/{bot_id}/tokens", responses=refusals(404))
 async def list_bot_tokens(bot_id: str, principal: AdminPrincipal, tokens: Tokens) -> TokenList:
     """The bot's tokens, without their secrets."""
     return TokenList(items=await tokens.list_all(principal.tenant_id, bot_id))
 
 
-@router.delete("/{bot_id}/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/{bot_id}/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=refusals(404)
+)
 async def revoke_bot_token(
     bot_id: str, token_id: str, principal: AdminPrincipal, tokens: Tokens
 ) -> Response:
@@ -78,7 +83,7 @@ async def revoke_bot_token(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.get("/{bot_id}/tools")
+@router.get("/{bot_id}/tools", responses=refusals(404))
 async def bot_tools(bot_id: str, principal: AdminPrincipal, tools: AgentToolsDep) -> FunctionTools:
     """The bot's tools as JSON Schema function definitions, OpenAI-style and Gemini's
     `functionDeclarations`, with its trigger instructions and KBs in the descriptions, and

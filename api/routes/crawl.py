@@ -7,14 +7,19 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from api.deps import AdminPrincipal, CrawlJobsDep, KbId
+from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.api import CrawlJobCreate, CrawlJobList, CrawlJobQueued
 from schemas.crawl import CrawlJob
 from services.crawl import CrawlRequest
 
-router = APIRouter(tags=["crawl jobs"])
+router = APIRouter(tags=["crawl jobs"], responses=AUTHENTICATED)
 
 
-@router.post("/api/v1/knowledge-bases/{kb_id}/crawl-jobs", status_code=status.HTTP_202_ACCEPTED)
+@router.post(
+    "/api/v1/knowledge-bases/{kb_id}/crawl-jobs",
+    status_code=status.HTTP_202_ACCEPTED,
+    responses=refusals(404, 409, *BODY),
+)
 async def start_crawl(
     kb_id: KbId, body: CrawlJobCreate, principal: AdminPrincipal, jobs: CrawlJobsDep
 ) -> CrawlJobQueued:
@@ -34,7 +39,7 @@ async def start_crawl(
     return CrawlJobQueued(job_id=job.id, job=job)
 
 
-@router.get("/api/v1/knowledge-bases/{kb_id}/crawl-jobs")
+@router.get("/api/v1/knowledge-bases/{kb_id}/crawl-jobs", responses=refusals(404, 422))
 async def list_crawls(
     kb_id: KbId,
     principal: AdminPrincipal,
@@ -45,14 +50,14 @@ async def list_crawls(
     return CrawlJobList(items=await jobs.of_kb(principal.tenant_id, kb_id, limit))
 
 
-@router.get("/api/v1/crawl-jobs/{job_id}")
+@router.get("/api/v1/crawl-jobs/{job_id}", responses=refusals(404))
 async def get_crawl(job_id: str, principal: AdminPrincipal, jobs: CrawlJobsDep) -> CrawlJob:
     """A crawl job: state, timestamps, counts (seen, fetched, unchanged, failed, removed) and
     why URLs were not taken."""
     return await jobs.get(principal.tenant_id, job_id)
 
 
-@router.post("/api/v1/crawl-jobs/{job_id}/cancel")
+@router.post("/api/v1/crawl-jobs/{job_id}/cancel", responses=refusals(404, 409))
 async def cancel_crawl(job_id: str, principal: AdminPrincipal, jobs: CrawlJobsDep) -> CrawlJob:
     """Cancels a queued or running crawl: its remaining URLs are passed over; what it indexed
     stays (409 if it already ended)."""

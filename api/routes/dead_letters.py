@@ -8,14 +8,15 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, status
 
 from api.deps import AdminPrincipal, DeadLettersDep
+from api.responses import AUTHENTICATED, refusals
 from schemas.api import DeadLetterPage, RedriveAllOut, RedriveOut
 
-router = APIRouter(prefix="/api/v1/dead-letters", tags=["dead letters"])
+router = APIRouter(prefix="/api/v1/dead-letters", tags=["dead letters"], responses=AUTHENTICATED)
 
 StageName = Literal["records", "extract", "chunk", "embed", "index"]
 
 
-@router.get("")
+@router.get("", responses=refusals(422))
 async def list_dead_letters(
     principal: AdminPrincipal,
     letters: DeadLettersDep,
@@ -31,7 +32,7 @@ async def list_dead_letters(
     return DeadLetterPage(items=items)
 
 
-@router.post("/redrive", status_code=status.HTTP_202_ACCEPTED)
+@router.post("/redrive", status_code=status.HTTP_202_ACCEPTED, responses=refusals(422))
 async def redrive_all(
     principal: AdminPrincipal,
     letters: DeadLettersDep,
@@ -47,7 +48,9 @@ async def redrive_all(
     )
 
 
-@router.post("/{letter_id}/redrive", status_code=status.HTTP_202_ACCEPTED)
+@router.post(
+    "/{letter_id}/redrive", status_code=status.HTTP_202_ACCEPTED, responses=refusals(404, 422)
+)
 async def redrive(letter_id: str, principal: AdminPrincipal, letters: DeadLettersDep) -> RedriveOut:
     """Starts one letter's work again: its document is re-indexed (a connector's record is
     published again)."""

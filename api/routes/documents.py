@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
+from api.bodies import TEXT_BODY, UPLOAD_BODY
 from api.deps import (
     AdminPrincipal,
     CallerDep,
@@ -17,6 +18,7 @@ from api.deps import (
     RemovalDep,
     SyncDep,
 )
+from api.responses import AUTHENTICATED, BODY, refusals
 from api.uploads import receive_upload
 from core.errors import InvalidRequest, UnsupportedDocumentType
 from core.governance import GovernanceChange
@@ -42,33 +44,12 @@ from services.documents import DocumentQueries
 from services.governance import Submission
 from services.intake import Ingested, Outcome
 
-router = APIRouter(prefix="/api/v1/knowledge-bases/{kb_id}/documents", tags=["documents"])
-
-UPLOAD_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file"],
-                    "properties": {
-                        "file": {"type": "string", "format": "binary"},
-                        "title": {"type": "string"},
-                        "visibility_mode": {
-                            "type": "string",
-                            "enum": ["private", "shared", "restricted"],
-                        },
-                        "owner_user_id": {"type": "string"},
-                        "audience_tags": {"type": "string", "description": "comma-separated"},
-                        "user_grants": {"type": "string", "description": "comma-separated"},
-                        "tags": {"type": "string", "description": "comma-separated"},
-                    },
-                }
-            }
-        },
-    }
-}
+# Every route names a KB, which may not exist.
+router = APIRouter(
+    prefix="/api/v1/knowledge-bases/{kb_id}/documents",
+    tags=["documents"],
+    responses={**AUTHENTICATED, **refusals(404)},
+)
 
 
 def _check_supported(filename: str) -> None:
@@ -105,7 +86,13 @@ def _answer(documents: DocumentQueries, ingested: Ingested) -> JSONResponse:
     "",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=DocumentOut,
-    responses={200: {"description": "identical bytes were uploaded before: that document"}},
+    responses={
+        200: {
+            "model": DocumentOut,
+            "description": "identical bytes were uploaded before: that one",
+        },
+        **refusals(409, 415, 429, *BODY),
+    },
     openapi_extra=UPLOAD_BODY,
 )
 async def upload_document(
@@ -164,7 +151,11 @@ async def upload_document(
     "/text",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=DocumentOut,
-    responses={200: {"description": "unchanged: that document"}},
+    responses={
+        200: {"model": DocumentOut, "description": "unchanged: that document"},
+        **refusals(409, 429, *BODY),
+    },
+    openapi_extra=TEXT_BODY,
 )
 async def ingest_text(
     kb_id: KbId,
@@ -202,7 +193,7 @@ async def _text_body(request: Request) -> TextDocumentIn:
         raise InvalidRequest(f"invalid body: {exc}") from exc
 
 
-@router.post("/batch", status_code=status.HTTP_202_ACCEPTED)
+@router.post("/batch", status_code=status.HTTP_202_ACCEPTED, responses=refusals(409, 429, *BODY))
 async def ingest_batch(
     kb_id: KbId, body: BatchIn, caller: CallerDep, intake: IntakeDep
 ) -> BatchOut:
@@ -225,7 +216,7 @@ async def ingest_batch(
     )
 
 
-@router.post("/sync", status_code=status.HTTP_202_ACCEPTED)
+@router.post("/sync", status_code=status.HTTP_202_ACCEPTED, responses=refusals(409, *BODY))
 async def sync_source(
     kb_id: KbId, body: SyncIn, principal: AdminPrincipal, caller: CallerDep, sync: SyncDep
 ) -> SyncOut:
@@ -249,7 +240,15 @@ async def sync_source(
     )
 
 
-@router.put("/{document_id}", status_code=status.HTTP_202_ACCEPTED, response_model=DocumentOut)
+@router.put(
+    "/{document_id}",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=DocumentOut,
+    responses={
+        200: {"model": DocumentOut, "description": "unchanged: that document"},
+        **refusals(409, *BODY),
+    },
+)
 async def replace_record(
     kb_id: KbId,
     document_id: str,
@@ -267,7 +266,7 @@ async def replace_record(
     return _answer(documents, ingested)
 
 
-@router.get("")
+@router.get("", responses=refusals(422))
 async def list_documents(
     kb_id: KbId,
     caller: CallerDep,
@@ -310,7 +309,7 @@ async def get_document(
     return DocumentOut.of(document, documents.stalled_before())
 
 
-@router.patch("/{document_id}")
+@router.patch("/{document_id}", responses=refusals(409, *BODY))
 async def change_governance(
     kb_id: KbId,
     document_id: str,
@@ -335,7 +334,7 @@ async def document_content(
     return DocumentContent(document_id=document.id, title=document.title, content=content)
 
 
-@router.get("/{document_id}/chunks")
+@router.get("/{document_id}/chunks", responses=refusals(422))
 async def document_chunks(
     kb_id: KbId,
     document_id: str,
@@ -348,7 +347,9 @@ async def document_chunks(
     return StoredChunks(items=[StoredChunk.of(payload) for payload in payloads])
 
 
-@router.post("/{document_id}/reindex", status_code=status.HTTP_202_ACCEPTED)
+@router.post(
+    "/{document_id}/reindex", status_code=status.HTTP_202_ACCEPTED, responses=refusals(409)
+)
 async def reindex_document(
     kb_id: KbId, document_id: str, caller: CallerDep, intake: IntakeDep
 ) -> DocumentOut:

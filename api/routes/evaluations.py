@@ -7,12 +7,17 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from api.deps import AdminPrincipal, EvaluationsDep, KbId
+from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.evaluation import Evaluation, EvaluationRequest
 
-router = APIRouter(prefix="/api/v1/knowledge-bases/{kb_id}/evaluations", tags=["evaluations"])
+router = APIRouter(
+    prefix="/api/v1/knowledge-bases/{kb_id}/evaluations",
+    tags=["evaluations"],
+    responses={**AUTHENTICATED, **refusals(404)},
+)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=refusals(409, *BODY))
 async def evaluate(
     kb_id: KbId, body: EvaluationRequest, principal: AdminPrincipal, evaluations: EvaluationsDep
 ) -> Evaluation:
@@ -22,7 +27,7 @@ async def evaluate(
     return await evaluations.evaluate(principal.tenant_id, kb_id, body)
 
 
-@router.get("")
+@router.get("", responses=refusals(422))
 async def list_evaluations(
     kb_id: KbId,
     principal: AdminPrincipal,

@@ -3,33 +3,41 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from schemas.api import Health, Readiness
 
 router = APIRouter(tags=["operations"])
 
 
 @router.get("/healthz")
-async def healthz() -> dict[str, str]:
+async def healthz() -> Health:
     """The process is up."""
-    return {"status": "ok"}
+    return Health(status="ok")
 
 
-@router.get("/readyz")
-async def readyz(request: Request) -> Response:
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "starting, or a dependency is down"}},
+)
+async def readyz(request: Request) -> JSONResponse:
     """The process can serve: storage, queue, model and vector store are up."""
     services = getattr(request.app.state, "services", None)
     if services is None:
-        return JSONResponse({"status": "starting"}, status_code=503)
+        return JSONResponse(Readiness(status="starting").model_dump(), status_code=503)
     checks = await services.readiness()
     ok = all(value == "ok" for value in checks.values())
-    return JSONResponse(
-        {"status": "ready" if ok else "not ready", "checks": checks},
-        status_code=200 if ok else 503,
-    )
+    body = Readiness(status="ready" if ok else "not ready", checks=checks)
+    return JSONResponse(body.model_dump(), status_code=200 if ok else 503)
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 async def metrics() -> Response:
     """Prometheus exposition of this process's metrics."""
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -6,15 +6,16 @@ from fastapi import APIRouter, BackgroundTasks, Response, status
 from fastapi.responses import JSONResponse
 
 from api.deps import CallerDep, Search, Wiki, after_response
+from api.responses import AUTHENTICATED, BODY, refusals
 from core.errors import InvalidRequest
 from schemas.api import WikiPageIn, WikiPageList, WikiPageOut
 from schemas.search import KnowledgeResult, KnowledgeSearchRequest, KnowledgeSearchResponse
 from services.intake import Outcome
 
-router = APIRouter(prefix="/api/v1/knowledge", tags=["knowledge"])
+router = APIRouter(prefix="/api/v1/knowledge", tags=["knowledge"], responses=AUTHENTICATED)
 
 
-@router.post("/search")
+@router.post("/search", responses=refusals(429, *BODY))
 async def knowledge_search(
     body: KnowledgeSearchRequest, caller: CallerDep, search: Search, background: BackgroundTasks
 ) -> KnowledgeSearchResponse:
@@ -33,7 +34,10 @@ async def knowledge_search(
     "/wiki",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=WikiPageOut,
-    responses={200: {"description": "the page is unchanged"}},
+    responses={
+        200: {"model": WikiPageOut, "description": "the page is unchanged"},
+        **refusals(404, 409, *BODY),
+    },
 )
 async def write_wiki_page(body: WikiPageIn, caller: CallerDep, wiki: Wiki) -> JSONResponse:
     """Creates a page, or a new version of it (its owner or an admin); it is indexed like a
@@ -62,14 +66,14 @@ async def list_wiki_pages(caller: CallerDep, wiki: Wiki) -> WikiPageList:
     return WikiPageList(items=[WikiPageOut.of(page) for page in pages])
 
 
-@router.get("/wiki/{topic}")
+@router.get("/wiki/{topic}", responses=refusals(404))
 async def read_wiki_page(topic: str, caller: CallerDep, wiki: Wiki) -> WikiPageOut:
     """A page with its Markdown (404 if the caller may not read it)."""
     page, content = await wiki.read(caller.tenant_id, caller.reader, topic)
     return WikiPageOut.of(page, content)
 
 
-@router.delete("/wiki/{topic}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/wiki/{topic}", status_code=status.HTTP_204_NO_CONTENT, responses=refusals(404))
 async def delete_wiki_page(topic: str, caller: CallerDep, wiki: Wiki) -> Response:
     """Deletes every version of the page (its owner or an admin)."""
     await wiki.delete(caller.tenant_id, caller.reader, topic)

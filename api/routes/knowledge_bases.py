@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 
 from api.deps import AdminPrincipal, KbId, KnowledgeBases, PrincipalDep
+from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.api import (
     KnowledgeBaseCreate,
     KnowledgeBaseList,
@@ -15,10 +16,12 @@ from schemas.api import (
     KnowledgeBaseUpdate,
 )
 
-router = APIRouter(prefix="/api/v1/knowledge-bases", tags=["knowledge bases"])
+router = APIRouter(
+    prefix="/api/v1/knowledge-bases", tags=["knowledge bases"], responses=AUTHENTICATED
+)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=refusals(409, *BODY))
 @router.post("/", status_code=status.HTTP_201_CREATED, include_in_schema=False)
 async def create_knowledge_base(
     body: KnowledgeBaseCreate, principal: AdminPrincipal, kbs: KnowledgeBases
@@ -45,7 +48,7 @@ async def list_knowledge_bases(principal: PrincipalDep, kbs: KnowledgeBases) -> 
     return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb) for kb in items])
 
 
-@router.get("/{kb_id}")
+@router.get("/{kb_id}", responses=refusals(404))
 async def get_knowledge_base(
     kb_id: KbId, principal: PrincipalDep, kbs: KnowledgeBases
 ) -> KnowledgeBaseOut:
@@ -53,7 +56,7 @@ async def get_knowledge_base(
     return KnowledgeBaseOut.of(await kbs.get(principal.tenant_id, kb_id))
 
 
-@router.patch("/{kb_id}")
+@router.patch("/{kb_id}", responses=refusals(404, 409, *BODY))
 async def update_knowledge_base(
     kb_id: KbId, body: KnowledgeBaseUpdate, principal: AdminPrincipal, kbs: KnowledgeBases
 ) -> KnowledgeBaseOut:
@@ -66,7 +69,10 @@ async def update_knowledge_base(
 @router.delete(
     "/{kb_id}",
     response_model=KnowledgeBaseOut,
-    responses={204: {"description": "hard delete: the KB and everything in it are gone"}},
+    responses={
+        204: {"description": "hard delete: the KB and everything in it are gone"},
+        **refusals(404, 409, 422),
+    },
 )
 async def delete_knowledge_base(
     kb_id: KbId,

@@ -5,11 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from api.deps import AdminPrincipal, People
+from api.responses import AUTHENTICATED, BODY, refusals
 from core.errors import InvalidRequest
 from schemas.api import AudienceIn, AudienceList, AudienceMembersIn, UserIn, UserList
 from schemas.domain import Audience, User
 
-router = APIRouter(prefix="/api/v1", tags=["people"])
+router = APIRouter(prefix="/api/v1", tags=["people"], responses=AUTHENTICATED)
 
 
 @router.get("/users")
@@ -18,7 +19,7 @@ async def list_users(principal: AdminPrincipal, people: People) -> UserList:
     return UserList(items=await people.users(principal.tenant_id))
 
 
-@router.put("/users/{user_id}")
+@router.put("/users/{user_id}", responses=refusals(404, *BODY))
 async def put_user(user_id: str, body: UserIn, principal: AdminPrincipal, people: People) -> User:
     """Registers a user (or renames one), so grants and audiences may name them."""
     return await people.register_user(principal.tenant_id, user_id, body.display_name)
@@ -30,7 +31,7 @@ async def list_audiences(principal: AdminPrincipal, people: People) -> AudienceL
     return AudienceList(items=await people.audiences(principal.tenant_id))
 
 
-@router.put("/audiences/{tag}")
+@router.put("/audiences/{tag}", responses=refusals(404, *BODY))
 async def put_audience(
     tag: str, body: AudienceIn, principal: AdminPrincipal, people: People
 ) -> Audience:
@@ -38,7 +39,7 @@ async def put_audience(
     return await people.put_audience(principal.tenant_id, tag, body.description)
 
 
-@router.put("/audiences/{tag}/members")
+@router.put("/audiences/{tag}/members", responses=refusals(404, *BODY))
 async def put_audience_members(
     tag: str, body: AudienceMembersIn, principal: AdminPrincipal, people: People
 ) -> Audience:
@@ -50,7 +51,7 @@ async def put_audience_members(
     return await people.set_members(principal.tenant_id, tag, body.user_ids)
 
 
-@router.delete("/audiences/{tag}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/audiences/{tag}", status_code=status.HTTP_204_NO_CONTENT, responses=refusals(404))
 async def delete_audience(tag: str, principal: AdminPrincipal, people: People) -> Response:
     """Deletes an audience: its members stop reading through it at once."""
     await people.delete_audience(principal.tenant_id, tag)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from api.deps import AdminPrincipal, Tokens
+from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.api import TokenCreate, TokenList, TokenOut
 
-router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"])
+router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"], responses=AUTHENTICATED)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=refusals(*BODY))
 async def create_token(body: TokenCreate, principal: AdminPrincipal, tokens: Tokens) -> TokenOut:
     """Issues a token for the caller's tenant (a `user` token names its `user_id`); the secret
     is shown only in this answer."""
@@ -34,7 +35,7 @@ async def list_tokens(principal: AdminPrincipal, tokens: Tokens) -> TokenList:
     return TokenList(items=await tokens.list_all(principal.tenant_id))
 
 
-@router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=refusals(404))
 async def revoke_token(token_id: str, principal: AdminPrincipal, tokens: Tokens) -> Response:
     """Revokes a token: the next request with it is refused (401)."""
     await tokens.revoke(principal.tenant_id, token_id)
