@@ -31,6 +31,7 @@ from api.routes import (
     knowledge,
     knowledge_bases,
     people,
+    playground,
     search,
     tokens,
 )
@@ -141,6 +142,7 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
         audit,
         dead_letters,
         crawl,
+        playground,
         console,
     ):
         app.include_router(module.router)
