@@ -65,6 +65,12 @@ ASSIGNED_PARTITIONS = Gauge(
     "Partitions of its input topic this process consumes, by stage.",
     ["stage"],
 )
+CONSUMER_REWINDS = Counter(
+    "ragline_consumer_rewinds_total",
+    "Partitions read again from their start because the consumer's position was past their "
+    "end (a broker that lost its messages in a restart), by stage.",
+    ["stage"],
+)
 SEARCH_LATENCY = Histogram(
     "ragline_search_latency_seconds",
     "Time to answer a search request.",

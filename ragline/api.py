@@ -33,7 +33,7 @@ from schemas.domain import utcnow
 from schemas.topics import ALL_TOPICS
 from services.removal import Removal
 from workers.index.app import build_stage as build_index_stage
-from workers.wiring import RunnerSlot, stage_runner, subscribe_stage
+from workers.wiring import RunnerSlot, rewinding, stage_runner, subscribe_stage
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +52,9 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
         log.info("gave %d documents stored before governance their readers", backfilled)
     if settings.embedded_vector_store:
         slot = RunnerSlot()
-        subscribe_stage(broker, settings, "index", slot)
+        subscriber = subscribe_stage(broker, settings, "index", slot)
         slot.runner = stage_runner(system, await build_index_stage(system))
+        await stack.enter_async_context(rewinding(subscriber, "index"))
     await broker.start()
     stack.push_async_callback(broker.stop)
 

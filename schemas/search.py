@@ -16,13 +16,12 @@ def _not_blank(value: str) -> str:
     return value
 
 
-class BotSearchRequest(BaseModel):
-    """A bot's search: the bot's attached, active KBs, narrowed by `kb_ids` if given."""
+class BotSearchOptions(BaseModel):
+    """The query of a bot's search and the overrides of its knowledge settings it allows (left
+    out: the bot's own); the admin's search playground takes exactly these."""
 
     model_config = ConfigDict(extra="forbid")
 
-    bot_id: str = Field(min_length=1, max_length=100)
-    session_id: str = Field(min_length=1, max_length=200)
     query: str = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
     kb_ids: list[str] | None = Field(default=None, max_length=100)
     top_k: int | None = Field(default=None, ge=1, le=10)
@@ -32,10 +31,17 @@ class BotSearchRequest(BaseModel):
     # The person the bot searches for: it then sees what that user may read of its KBs;
     # without one, only what the whole tenant may read.
     user_id: str | None = Field(default=None, pattern=NAME_PATTERN)
-    # The agent turn this search is part of (announced with the retrieval event).
-    turn_id: str | None = Field(default=None, max_length=200)
 
     _query = field_validator("query")(_not_blank)
+
+
+class BotSearchRequest(BotSearchOptions):
+    """A bot's search: the bot's attached, active KBs, narrowed by `kb_ids` if given."""
+
+    bot_id: str = Field(min_length=1, max_length=100)
+    session_id: str = Field(min_length=1, max_length=200)
+    # The agent turn this search is part of (announced with the retrieval event).
+    turn_id: str | None = Field(default=None, max_length=200)
 
 
 class KnowledgeSearchRequest(BaseModel):

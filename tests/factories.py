@@ -64,3 +64,24 @@ def scanned_pdf(lines: list[str]) -> bytes:
     buffer = io.BytesIO()
     page.save(buffer, format="PDF", resolution=150)
     return buffer.getvalue()
+
+
+# A small shop's help pages: the end-to-end tests of search, the playground and evaluations.
+KAYAK_SHOP = {
+    "returns.md": (
+        "# Returns\n\nYou can return a kayak within thirty days of delivery. Refunds are paid "
+        "to the original card within five working days."
+    ),
+    "shipping.md": (
+        "# Shipping\n\nOrders ship from Rotterdam every Tuesday and Friday by courier. "
+        "Parcels over 30 kg travel by freight."
+    ),
+    "warranty.md": (
+        "# Warranty\n\nPaddles and hulls carry a two-year warranty against manufacturing "
+        "defects. Keep the receipt as proof of purchase."
+    ),
+    "care.md": (
+        "# Care\n\nRinse the kayak with fresh water after every trip in the sea and store it "
+        "out of direct sunlight."
+    ),
+}

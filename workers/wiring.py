@@ -3,12 +3,14 @@ stage works with come from the composition root (`ragline.system`)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from typing import Any
 
-from aiokafka import ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import IllegalStateError, KafkaError
 from faststream import AckPolicy, FastStream
 from faststream.kafka import KafkaBroker, KafkaMessage
 
@@ -19,13 +21,22 @@ from infra.kafka import (
     kafka_dead_letter,
 )
 from infra.logs import configure_logging
-from infra.metrics import ASSIGNED_PARTITIONS, CONSUMER_LAG, DEAD_LETTERS, serve_metrics
+from infra.metrics import (
+    ASSIGNED_PARTITIONS,
+    CONSUMER_LAG,
+    CONSUMER_REWINDS,
+    DEAD_LETTERS,
+    serve_metrics,
+)
 from infra.settings import Settings
 from ragline.system import System
 from schemas.topics import ALL_TOPICS, STAGE_INPUTS
 from workers.runtime import Stage, StageRunner
 
 log = logging.getLogger(__name__)
+
+# How often a stage's consumers are checked for positions past their partitions' ends.
+REWIND_CHECK_S = 5.0
 
 
 def _report_lag(stage: str, message: KafkaMessage) -> None:
@@ -58,6 +69,67 @@ class AssignmentTracker(ConsumerRebalanceListener):  # type: ignore[misc]
         ASSIGNED_PARTITIONS.labels(self._stage).set(len(self._owned))
 
 
+def _consumers_of(subscriber: Any) -> list[AIOKafkaConsumer]:
+    """The Kafka consumers behind a FastStream subscriber (one, or one per worker)."""
+    consumers: list[AIOKafkaConsumer] = list(getattr(subscriber, "consumer_subgroup", None) or [])
+    single = getattr(subscriber, "consumer", None)
+    if single is not None and single not in consumers:
+        consumers.append(single)
+    return consumers
+
+
+async def rewind_past_the_end(consumer: AIOKafkaConsumer, stage: str) -> int:
+    """Reads again from their start the assigned partitions whose position is past the end
+    the broker gives in its fetch answers; returns how many.
+
+    A broker that loses its messages in a restart (the local one keeps them in memory) may
+    then be sent a commit of a position from before the restart, and it answers fetches
+    beyond its end with nothing instead of an out-of-range error, so that partition's new
+    messages (the recovery's re-driven events among them) would never be read. Reading a
+    partition again is harmless: every stage skips what it has already done.
+    """
+    rewound = 0
+    for tp in consumer.assignment():
+        highwater = consumer.highwater(tp)
+        if highwater is None:
+            continue
+        try:
+            position = await asyncio.wait_for(consumer.position(tp), 1.0)
+        except (TimeoutError, KafkaError, IllegalStateError):
+            continue  # rebalancing or reconnecting: looked at again next time
+        if position > highwater:
+            log.warning(
+                "%s: position %d of %s[%d] is past its end (%d): reading it from the start",
+                stage, position, tp.topic, tp.partition, highwater,
+            )  # fmt: skip
+            await consumer.seek_to_beginning(tp)
+            CONSUMER_REWINDS.labels(stage).inc()
+            rewound += 1
+    return rewound
+
+
+@asynccontextmanager
+async def rewinding(subscriber: Any, stage: str) -> AsyncIterator[None]:
+    """Checks the subscriber's consumers every `REWIND_CHECK_S` (`rewind_past_the_end`)."""
+
+    async def watch() -> None:
+        while True:
+            await asyncio.sleep(REWIND_CHECK_S)
+            for consumer in _consumers_of(subscriber):
+                try:
+                    await rewind_past_the_end(consumer, stage)
+                except (KafkaError, IllegalStateError) as exc:
+                    log.warning("%s: could not check consumer positions: %s", stage, exc)
+
+    task = asyncio.create_task(watch())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+
+
 class RunnerSlot:
     """Holds a stage's runner, which can only be built once the process has started."""
 
@@ -73,8 +145,9 @@ class RunnerSlot:
 
 def subscribe_stage(
     broker: KafkaBroker, settings: Settings, stage: str, slot: RunnerSlot, concurrency: int = 1
-) -> None:
-    """Subscribes the stage's input topic in the stage's consumer group.
+) -> Any:
+    """Subscribes the stage's input topic in the stage's consumer group; returns the
+    subscriber (to watch with `rewinding`).
 
     With `concurrency` above 1 the process joins the group with that many consumers, each
     working through its own partitions, so messages of different partitions overlap.
@@ -86,10 +159,14 @@ def subscribe_stage(
     if concurrency > 1:
         options["max_workers"] = concurrency
 
-    @broker.subscriber(STAGE_INPUTS[stage], **options)  # type: ignore[untyped-decorator]
+    subscriber = broker.subscriber(STAGE_INPUTS[stage], **options)
+
+    @subscriber  # type: ignore[untyped-decorator]
     async def consume(message: KafkaMessage) -> None:
         _report_lag(stage, message)
         await slot.get().run(message.body)
+
+    return subscriber
 
 
 # Builds a stage (its handler over the process's objects, and its policy) once the process runs.
@@ -116,7 +193,7 @@ def stage_app(
     configure_logging(settings.log_level)
     broker = build_broker(settings.kafka, f"ragline-{stage}")
     slot = RunnerSlot()
-    subscribe_stage(broker, settings, stage, slot, concurrency)
+    subscriber = subscribe_stage(broker, settings, stage, slot, concurrency)
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
@@ -125,6 +202,7 @@ def stage_app(
                 await ensure_topics(settings.kafka, ALL_TOPICS)
             system = System(settings, stack, broker)
             slot.runner = stage_runner(system, await build(system))
+            await stack.enter_async_context(rewinding(subscriber, stage))
             serve_metrics(settings.metrics_host, settings.metrics_port)
             log.info("%s worker ready", stage)
             yield

@@ -6,39 +6,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel
 
 from api.deps import AdminPrincipal, Bots, Search
 from api.responses import AUTHENTICATED, BODY, refusals
-from core.governance import NAME_PATTERN
 from schemas.bots import Bot
-from schemas.domain import NOT_BLANK
-from schemas.search import BotSearchRequest, SearchHit, SearchMetrics
+from schemas.search import BotSearchOptions, BotSearchRequest, SearchHit, SearchMetrics
 
 router = APIRouter(prefix="/api/v1/bots", tags=["bots"], responses=AUTHENTICATED)
-
-
-class PlaygroundSearch(BaseModel):
-    """Body of `POST /api/v1/bots/{bot_id}/search`: the query, and the overrides the bot
-    contract allows (left out: the bot's knowledge settings)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    query: str = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
-    kb_ids: list[str] | None = Field(default=None, max_length=100)
-    top_k: int | None = Field(default=None, ge=1, le=10)
-    score_threshold: float | None = Field(default=None, ge=0, le=1)
-    strict: bool | None = None
-    max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
-    # Search as the bot does for this person (what they may read of its KBs).
-    user_id: str | None = Field(default=None, pattern=NAME_PATTERN)
-
-    @field_validator("query")
-    @classmethod
-    def _query_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("query must not be blank")
-        return value
 
 
 class PlaygroundHit(SearchHit):
@@ -64,7 +39,7 @@ async def tenant_bot(bot_id: str, principal: AdminPrincipal, bots: Bots) -> Bot:
 async def playground_search(
     bot: Annotated[Bot, Depends(tenant_bot)],
     principal: AdminPrincipal,
-    body: PlaygroundSearch,
+    body: BotSearchOptions,
     search: Search,
 ) -> PlaygroundResponse:
     """Runs the bot's search through the same service as `POST

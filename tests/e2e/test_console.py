@@ -20,26 +20,14 @@ import pytest
 from schemas.search import SearchHit
 from tests.conftest import FIXTURES, RunningPipeline, unique
 from tests.e2e.console_browser import Browser, chromium
+from tests.factories import KAYAK_SHOP
 
 pytestmark = pytest.mark.e2e
 
 SHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "console"
 FINAL = {"indexed", "failed"}
 ENCRYPTED_REASON = "the PDF is encrypted; upload a copy without a password"
-TEXTS = {
-    "returns.md": (
-        "# Returns\n\nYou can return a kayak within thirty days of delivery. Refunds are paid "
-        "to the original card within five working days."
-    ),
-    "shipping.md": (
-        "# Shipping\n\nOrders ship from Rotterdam every Tuesday and Friday by courier. "
-        "Parcels over 30 kg travel by freight."
-    ),
-    "warranty.md": (
-        "# Warranty\n\nPaddles and hulls carry a two-year warranty against manufacturing "
-        "defects. Keep the receipt as proof of purchase."
-    ),
-}
+TEXTS = {name: KAYAK_SHOP[name] for name in ("returns.md", "shipping.md", "warranty.md")}
 
 
 @dataclass

@@ -8,27 +8,11 @@ from typing import Any
 import pytest
 
 from tests.e2e.client import Api
+from tests.factories import KAYAK_SHOP
 
 pytestmark = pytest.mark.e2e
 
-DOCUMENTS = {
-    "returns.md": (
-        "# Returns\n\nYou can return a kayak within thirty days of delivery. Refunds are paid "
-        "to the original card within five working days."
-    ),
-    "shipping.md": (
-        "# Shipping\n\nOrders ship from Rotterdam every Tuesday and Friday by courier. "
-        "Parcels over 30 kg travel by freight."
-    ),
-    "warranty.md": (
-        "# Warranty\n\nPaddles and hulls carry a two-year warranty against manufacturing "
-        "defects. Keep the receipt as proof of purchase."
-    ),
-    "care.md": (
-        "# Care\n\nRinse the kayak with fresh water after every trip in the sea and store it "
-        "out of direct sunlight."
-    ),
-}
+DOCUMENTS = KAYAK_SHOP
 
 
 async def _kb(api: Api) -> tuple[str, dict[str, str]]:

@@ -15,23 +15,11 @@ from schemas.domain import Role
 from schemas.search import SearchHit
 from tests.conftest import unique
 from tests.e2e.client import Api
+from tests.factories import KAYAK_SHOP
 
 pytestmark = pytest.mark.e2e
 
-TEXTS = {
-    "returns.md": (
-        "# Returns\n\nYou can return a kayak within thirty days of delivery. Refunds are paid "
-        "to the original card within five working days."
-    ),
-    "shipping.md": (
-        "# Shipping\n\nOrders ship from Rotterdam every Tuesday and Friday by courier. "
-        "Parcels over 30 kg travel by freight."
-    ),
-    "warranty.md": (
-        "# Warranty\n\nPaddles and hulls carry a two-year warranty against manufacturing "
-        "defects. Keep the receipt as proof of purchase."
-    ),
-}
+TEXTS = {name: KAYAK_SHOP[name] for name in ("returns.md", "shipping.md", "warranty.md")}
 QUERIES = ("How long do refunds take?", "when do orders ship", "warranty on a paddle")
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from pymongo import AsyncMongoClient
 
@@ -27,7 +27,7 @@ from tests.conftest import MongoCommands, settings_for, unique
 from tests.factories import make_document
 from workers.ports import StageResult
 from workers.runtime import Stage, StageRunner
-from workers.wiring import RunnerSlot, subscribe_stage
+from workers.wiring import RunnerSlot, rewind_past_the_end, subscribe_stage
 
 
 async def test_topics_are_created_with_their_partitions(local_services: LocalServices) -> None:
@@ -203,3 +203,54 @@ async def test_storing_a_file_does_not_scan_what_is_stored(local_services: Local
     finally:
         await client.drop_database(db.name)
         await client.close()
+
+
+async def test_a_consumer_past_its_partitions_end_reads_it_again_from_the_start(
+    local_services: LocalServices,
+) -> None:
+    """A group whose committed position is past the partition's end (a broker that lost its
+    messages in a restart, then took a commit from before it) still gets the new messages."""
+    settings = settings_for(local_services)
+    topic = unique("topic")
+    await ensure_topics(settings.kafka, [topic], partitions=1)
+    partition = TopicPartition(topic, 0)
+    options: dict[str, Any] = {
+        "bootstrap_servers": settings.kafka.bootstrap_servers,
+        "group_id": unique("group"),
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": 1500,
+        "heartbeat_interval_ms": 500,
+        "fetch_max_wait_ms": 50,
+    }
+    stale = AIOKafkaConsumer(topic, **options)
+    await stale.start()
+    try:
+        async with asyncio.timeout(20):
+            while not stale.assignment():
+                await asyncio.sleep(0.1)
+        await stale.commit({partition: 12})
+    finally:
+        await stale.stop()
+
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers)
+    consumer = AIOKafkaConsumer(topic, **options)
+    await producer.start()
+    await consumer.start()
+    try:
+        for n in range(3):
+            await producer.send_and_wait(topic, f"event {n}".encode(), partition=0)
+        # Nothing comes while the position is past the end.
+        assert await consumer.getmany(timeout_ms=2000) == {}
+        assert await rewind_past_the_end(consumer, "test") == 1
+        read: list[bytes] = []
+        async with asyncio.timeout(20):
+            while len(read) < 3:
+                batches = await consumer.getmany(timeout_ms=500)
+                read += [record.value for records in batches.values() for record in records]
+        assert read == [b"event 0", b"event 1", b"event 2"]
+        # At the end now: nothing more to rewind.
+        assert await rewind_past_the_end(consumer, "test") == 0
+    finally:
+        await consumer.stop()
+        await producer.stop()
