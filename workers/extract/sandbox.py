@@ -67,8 +67,15 @@ class _Parser:
 
     @property
     def ended(self) -> bool:
-        """Whether the process has ended by itself."""
-        return self._process.returncode is not None
+        """Whether the process has ended by itself (also when the event loop has not yet
+        been told: the process is gone)."""
+        if self._process.returncode is not None:
+            return True
+        try:
+            os.kill(self._process.pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
 
     async def send(self, request: dict[str, Any], data: bytes) -> None:
         pipe = self._process.stdin
