@@ -71,6 +71,16 @@ class Api:
             {"tenant_id": tenant_id, "kb_ids": kb_ids, "query": query, "top_k": top_k}
         )
 
+    async def ask_bot(self, bot_id: str, query: str, **extra: Any) -> dict[str, Any]:
+        """A bot's internal search (session `call-1`); returns the whole answer."""
+        response = await self.http.post(
+            "/api/v1/internal/knowledge/search",
+            json={"bot_id": bot_id, "session_id": "call-1", "query": query, **extra},
+            headers={"X-Internal-Secret": self.running.internal_secret},
+        )
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
     async def internal_search(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         """The internal search with this body (a bot's or the tenant form); returns the hits."""
         response = await self.http.post(

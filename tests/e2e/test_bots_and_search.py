@@ -33,16 +33,6 @@ async def _patch(api: Api, bot_id: str, **knowledge: Any) -> dict[str, Any]:
     return dict(response.json())
 
 
-async def _ask(api: Api, bot_id: str, query: str, **extra: Any) -> dict[str, Any]:
-    response = await api.http.post(
-        "/api/v1/internal/knowledge/search",
-        json={"bot_id": bot_id, "session_id": "call-1", "query": query, **extra},
-        headers={"X-Internal-Secret": api.running.internal_secret},
-    )
-    assert response.status_code == 200, response.text
-    return dict(response.json())
-
-
 async def _kb_with(api: Api, *texts: tuple[str, str]) -> tuple[dict[str, Any], list[str]]:
     kb = await api.create_kb()
     ids = []
@@ -113,7 +103,7 @@ async def test_bots_are_created_with_seed_defaults_and_validated(api: Api) -> No
 async def test_a_bot_search_answers_with_citations_and_timings(api: Api) -> None:
     kb, (returns, _) = await _kb_with(api, ("returns.md", RETURNS), ("shipping.md", SHIPPING))
     bot = await _bot(api, enabled=True, kb_ids=[kb["id"]], score_threshold=0.3)
-    answer = await _ask(api, bot["id"], "How long do I have to return a kayak?")
+    answer = await api.ask_bot(bot["id"], "How long do I have to return a kayak?")
     top = answer["hits"][0]
     assert top["document_id"] == returns
     assert top["document_title"] == "Returns"
@@ -129,7 +119,7 @@ async def test_a_bot_search_answers_with_citations_and_timings(api: Api) -> None
     assert metrics["total_ms"] >= metrics["embedding_ms"]
     assert metrics["cache"]["result"] is False
     assert answer["fallback_message"] is None
-    again = await _ask(api, bot["id"], "How long do I have to return a kayak?")
+    again = await api.ask_bot(bot["id"], "How long do I have to return a kayak?")
     assert again["hits"] == answer["hits"]
     assert again["metrics"]["cache"] == {"access": True, "embedding": False, "result": True}
 
@@ -140,10 +130,10 @@ async def test_strict_bots_get_the_fallback_message(api: Api) -> None:
         api, enabled=True, kb_ids=[kb["id"]], fallback_message="Let me connect you to a person."
     )
     off_topic = "What is the boiling point of liquid nitrogen?"
-    strict = await _ask(api, bot["id"], off_topic)
+    strict = await api.ask_bot(bot["id"], off_topic)
     assert strict["hits"] == []
     assert strict["fallback_message"] == "Let me connect you to a person."
-    relaxed = await _ask(api, bot["id"], off_topic, strict=False)
+    relaxed = await api.ask_bot(bot["id"], off_topic, strict=False)
     assert relaxed["hits"] == []
     assert relaxed["fallback_message"] is None
 
@@ -154,17 +144,17 @@ async def test_the_score_threshold_is_a_cosine_in_both_modes(api: Api) -> None:
     hybrid = await _bot(api, enabled=True, kb_ids=[kb["id"]], retrieval_mode="hybrid")
     question = "Can I send back a kayak I bought?"
     for bot in (dense, hybrid):
-        everything = await _ask(api, bot["id"], question, score_threshold=0.0)
+        everything = await api.ask_bot(bot["id"], question, score_threshold=0.0)
         assert len(everything["hits"]) == 2
         assert everything["hits"][0]["document_id"] == returns
-        nothing = await _ask(api, bot["id"], question, score_threshold=0.99)
+        nothing = await api.ask_bot(bot["id"], question, score_threshold=0.99)
         assert nothing["hits"] == []
-    dense_hits = (await _ask(api, dense["id"], question, score_threshold=0.0))["hits"]
+    dense_hits = (await api.ask_bot(dense["id"], question, score_threshold=0.0))["hits"]
     cosines = [hit["score"] for hit in dense_hits]
     # A threshold between the two cosines keeps exactly the better one, in either mode.
     between = (cosines[0] + cosines[1]) / 2
     for bot in (dense, hybrid):
-        kept = (await _ask(api, bot["id"], question, score_threshold=between))["hits"]
+        kept = (await api.ask_bot(bot["id"], question, score_threshold=between))["hits"]
         assert [hit["document_id"] for hit in kept] == [returns]
 
 
@@ -186,10 +176,10 @@ async def test_an_exact_rare_term_is_found_by_hybrid_and_missed_by_dense(api: Ap
     target = ids[codes.index("E-4417")]
     dense = await _bot(api, enabled=True, kb_ids=[kb["id"]], retrieval_mode="dense", top_k=3)
     hybrid = await _bot(api, enabled=True, kb_ids=[kb["id"]], retrieval_mode="hybrid", top_k=3)
-    found = await _ask(api, hybrid["id"], "E-4417")
+    found = await api.ask_bot(hybrid["id"], "E-4417")
     assert found["hits"][0]["document_id"] == target
     assert "exact keyword match" in found["hits"][0]["retrieval_rationale"]
-    missed = await _ask(api, dense["id"], "E-4417")
+    missed = await api.ask_bot(dense["id"], "E-4417")
     assert target not in {hit["document_id"] for hit in missed["hits"]}
 
 
@@ -197,41 +187,41 @@ async def test_answers_change_with_every_upload_delete_edit_and_disable(api: Api
     kb, _ = await _kb_with(api, ("returns.md", RETURNS), ("shipping.md", SHIPPING))
     bot = await _bot(api, enabled=True, kb_ids=[kb["id"]], score_threshold=0.2)
     question = "Which warehouse ships the orders?"
-    first = await _ask(api, bot["id"], question)
-    assert (await _ask(api, bot["id"], question))["metrics"]["cache"]["result"] is True
+    first = await api.ask_bot(bot["id"], question)
+    assert (await api.ask_bot(bot["id"], question))["metrics"]["cache"]["result"] is True
 
     # Upload: the new document shows in the very next answer.
     uploaded = await api.upload(
         kb["id"], "warehouse.md", b"# Warehouse\n\nThe Hamburg warehouse ships all orders now."
     )
     warehouse = (await api.wait_final(kb["id"], uploaded["id"]))["id"]
-    after_upload = await _ask(api, bot["id"], question)
+    after_upload = await api.ask_bot(bot["id"], question)
     assert after_upload["metrics"]["cache"]["result"] is False
     assert warehouse in {hit["document_id"] for hit in after_upload["hits"]}
 
     # Delete: gone from the next answer.
     await api.delete(kb["id"], warehouse)
-    after_delete = await _ask(api, bot["id"], question)
+    after_delete = await api.ask_bot(bot["id"], question)
     assert warehouse not in {hit["document_id"] for hit in after_delete["hits"]}
     assert after_delete["hits"] == first["hits"]
 
     # Edit of the bot: the next answer follows it.
     await _patch(api, bot["id"], top_k=1)
-    after_edit = await _ask(api, bot["id"], question)
+    after_edit = await api.ask_bot(bot["id"], question)
     assert len(after_edit["hits"]) == 1
     assert after_edit["metrics"]["cache"]["access"] is False
 
     # Disable the KB: nothing from it, at once.
     disabled = await api.http.delete(f"/api/v1/knowledge-bases/{kb['id']}", headers=api.auth)
     assert disabled.status_code == 200
-    after_disable = await _ask(api, bot["id"], question)
+    after_disable = await api.ask_bot(bot["id"], question)
     assert after_disable["hits"] == []
     assert after_disable["fallback_message"]
     enabled = await api.http.patch(
         f"/api/v1/knowledge-bases/{kb['id']}", json={"status": "active"}, headers=api.auth
     )
     assert enabled.status_code == 200
-    assert (await _ask(api, bot["id"], question))["hits"]
+    assert (await api.ask_bot(bot["id"], question))["hits"]
 
 
 async def test_requested_kbs_narrow_but_never_widen_a_bots_access(api: Api) -> None:
@@ -239,14 +229,14 @@ async def test_requested_kbs_narrow_but_never_widen_a_bots_access(api: Api) -> N
     kb_b, _ = await _kb_with(api, ("b.md", "# B\n\nThe lantern code is blue."))
     bot = await _bot(api, enabled=True, kb_ids=[kb_a["id"]], score_threshold=0.0)
     question = "What is the lantern code?"
-    assert {h["document_id"] for h in (await _ask(api, bot["id"], question))["hits"]} == {doc_a}
-    only_b = await _ask(api, bot["id"], question, kb_ids=[kb_b["id"]])
+    assert {h["document_id"] for h in (await api.ask_bot(bot["id"], question))["hits"]} == {doc_a}
+    only_b = await api.ask_bot(bot["id"], question, kb_ids=[kb_b["id"]])
     assert only_b["hits"] == []
-    both = await _ask(api, bot["id"], question, kb_ids=[kb_b["id"], kb_a["id"]])
+    both = await api.ask_bot(bot["id"], question, kb_ids=[kb_b["id"], kb_a["id"]])
     assert {h["document_id"] for h in both["hits"]} == {doc_a}
     off = await _patch(api, bot["id"], enabled=False)
     assert off["knowledge"]["enabled"] is False
-    assert (await _ask(api, bot["id"], question))["hits"] == []
+    assert (await api.ask_bot(bot["id"], question))["hits"] == []
 
 
 async def test_adjacent_chunks_merge_and_a_token_budget_trims(api: Api) -> None:
@@ -255,15 +245,15 @@ async def test_adjacent_chunks_merge_and_a_token_budget_trims(api: Api) -> None:
     )
     kb, _ = await _kb_with(api, ("shift.md", "# Night shift\n\n" + body))
     bot = await _bot(api, enabled=True, kb_ids=[kb["id"]], score_threshold=0.0, top_k=5)
-    merged = await _ask(api, bot["id"], "night shift pallets checked against the manifest")
+    merged = await api.ask_bot(bot["id"], "night shift pallets checked against the manifest")
     assert len(merged["hits"]) < 5
     first = merged["hits"][0]
     assert "merged" in first["retrieval_rationale"]
     # Merged without repeating the chunks' overlap: a stretch of the document as written.
     assert first["chunk_text"] in "# Night shift\n\n" + body
     assert len(first["chunk_text"]) > 1200
-    budget = await _ask(
-        api, bot["id"], "night shift pallets checked against the manifest", max_context_tokens=50
+    budget = await api.ask_bot(
+        bot["id"], "night shift pallets checked against the manifest", max_context_tokens=50
     )
     assert len(budget["hits"]) == 1
     assert len(budget["hits"][0]["chunk_text"]) <= 200

@@ -45,26 +45,16 @@ async def _playground(
     )
 
 
-async def _contract(api: Api, bot_id: str, query: str, **extra: Any) -> dict[str, Any]:
-    response = await api.http.post(
-        "/api/v1/internal/knowledge/search",
-        json={"bot_id": bot_id, "session_id": "call-1", "query": query, **extra},
-        headers={"X-Internal-Secret": api.running.internal_secret},
-    )
-    assert response.status_code == 200, response.text
-    return dict(response.json())
-
-
 async def test_the_playground_answers_what_the_bot_contract_answers(api: Api) -> None:
     bot = await _bot_over_a_kb(api, score_threshold=0.2)
     for number, query in enumerate(QUERIES):
         # Whichever runs first fills the answer cache; either way the answers agree.
         if number % 2:
-            contract = await _contract(api, bot["id"], query)
+            contract = await api.ask_bot(bot["id"], query)
             played = await _playground(api, bot["id"], {"query": query})
         else:
             played = await _playground(api, bot["id"], {"query": query})
-            contract = await _contract(api, bot["id"], query)
+            contract = await api.ask_bot(bot["id"], query)
         assert played.status_code == 200, played.text
         answer = played.json()
         assert answer["hits"], query
@@ -83,7 +73,7 @@ async def test_the_playground_answers_what_the_bot_contract_answers(api: Api) ->
     # The contract's overrides: fewer hits, a threshold nothing passes (the bot is strict, so
     # the answer carries its fallback message).
     one = (await _playground(api, bot["id"], {"query": QUERIES[0], "top_k": 1})).json()
-    contract = await _contract(api, bot["id"], QUERIES[0], top_k=1)
+    contract = await api.ask_bot(bot["id"], QUERIES[0], top_k=1)
     assert [_without_citation(hit) for hit in one["hits"]] == contract["hits"]
     assert len(one["hits"]) == 1
     nothing = await _playground(
@@ -96,7 +86,7 @@ async def test_the_playground_answers_what_the_bot_contract_answers(api: Api) ->
 
 async def test_the_playground_follows_the_bots_knowledge_settings(api: Api) -> None:
     bot = await _bot_over_a_kb(api, score_threshold=0.2, top_k=2, retrieval_mode="dense")
-    contract = await _contract(api, bot["id"], QUERIES[1])
+    contract = await api.ask_bot(bot["id"], QUERIES[1])
     answer = (await _playground(api, bot["id"], {"query": QUERIES[1]})).json()
     assert [_without_citation(hit) for hit in answer["hits"]] == contract["hits"]
     assert 0 < len(answer["hits"]) <= 2
@@ -107,7 +97,7 @@ async def test_the_playground_follows_the_bots_knowledge_settings(api: Api) -> N
     )
     assert response.status_code == 200, response.text
     off = (await _playground(api, bot["id"], {"query": QUERIES[1]})).json()
-    assert off["hits"] == [] == (await _contract(api, bot["id"], QUERIES[1]))["hits"]
+    assert off["hits"] == [] == (await api.ask_bot(bot["id"], QUERIES[1]))["hits"]
 
 
 async def test_another_tenants_bot_is_not_found(api: Api) -> None:
