@@ -214,6 +214,10 @@ class LocalServices:
                     str(mongo_dir),
                     "--cache-size",
                     "256M",
+                    # Without it the server acknowledges a commit before its journal leaves the
+                    # process, and a kill loses the writes of the last moments: documents
+                    # whose upload was answered 202 vanish after a restart.
+                    "--sync-on-commit",
                 ],
                 env,
                 logs / "mongodb.log",

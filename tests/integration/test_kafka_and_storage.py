@@ -10,6 +10,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from pymongo import AsyncMongoClient
+from pymongo.errors import PyMongoError
 
 from core.errors import NotFound, ServiceUnavailable
 from devstack.launcher import LocalServices
@@ -254,3 +255,46 @@ async def test_a_consumer_past_its_partitions_end_reads_it_again_from_the_start(
     finally:
         await consumer.stop()
         await producer.stop()
+
+
+async def test_a_commit_acknowledged_before_a_crash_survives_it(
+    own_broker: LocalServices,
+) -> None:
+    # Transactions are committed back to back; the database is SIGKILLed mid-stream. Every
+    # commit it acknowledged must be there after its restart (an upload answered 202 must not
+    # vanish because the server crashed a moment later).
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        own_broker.mongo_url, serverSelectionTimeoutMS=2_000
+    )
+    collection = client[unique("crash")]["documents"]
+    acknowledged: list[int] = []
+
+    async def commit_forever() -> None:
+        n = 0
+        while True:
+            async with client.start_session() as session, await session.start_transaction():
+                await collection.insert_one({"_id": n, "outbox": [n]}, session=session)
+            acknowledged.append(n)
+            n += 1
+
+    writer = asyncio.create_task(commit_forever())
+    try:
+        async with asyncio.timeout(30):
+            while len(acknowledged) < 200:
+                await asyncio.sleep(0.05)
+        await asyncio.to_thread(own_broker.process("mongodb").kill)
+        with pytest.raises(PyMongoError):  # the server is gone
+            await writer
+    finally:
+        writer.cancel()
+        await client.close()
+    await asyncio.to_thread(own_broker.start_server, "mongodb")
+    reopened: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(own_broker.mongo_url)
+    try:
+        stored = {
+            doc["_id"]
+            async for doc in reopened[collection.database.name]["documents"].find({}, {"_id": 1})
+        }
+    finally:
+        await reopened.close()
+    assert set(acknowledged) <= stored, sorted(set(acknowledged) - stored)
