@@ -310,7 +310,7 @@ class Soak:
         """Counts an error of a kind and keeps its first message."""
         self.errors[kind] += 1
         self.minute().errors[kind] += 1
-        self.error_samples.setdefault(kind, sample[:300])
+        self.error_samples.setdefault(kind, sample[:600])
 
     async def request(
         self, kind: str, method: str, url: str, expect: tuple[int, ...], **kwargs: Any
@@ -463,7 +463,11 @@ class Soak:
         if target is not None and target.delete_sent is None:
             self.live_probes["asked"] += 1
             if target.id not in found:
-                self.error(f"{kind}:live_document_not_found", f"{query!r} -> {sorted(found)}")
+                self.error(
+                    f"{kind}:live_document_not_found",
+                    f"{query!r} ({target.kind} {target.id}, {target.chunks} chunks) -> "
+                    f"{[hit.get('retrieval_rationale', '') for hit in hits][:3]} {sorted(found)}",
+                )
 
     async def poll(self, everything: bool = False) -> None:
         """Reads the KB's document list, newest first, until every document still in the
