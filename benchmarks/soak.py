@@ -37,7 +37,9 @@ its model and parsers and been through every code path, and caches and allocator
 reached their working size. The start RSS is taken when the warm-up ends, the end RSS when the
 load stops, both under load, so loading is not counted as growth.
 
-Printed: the RSS (and CPU) of every process of the stack at start and end; per minute, requests
+Printed: the RSS, the private memory (RSS without the pages of mapped files, such as the vector
+store's segments, which the kernel may drop) and the CPU of every process of the stack at start
+and end; per minute, requests
 and errors by kind, p50/p95 latency of uploads (to the 202) and searches, documents indexed and
 their upload-to-indexed time; and at the end, after a grace period (`--grace-s`) for the
 pipeline to finish: error counts, documents uploaded / indexed / failed / deleted, lost
@@ -208,15 +210,17 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def process_tree_rss_mb(pid: int) -> float:
-    """Resident memory (VmRSS) of a process and its descendants, in MB."""
+def process_tree_rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of a process and its descendants, in MB: all of it (`VmRSS`), or only
+    its private memory (`RssAnon`: without the pages of files it maps, such as the vector
+    store's segment files, which the kernel can drop and read again)."""
     total_kb = 0
     for one in (pid, *_children(pid)):
         try:
             status = Path(f"/proc/{one}/status").read_text()
         except OSError:
             continue
-        match = re.search(r"VmRSS:\s+(\d+) kB", status)
+        match = re.search(rf"{field}:\s+(\d+) kB", status)
         total_kb += int(match.group(1)) if match else 0
     return round(total_kb / 1024, 1)
 
@@ -269,6 +273,7 @@ class Soak:
         self.live_probes = Counter[str]()
         self.tasks: set[asyncio.Task[None]] = set()
         self.rss: dict[str, dict[str, float]] = {}
+        self.anon: dict[str, dict[str, float]] = {}
         self.cpu: dict[str, dict[str, float]] = {}
         self.dead: set[str] = set()
         # Seconds indexed documents spent in each status (waiting included), by status.
@@ -558,6 +563,7 @@ class Soak:
         """Records every process's RSS and CPU seconds under `label`."""
         procs = [*self.services.processes, *self.pipeline.processes]
         self.rss[label] = {p.name: process_tree_rss_mb(p.pid) for p in procs}
+        self.anon[label] = {p.name: process_tree_rss_mb(p.pid, "RssAnon") for p in procs}
         self.cpu[label] = {p.name: process_cpu_s(p.pid) for p in procs}
         self.cpu[label]["soak (load generator)"] = process_cpu_s(os.getpid())
         self.cpu[label]["_wall"] = time.monotonic()
@@ -588,9 +594,11 @@ class Soak:
             self.print_minute(k - 1, warmup)
             if k == warmup:
                 self.rss["start"], self.cpu["start"] = self.rss[label], self.cpu[label]
+                self.anon["start"] = self.anon[label]
                 print("       warm-up over: the RSS above is the start", flush=True)
             if at >= end:
                 self.rss["end"], self.cpu["end"] = self.rss[label], self.cpu[label]
+                self.anon["end"] = self.anon[label]
                 return
 
     def print_minute(self, index: int, warmup: int) -> None:
@@ -746,17 +754,24 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _growth(start: dict[str, float], end: dict[str, float]) -> dict[str, float]:
+    """Per process, how much the figure grew from start to end, in percent."""
+    return {
+        name: round((end[name] - start[name]) / start[name] * 100, 1)
+        for name in start
+        if start[name] > 0
+    }
+
+
 def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[str, Any]:
     """Prints the end-of-run figures; returns the headline figures."""
     args = soak.args
     warmup = args.warmup_minutes
     measured = soak.minutes[warmup : warmup + math.ceil(args.minutes)]
     start, end = soak.rss["start"], soak.rss["end"]
-    growth = {
-        name: round((end[name] - start[name]) / start[name] * 100, 1)
-        for name in start
-        if start[name] > 0
-    }
+    growth = _growth(start, end)
+    anon_start, anon_end = soak.anon["start"], soak.anon["end"]
+    anon_growth = _growth(anon_start, anon_end)
     wall = soak.cpu["end"]["_wall"] - soak.cpu["start"]["_wall"]
     cpu = {
         name: round((soak.cpu["end"][name] - soak.cpu["start"][name]) / wall * 100, 1)
@@ -789,11 +804,15 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         totals.update(m.requests)
     upload_ms = [v for m in measured for v in m.upload_ms]
     search_ms = [v for m in measured for v in m.search_ms]
-    print("\nprocess           RSS start MB  RSS end MB  growth %  CPU % of a core")
+    print(
+        "\nprocess           RSS start MB  RSS end MB  growth %  private start/end MB  growth %"
+        "  CPU % of a core"
+    )
     for name in start:
+        private = f"{anon_start.get(name, 0.0):.1f}/{anon_end.get(name, 0.0):.1f}"
         print(
             f"{name:<17} {start[name]:>12.1f} {end[name]:>11.1f} {growth.get(name, 0.0):>9.1f} "
-            f"{cpu.get(name, 0.0):>16.1f}"
+            f"{private:>21} {anon_growth.get(name, 0.0):>9.1f} {cpu.get(name, 0.0):>16.1f}"
         )
     print(
         f"{'soak (load gen.)':<17} {'':>12} {'':>11} {'':>9} {cpu['soak (load generator)']:>16.1f}"
@@ -836,6 +855,9 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "rss_growth_pct": growth,
         "rss_mb_start": start,
         "rss_mb_end": end,
+        "private_growth_pct": anon_growth,
+        "private_mb_start": anon_start,
+        "private_mb_end": anon_end,
         "cpu_pct_of_a_core": cpu,
         "stage_work": finals["stages"],
         "p95_ms_upload": rounded(percentile(upload_ms, 95)),

@@ -32,9 +32,11 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _LINE_END_HYPHEN = re.compile(r"(\w)-[^\S\n]*\n\s*(\w)")
 
 
-# Shingle sets of recent texts: a deeper look at the same search, a popular chunk, or a copy
-# stored with the very same text, costs nothing again (about 10 kB per cached set).
-SHINGLE_CACHE_SIZE = 2048
+# Shingle sets of recent texts: a deeper look at the same search (at most `search.depth`, 100,
+# candidates), a popular chunk, or a copy stored with the very same text, costs nothing again.
+# About 15 kB per cached set of a 1,000-character chunk: 512 of them hold ~7 MB (2,048 held
+# ~30 MB, which the soak benchmark saw as the API's memory growing while they filled).
+SHINGLE_CACHE_SIZE = 512
 
 
 @lru_cache(maxsize=SHINGLE_CACHE_SIZE)
