@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from bson import ObjectId
 from bson.errors import InvalidId
 from gridfs import AsyncGridFSBucket, NoFile
 from gridfs.asynchronous.grid_file import AsyncGridIn
+from gridfs.errors import FileExists
+from pymongo.errors import PyMongoError
 
-from core.errors import NotFound
+from core.errors import NotFound, ServiceUnavailable
 from infra.mongo import EXTRACTED_BUCKET, ORIGINALS_BUCKET, Database, mongo_errors
 from schemas.domain import ExtractedDocument
 
@@ -34,6 +38,19 @@ def _upload_stream(bucket: AsyncGridFSBucket, filename: str, document_id: str) -
     stream = bucket.open_upload_stream(filename, metadata={"document_id": document_id})
     object.__setattr__(stream, "_ensured_index", True)
     return stream
+
+
+@asynccontextmanager
+async def _gridfs_errors() -> AsyncIterator[None]:
+    """`mongo_errors`, and a piece of a file found already stored: the driver retried its write
+    after losing the server, which had stored it before it went. An outage, to try again."""
+    try:
+        async with mongo_errors():
+            yield
+    except FileExists as exc:
+        raise ServiceUnavailable(
+            "mongodb", f"part of a file was stored by a write the driver retried: {exc}"
+        ) from exc
 
 
 def _key(bucket: str, file_id: ObjectId) -> str:
@@ -72,12 +89,12 @@ class OriginalUpload:
         """Appends bytes."""
         self._hash.update(data)
         self.size_bytes += len(data)
-        async with mongo_errors():
+        async with _gridfs_errors():
             await self._stream.write(data)
 
     async def finish(self) -> StoredUpload:
         """Closes the stream and returns the stored file's key, size and sha256."""
-        async with mongo_errors():
+        async with _gridfs_errors():
             await self._stream.close()
         return StoredUpload(
             storage_key=_key(self._bucket, self._stream._id),
@@ -134,10 +151,22 @@ class BlobStore:
         """Stores a document's extracted text (gzip JSON) and returns its key."""
         data = gzip.compress(extracted.model_dump_json().encode(), compresslevel=3)
         stream = _upload_stream(self._extracted, document_id, document_id)
-        async with mongo_errors():
-            await stream.write(data)
-            await stream.close()
+        try:
+            async with _gridfs_errors():
+                await stream.write(data)
+                await stream.close()
+        except ServiceUnavailable:
+            await self._discard(self._extracted, stream._id)
+            raise
         return _key(EXTRACTED_BUCKET, stream._id)
+
+    @staticmethod
+    async def _discard(bucket: AsyncGridFSBucket, file_id: ObjectId) -> None:
+        """Removes what there is of a file whose upload failed (nothing if it cannot now)."""
+        try:
+            await bucket.delete(file_id)
+        except (NoFile, PyMongoError):
+            return
 
     async def get_extracted(self, key: str) -> ExtractedDocument:
         """A document's extracted text."""

@@ -9,11 +9,13 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from bson import ObjectId
 from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
 
 from core.errors import NotFound, ServiceUnavailable
 from devstack.launcher import LocalServices
+from infra import blob_store
 from infra.blob_store import BlobStore
 from infra.documents import DocumentRepository
 from infra.kafka import build_broker, ensure_topics, kafka_dead_letter, kafka_publisher
@@ -298,3 +300,27 @@ async def test_a_commit_acknowledged_before_a_crash_survives_it(
     finally:
         await reopened.close()
     assert set(acknowledged) <= stored, sorted(set(acknowledged) - stored)
+
+
+async def test_extracted_text_a_retry_found_already_stored_is_tried_again(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After the server went away, the driver retried a piece's write that the server had stored
+    # before it went: GridFS finds that piece there. That is an outage to try again, not a
+    # broken file, and the partial file is taken back out.
+    await ensure_indexes(db)  # as every service does at start-up (GridFS's unique index)
+    blobs = BlobStore(db)
+    file_id = ObjectId()
+    await db["extracted.chunks"].insert_one({"files_id": file_id, "n": 0, "data": b"x"})
+
+    def stream_on(bucket: Any, filename: str, document_id: str) -> Any:
+        return bucket.open_upload_stream_with_id(file_id, filename, metadata={})
+
+    monkeypatch.setattr(blob_store, "_upload_stream", stream_on)
+    extracted = ExtractedDocument(title="", segments=[TextSegment(text="page one", page=1)])
+    with pytest.raises(ServiceUnavailable, match="retried"):
+        await blobs.put_extracted("doc_retried", extracted)
+    assert await db["extracted.chunks"].count_documents({"files_id": file_id}) == 0
+    monkeypatch.undo()
+    key = await blobs.put_extracted("doc_retried", extracted)
+    assert await blobs.get_extracted(key) == extracted
