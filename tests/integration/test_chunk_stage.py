@@ -1,9 +1,12 @@
-"""The chunk stage when the text it should read is gone: the document is not failed (nothing
-is wrong with it), it stops moving, and the reconciler starts it again."""
+"""The chunk stage when the text it should read is gone, or an earlier part never came (lost
+with a broker that restarted): the document is not failed (nothing is wrong with it), it stops
+moving, and the reconciler starts it again."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import pytest
 
 from infra.blob_store import BlobStore
 from infra.context.cache import ContextCache
@@ -20,7 +23,12 @@ from workers.chunk.handler import ChunkHandler
 from workers.runtime import StageRunner, document_stage
 
 
-async def test_a_lost_extracted_part_leaves_the_document_to_the_reconciler(db: Database) -> None:
+@pytest.mark.parametrize(
+    "part_index", [0, 1], ids=["the part's text is gone", "an earlier part never came"]
+)
+async def test_a_lost_extracted_part_leaves_the_document_to_the_reconciler(
+    db: Database, part_index: int
+) -> None:
     documents = DocumentRepository(db)
     document = make_document(parse_status=ParseStatus.EXTRACTING)
     await DocumentLifecycle(db.client, db, Outbox(db)).create([document])
@@ -45,7 +53,7 @@ async def test_a_lost_extracted_part_leaves_the_document_to_the_reconciler(db: D
 
     event = DocumentExtracted(
         tenant_id=document.tenant_id, kb_id=document.kb_id, document_id=document.id,
-        generation=1, part_index=0, last=True,
+        generation=1, part_index=part_index, last=True,
         extracted_key="gridfs:extracted/000000000000000000000000", char_count=10,
     )  # fmt: skip
     runner = StageRunner(stage, documents, publish, dead_letter, IngestSettings())

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from core.errors import ExtractionFailed, NotFound, PermanentError
+from core.errors import ExtractionFailed, NotFound
 from infra.settings import ChunkingSettings
 from schemas.domain import ChunkingProgress, ChunkRecord, Document
 from schemas.events import ChunkBatchReady, DocumentExtracted
@@ -48,10 +48,15 @@ class ChunkHandler:
         if progress is None or event.part_index < progress.next_part:
             return StageResult(skipped=True)
         if event.part_index > progress.next_part:
-            raise PermanentError(
-                f"extracted part {event.part_index} arrived before part {progress.next_part}; "
-                "re-index the document"
-            )
+            # An earlier part was lost (published to a broker that then restarted without it;
+            # the parts of a document share a partition, so they never overtake each other).
+            # Waiting cannot bring it back: the document stops moving, and the reconciler
+            # starts it again.
+            log.warning(
+                "extracted part %d of %s arrived before part %d; left for the reconciler",
+                event.part_index, event.document_id, progress.next_part,
+            )  # fmt: skip
+            return StageResult(skipped=True)
         try:
             part = await self._texts.get_extracted(event.extracted_key)
         except NotFound:
