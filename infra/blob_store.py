@@ -9,7 +9,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 
 from bson import ObjectId
@@ -156,17 +156,11 @@ class BlobStore:
                 await stream.write(data)
                 await stream.close()
         except ServiceUnavailable:
-            await self._discard(self._extracted, stream._id)
+            # What was stored of it goes, if the server can take the request now.
+            with suppress(PyMongoError):
+                await stream.abort()
             raise
         return _key(EXTRACTED_BUCKET, stream._id)
-
-    @staticmethod
-    async def _discard(bucket: AsyncGridFSBucket, file_id: ObjectId) -> None:
-        """Removes what there is of a file whose upload failed (nothing if it cannot now)."""
-        try:
-            await bucket.delete(file_id)
-        except (NoFile, PyMongoError):
-            return
 
     async def get_extracted(self, key: str) -> ExtractedDocument:
         """A document's extracted text."""
