@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -23,6 +24,12 @@ NOT_CHANGES = ("/search", "/mcp")
 def remember_principal(scope: Scope, principal: Principal) -> None:
     """Notes who is calling, for the audit entry written when the request ends."""
     scope.setdefault("state", {})["principal"] = principal
+
+
+def remember_details(scope: Scope, details: dict[str, Any]) -> None:
+    """Notes what a change was, beyond its method and path, for its audit entry (the last
+    noted wins: what was asked, then what was done)."""
+    scope.setdefault("state", {})["audit_details"] = details
 
 
 def _count(scope: Scope) -> None:
@@ -64,7 +71,8 @@ class AuditMiddleware:
 
     async def _record(self, scope: Scope, status: int) -> None:
         _count(scope)
-        principal = scope.get("state", {}).get("principal")
+        state = scope.get("state", {})
+        principal = state.get("principal")
         audit = self._audit()
         if not isinstance(principal, Principal) or audit is None:
             return
@@ -79,6 +87,7 @@ class AuditMiddleware:
             path=scope["path"],
             status=status,
             outcome="ok" if status < 400 else "refused" if status < 500 else "failed",
+            details=state.get("audit_details"),
         )
         try:
             await audit.record(entry)

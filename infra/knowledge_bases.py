@@ -10,7 +10,7 @@ from pymongo.errors import DuplicateKeyError
 from core.errors import Conflict, NotFound
 from core.governance import Visibility
 from infra.mongo import KB_CODES, KNOWLEDGE_BASES, Database, from_mongo, mongo_errors
-from schemas.domain import KbStatus, KnowledgeBase, new_kb_id, utcnow
+from schemas.domain import KbStatus, KnowledgeBase, RetrievalConfig, new_kb_id, utcnow
 
 
 class KnowledgeBaseRepository:
@@ -135,6 +135,24 @@ class KnowledgeBaseRepository:
         async with mongo_errors():
             cursor = self._kbs.find({"_id": {"$in": kb_ids}}, projection={"revision": 1})
             return {doc["_id"]: int(doc.get("revision", 0)) async for doc in cursor}
+
+    async def default_retrievals(
+        self, tenant_id: str, kb_ids: list[str]
+    ) -> list[RetrievalConfig | None]:
+        """Each of these KBs' default retrieval, in order (None: none set, or not the
+        tenant's)."""
+        if not kb_ids:
+            return []
+        async with mongo_errors():
+            cursor = self._kbs.find(
+                {"_id": {"$in": kb_ids}, "tenant_id": tenant_id},
+                projection={"default_retrieval": 1},
+            )
+            found = {doc["_id"]: doc.get("default_retrieval") async for doc in cursor}
+        return [
+            None if found.get(kb_id) is None else RetrievalConfig.model_validate(found[kb_id])
+            for kb_id in kb_ids
+        ]
 
     async def ids_of(self, tenant_id: str, refs: list[str]) -> list[str]:
         """The ids of the KBs these ids or codes name, in order (an unknown code is dropped)."""

@@ -413,5 +413,10 @@ class System:
     def evaluations(self) -> Evaluations:
         """Retrieval evaluations of a KB."""
         return Evaluations(
-            self.kbs, self.documents, Evaluator(self.search), EvaluationRepository(self.db)
+            self.kbs,
+            self.documents,
+            Evaluator(self.search),
+            EvaluationRepository(self.db),
+            self.bot_admin,
+            self.knowledge_bases,
         )

@@ -25,6 +25,7 @@ from schemas.domain import (
     Metadata,
     ParseStatus,
     Record,
+    RetrievalConfig,
     Role,
     TokenInfo,
     User,
@@ -128,6 +129,9 @@ class KnowledgeBaseOut(BaseModel):
     status: KbStatus
     document_count: int
     chunk_count: int
+    # What people's searches of the KB use when they name no mode (an evaluation's
+    # configuration applied to it); null: the service's default, hybrid with convex 0.5.
+    default_retrieval: RetrievalConfig | None = None
     created_at: datetime
     updated_at: datetime
 

@@ -9,7 +9,7 @@ import secrets
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -157,6 +157,9 @@ class AuditEntry(BaseModel):
     status: int
     # ok (2xx), refused (4xx) or failed (5xx).
     outcome: str
+    # What the change was, where the path does not say it all (an evaluation applied: to
+    # what, which configuration, the settings before and after).
+    details: dict[str, Any] | None = None
 
 
 class DeadLetterEntry(BaseModel):
@@ -238,6 +241,27 @@ STAGE_STATUS: dict[str, ParseStatus] = {
 }
 
 
+class RetrievalConfig(BaseModel):
+    """A way to search: a retrieval mode and, for hybrid, how its rankings are fused (what an
+    evaluation tries, and a KB's default for the searches no bot's settings govern)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    retrieval_mode: Literal["dense", "sparse", "hybrid"]
+    fusion: Literal["convex", "rrf"] | None = None
+    dense_weight: float | None = Field(default=None, ge=0, le=1)
+    rrf_k: int | None = Field(default=None, ge=1, le=1000)
+
+    @property
+    def label(self) -> str:
+        """`hybrid, convex 0.5`, `hybrid, RRF k=60`, `dense`."""
+        if self.retrieval_mode != "hybrid" or self.fusion is None:
+            return self.retrieval_mode
+        if self.fusion == "rrf":
+            return "hybrid, RRF" + ("" if self.rrf_k is None else f" k={self.rrf_k}")
+        return "hybrid, convex" + ("" if self.dense_weight is None else f" {self.dense_weight}")
+
+
 class KnowledgeBase(BaseModel):
     """A tenant's collection of documents."""
 
@@ -256,6 +280,9 @@ class KnowledgeBase(BaseModel):
     files: list[str] = Field(default_factory=list)
     document_count: int = 0
     chunk_count: int = 0
+    # How people's searches (and an MCP user's) of this KB retrieve when the request does not
+    # say: an evaluation's configuration applied to the KB; None, the service's default.
+    default_retrieval: RetrievalConfig | None = None
     revision: int = 0
     created_at: datetime
     updated_at: datetime

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from schemas.domain import NOT_BLANK
+from schemas.domain import NOT_BLANK, RetrievalConfig
 
 MAX_CASES = 100
 
@@ -53,15 +53,6 @@ class EvaluationRequest(BaseModel):
     cases: list[EvaluationCase] = Field(min_length=1, max_length=MAX_CASES)
     # The k of recall@k: how many hits the bot would use (its top_k).
     k: int = Field(default=4, ge=1, le=10)
-
-
-class RetrievalConfig(BaseModel):
-    """A way to search: a retrieval mode and, for hybrid, how its rankings are fused."""
-
-    retrieval_mode: Literal["dense", "sparse", "hybrid"]
-    fusion: Literal["convex", "rrf"] | None = None
-    dense_weight: float | None = None
-    rrf_k: int | None = None
 
 
 class Returned(BaseModel):
@@ -115,3 +106,47 @@ class Evaluation(BaseModel):
     # (dense and hybrid; sparse is reported for comparison).
     best: RetrievalConfig
     best_scores: Scores
+
+
+class ApplyToBot(BaseModel):
+    """Apply a configuration to a bot's knowledge settings (the bot must have the KB
+    attached; bots search dense or hybrid, not sparse)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: Literal["bot"]
+    bot_id: str = Field(min_length=1, max_length=100)
+    # One of the configurations the evaluation measured; left out, its best.
+    config: RetrievalConfig | None = None
+
+
+class ApplyToKb(BaseModel):
+    """Apply a configuration as the KB's default retrieval: people's searches of the KB use
+    it when they do not name a mode."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: Literal["kb"]
+    # One of the configurations the evaluation measured; left out, its best.
+    config: RetrievalConfig | None = None
+
+
+# Body of `POST /api/v1/knowledge-bases/{kb_id}/evaluations/{evaluation_id}/apply`.
+ApplyRequest = Annotated[ApplyToBot | ApplyToKb, Field(discriminator="target")]
+
+
+class Applied(BaseModel):
+    """What an evaluation's configuration was applied to, and the target's retrieval
+    settings before and after."""
+
+    evaluation_id: str
+    kb_id: str
+    target: Literal["bot", "kb"]
+    bot_id: str | None = None
+    # The configuration applied, and how it did in the evaluation.
+    config: RetrievalConfig
+    scores: Scores
+    # The bot's retrieval_mode, fusion, dense_weight and rrf_k; or the KB's default retrieval
+    # (None: it had none, people's searches used the service's).
+    before: RetrievalConfig | None
+    after: RetrievalConfig

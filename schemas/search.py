@@ -52,7 +52,13 @@ class KnowledgeSearchRequest(BaseModel):
     query: str = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
     kb_ids: list[str] | None = Field(default=None, max_length=100)
     top_k: int = Field(default=5, ge=1, le=50)
-    retrieval_mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
+    # Left out (or null): the searched KBs' default retrieval when they all have the same one
+    # (an evaluation applied to them), else hybrid.
+    retrieval_mode: Literal["dense", "sparse", "hybrid"] | None = Field(
+        default=None,
+        description="left out: the searched knowledge bases' default retrieval when they all "
+        "have the same one (an evaluation applied to them), else hybrid",
+    )
     score_threshold: float | None = Field(default=None, ge=0, le=1)
     max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
     # The conversation and agent turn this search is part of: given, the search announces

@@ -24,23 +24,28 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.errors import Conflict
+from core.errors import Conflict, InvalidRequest
 from infra.documents import DocumentRepository
 from infra.evaluations import EvaluationRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
-from schemas.domain import KbStatus, utcnow
+from schemas.bots import BotUpdate, KnowledgeConfig, KnowledgePatch
+from schemas.domain import KbStatus, RetrievalConfig, utcnow
 from schemas.evaluation import (
+    Applied,
+    ApplyToBot,
+    ApplyToKb,
     ConfigResult,
     Evaluation,
     EvaluationCase,
     EvaluationRequest,
     Miss,
-    RetrievalConfig,
     Returned,
     Scores,
     new_evaluation_id,
 )
 from schemas.search import SearchHit, TenantSearchRequest
+from services.bots import BotService
+from services.knowledge_bases import KnowledgeBaseService
 from services.search.service import SearchService
 
 # The configurations tried: hybrid with either fusion at a few weights, the bots' default
@@ -207,6 +212,41 @@ def best_for_bots(results: Sequence[ConfigResult]) -> ConfigResult:
     return max(usable, key=_rank_key)
 
 
+def _same(a: RetrievalConfig, b: RetrievalConfig) -> bool:
+    """Whether two configurations search alike: the fusion's settings count for hybrid only,
+    and of them only the fusion's own (a convex weight, an RRF k)."""
+
+    def key(c: RetrievalConfig) -> tuple[object, ...]:
+        if c.retrieval_mode != "hybrid":
+            return (c.retrieval_mode,)
+        return ("hybrid", c.fusion, c.rrf_k if c.fusion == "rrf" else c.dense_weight)
+
+    return key(a) == key(b)
+
+
+def measured(evaluation: Evaluation, wanted: RetrievalConfig | None) -> ConfigResult:
+    """The evaluation's result for a configuration it measured (None: its best);
+    `InvalidRequest` naming what it measured for any other."""
+    wanted = evaluation.best if wanted is None else wanted
+    for result in evaluation.tried:
+        if _same(result.config, wanted):
+            return result
+    tried = "; ".join(result.config.label for result in evaluation.tried)
+    raise InvalidRequest(
+        f"config: evaluation {evaluation.id!r} did not measure {wanted.label}; it measured: {tried}"
+    )
+
+
+def bot_retrieval(knowledge: KnowledgeConfig) -> RetrievalConfig:
+    """A bot's retrieval settings as a configuration."""
+    return RetrievalConfig(
+        retrieval_mode=knowledge.retrieval_mode,
+        fusion=knowledge.fusion,
+        dense_weight=knowledge.dense_weight,
+        rrf_k=knowledge.rrf_k,
+    )
+
+
 def _returned(hit: SearchHit) -> Returned:
     return Returned(
         document_id=hit.document_id,
@@ -217,7 +257,8 @@ def _returned(hit: SearchHit) -> Returned:
 
 
 class Evaluations:
-    """The use-case: evaluate a KB, keep the result, show it again."""
+    """The use-case: evaluate a KB, keep the result, show it again, apply a configuration it
+    measured to a bot or as the KB's default."""
 
     def __init__(
         self,
@@ -225,11 +266,15 @@ class Evaluations:
         documents: DocumentRepository,
         evaluator: Evaluator,
         store: EvaluationRepository,
+        bots: BotService,
+        kb_admin: KnowledgeBaseService,
     ) -> None:
         self._kbs = kbs
         self._documents = documents
         self._evaluator = evaluator
         self._store = store
+        self._bots = bots
+        self._kb_admin = kb_admin
 
     async def evaluate(self, tenant_id: str, kb_id: str, request: EvaluationRequest) -> Evaluation:
         """Runs the cases in every configuration and stores the outcome."""
@@ -268,3 +313,60 @@ class Evaluations:
         """The KB's evaluations, newest first."""
         await self._kbs.get(tenant_id, kb_id)
         return await self._store.list_recent(tenant_id, kb_id, limit)
+
+    async def apply(
+        self, tenant_id: str, kb_id: str, evaluation_id: str, request: ApplyToBot | ApplyToKb
+    ) -> Applied:
+        """Writes a configuration the evaluation measured (its best unless the request names
+        one) to a bot's knowledge settings, or as the KB's default retrieval. A bot must have
+        the KB attached (`Conflict`) and cannot take a sparse configuration
+        (`InvalidRequest`)."""
+        evaluation = await self._store.get(tenant_id, kb_id, evaluation_id)
+        if isinstance(request, ApplyToBot):
+            return await self._apply_to_bot(evaluation, request)
+        chosen = measured(evaluation, request.config)
+        before = (await self._kb_admin.get(tenant_id, kb_id)).default_retrieval
+        kb = await self._kb_admin.update(
+            tenant_id, kb_id, {"default_retrieval": chosen.config.model_dump()}
+        )
+        assert kb.default_retrieval is not None
+        return Applied(
+            evaluation_id=evaluation.id,
+            kb_id=kb_id,
+            target="kb",
+            config=chosen.config,
+            scores=chosen.scores,
+            before=before,
+            after=kb.default_retrieval,
+        )
+
+    async def _apply_to_bot(self, evaluation: Evaluation, request: ApplyToBot) -> Applied:
+        tenant_id, kb_id = evaluation.tenant_id, evaluation.kb_id
+        bot = await self._bots.get(tenant_id, request.bot_id)
+        if kb_id not in bot.knowledge.kb_ids:
+            raise Conflict(
+                f"bot {bot.id!r} does not have knowledge base {kb_id!r} attached, so this "
+                "evaluation says nothing of its searches; attach the KB to it first "
+                "(knowledge.kb_ids)"
+            )
+        chosen = measured(evaluation, request.config)
+        config = chosen.config
+        if config.retrieval_mode == "sparse":
+            raise InvalidRequest(
+                f"config: bots do not search sparse, so {config.label} cannot be applied to "
+                "a bot; choose a dense or hybrid configuration, or apply it to the knowledge "
+                'base (target "kb")'
+            )
+        # The configuration's settings; those it leaves unset (a dense one's fusion) stay.
+        patch = KnowledgePatch.model_validate(config.model_dump(exclude_none=True))
+        updated = await self._bots.update(tenant_id, bot.id, BotUpdate(knowledge=patch))
+        return Applied(
+            evaluation_id=evaluation.id,
+            kb_id=kb_id,
+            target="bot",
+            bot_id=bot.id,
+            config=config,
+            scores=chosen.scores,
+            before=bot_retrieval(bot.knowledge),
+            after=bot_retrieval(updated.knowledge),
+        )

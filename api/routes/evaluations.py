@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Request, status
 
+from api.audit import remember_details
 from api.deps import AdminPrincipal, EvaluationsDep, KbId
 from api.responses import AUTHENTICATED, BODY, refusals
-from schemas.evaluation import Evaluation, EvaluationRequest
+from schemas.evaluation import Applied, ApplyRequest, Evaluation, EvaluationRequest
 
 router = APIRouter(
     prefix="/api/v1/knowledge-bases/{kb_id}/evaluations",
@@ -44,3 +45,25 @@ async def get_evaluation(
 ) -> Evaluation:
     """One kept evaluation."""
     return await evaluations.get(principal.tenant_id, kb_id, evaluation_id)
+
+
+@router.post("/{evaluation_id}/apply", responses=refusals(409, *BODY))
+async def apply_evaluation(
+    kb_id: KbId,
+    evaluation_id: str,
+    body: ApplyRequest,
+    principal: AdminPrincipal,
+    evaluations: EvaluationsDep,
+    request: Request,
+) -> Applied:
+    """Applies a configuration the evaluation measured (`config`; left out, its best) to a
+    bot with the KB attached (`{"target": "bot", "bot_id": …}`: its knowledge's
+    retrieval_mode, fusion, dense_weight and rrf_k; not a sparse one), or as the KB's default
+    retrieval (`{"target": "kb"}`: people's searches of the KB that name no mode). Answers
+    with what was applied to what, and the settings before and after; the audit log keeps
+    the same."""
+    asked = body.model_dump(mode="json", exclude_none=True)
+    remember_details(request.scope, {"evaluation_id": evaluation_id, "kb_id": kb_id, **asked})
+    applied = await evaluations.apply(principal.tenant_id, kb_id, evaluation_id, body)
+    remember_details(request.scope, applied.model_dump(mode="json"))
+    return applied

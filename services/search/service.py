@@ -158,15 +158,29 @@ class SearchService:
             named = await self._kbs.ids_of(tenant_id, request.kb_ids)
             kb_ids = await self._kbs.active_ids(tenant_id, named)
         threshold = request.score_threshold
+        # The searched KBs' default retrieval (an evaluation's configuration applied to them)
+        # when they all have the same one, else the service's; a mode the request names wins.
+        defaults = await self._kbs.default_retrievals(tenant_id, kb_ids)
+        shared = defaults[0] if defaults and all(d == defaults[0] for d in defaults) else None
         plan = Plan(
             tenant_id=tenant_id,
             kb_ids=kb_ids,
             reader=reader,
             query=request.query.strip(),
-            mode=RetrievalMode(request.retrieval_mode),
+            mode=RetrievalMode(
+                request.retrieval_mode or ("hybrid" if shared is None else shared.retrieval_mode)
+            ),
             top_k=request.top_k,
             threshold=self._settings.people_score_threshold if threshold is None else threshold,
-            fusion=self._fusion("convex", 0.5, 60),
+            fusion=(
+                self._fusion("convex", 0.5, 60)
+                if shared is None or shared.fusion is None
+                else self._fusion(
+                    shared.fusion,
+                    0.5 if shared.dense_weight is None else shared.dense_weight,
+                    shared.rrf_k or 60,
+                )
+            ),
             max_context_tokens=request.max_context_tokens,
             fallback_message=None,
             identity=("reader", tenant_id),

@@ -38,6 +38,7 @@ BODIES: dict[str, Any] = {
     # A closed local port: refused as a loopback address, nothing is fetched.
     "/api/v1/knowledge-bases/{kb_id}/crawl-jobs": {"urls": ["http://127.0.0.1:9/"]},
     "/api/v1/knowledge-bases/{kb_id}/evaluations": {"cases": [{"query": "q", "expected": ["d"]}]},
+    "/api/v1/knowledge-bases/{kb_id}/evaluations/{evaluation_id}/apply": {"target": "kb"},
     "/api/v1/bots/{bot_id}": {"name": "taken over"},
     "/api/v1/bots/{bot_id}/tokens": {"name": "planted"},
     "/api/v1/users/{user_id}": {"display_name": "x"},
