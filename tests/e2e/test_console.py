@@ -1,8 +1,8 @@
 """The admin console at /console, driven end to end in headless Chromium (Debian's chromium and
 chromium-driver, through Selenium) against a whole running stack: log in, knowledge bases,
 uploads by drag and drop followed live, failed documents re-indexed, the search playground,
-evaluations with their misses, log out. Each step's screenshot is kept in
-tests/artifacts/console/."""
+evaluations with their misses and a configuration of theirs applied to a bot or the KB, log
+out. Each step's screenshot is kept in tests/artifacts/console/."""
 
 from __future__ import annotations
 
@@ -379,6 +379,86 @@ def test_evaluation_results_show_every_configurations_scores_and_the_misses(
     console.open(f"/console/#/kb/{kb_id}/evaluations")
     console.find(f"tr[data-evaluation-id='{run['id']}']")
     console.find(f"#evaluation-{run['id']}")
+
+
+def test_an_evaluations_configuration_is_applied_to_a_bot_or_the_kb_from_the_console(
+    console: Browser, admin: httpx.Client, library: Library
+) -> None:
+    kb_id = library.kb["id"]
+    knowledge = {"enabled": True, "kb_ids": [kb_id], "score_threshold": 0.2}
+
+    def bot(name: str, **body: Any) -> dict[str, Any]:
+        created = _ok(admin.post("/api/v1/bots", json={"name": unique(name), **body}), 201)
+        assert isinstance(created, dict)
+        return created
+
+    tuned = bot("Tuned", knowledge=knowledge)
+    leaving = bot("Leaving", knowledge=knowledge)
+    elsewhere = bot("Elsewhere")
+    cases = [{"query": "How long do refunds take?", "expected": [library.documents["returns.md"]]}]
+    evaluations = f"/api/v1/knowledge-bases/{kb_id}/evaluations"
+    run = _ok(admin.post(evaluations, json={"cases": cases}, timeout=120), 201)
+    labels = [_label(t["config"]) for t in run["tried"]]
+
+    console.open(f"/console/#/kb/{kb_id}/evaluations")
+    console.find(f"#evaluation-{run['id']} #apply-form")
+    # The best is chosen; the targets are the KB and the bots with the KB attached.
+    chosen = console.find("#apply-config option:checked").text
+    assert chosen.startswith(_label(run["best"]) + " (nDCG@10")
+    targets = [o.get_attribute("value") for o in console.finds("#apply-target option")]
+    assert "kb" in targets
+    assert {f"bot:{tuned['id']}", f"bot:{leaving['id']}"} <= set(targets)
+    assert f"bot:{elsewhere['id']}" not in targets
+    default = "the service's default (hybrid, convex 0.5)"
+    assert console.text("#kb-default-retrieval") == default
+
+    def apply(config: str, target: str) -> None:
+        console.find(f"#apply-config option[value='{labels.index(config)}']").click()
+        console.find(f"#apply-target option[value='{target}']").click()
+        console.click("#apply-run")
+
+    # A refusal is shown with the API's message: sparse for a bot, a bot that left the KB.
+    apply("sparse", f"bot:{tuned['id']}")
+    refusal = console.wait_notice("HTTP 422")
+    assert refusal.startswith("config: bots do not search sparse")
+    assert console.wait_text("#apply-result", "HTTP 422") == refusal
+    _ok(admin.patch(f"/api/v1/bots/{leaving['id']}", json={"knowledge": {"kb_ids": []}}))
+    apply("hybrid, RRF k=20", f"bot:{leaving['id']}")
+    conflict = console.wait_notice("HTTP 409")
+    assert f"does not have knowledge base '{kb_id}' attached" in conflict
+    console.screenshot("evaluation-apply-refused")
+
+    # To a bot: its knowledge settings change.
+    apply("hybrid, RRF k=20", f"bot:{tuned['id']}")
+    shown = console.wait_text("#apply-result", "Applied")
+    assert shown == (
+        f"Applied hybrid, RRF k=20 (nDCG@10 {_ndcg(run, 'hybrid, RRF k=20')}) to bot "
+        f"{tuned['name']}: before hybrid, convex 0.5, now hybrid, RRF k=20."
+    )
+    assert console.notice() == shown
+    stored = _ok(admin.get(f"/api/v1/bots/{tuned['id']}"))["knowledge"]
+    assert (stored["retrieval_mode"], stored["fusion"], stored["rrf_k"]) == ("hybrid", "rrf", 20)
+
+    # To the KB: its default for people's searches, shown at once.
+    apply("dense", "kb")
+    shown = console.wait_text("#apply-result", "to this knowledge base's default")
+    assert shown == (
+        f"Applied dense (nDCG@10 {_ndcg(run, 'dense')}) to this knowledge base's default: "
+        "before the service's default, now dense."
+    )
+    assert console.text("#kb-default-retrieval") == "dense (applied from an evaluation)"
+    stored = _ok(admin.get(f"/api/v1/knowledge-bases/{kb_id}"))["default_retrieval"]
+    assert stored["retrieval_mode"] == "dense"
+    console.screenshot("evaluation-applied")
+    # Opened anew, the tab shows the KB's default as stored.
+    console.open(f"/console/#/kb/{kb_id}/documents")
+    console.open(f"/console/#/kb/{kb_id}/evaluations")
+    console.wait_text("#kb-default-retrieval", "dense")
+
+
+def _ndcg(run: dict[str, Any], label: str) -> str:
+    scores = next(t["scores"] for t in run["tried"] if _label(t["config"]) == label)
+    return f"{scores['ndcg_at_10']:.3f}"
 
 
 def test_log_out_forgets_the_token(console: Browser) -> None:

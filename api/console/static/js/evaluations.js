@@ -1,5 +1,6 @@
 // A knowledge base's retrieval evaluations: the runs, each configuration's scores, the
-// configuration a bot should use, the cases missed with what came instead; and a new run.
+// configuration a bot should use, the cases missed with what came instead; applying one of
+// a run's configurations to a bot or as the KB's default; and a new run.
 import { call, seg } from "./api.js";
 import { field, fill, fixed, h, when } from "./dom.js";
 import { attempt, InputError, showError, showInfo } from "./notice.js";
@@ -11,9 +12,15 @@ export function renderEvaluations(container, kb) {
   const runs = h("div", { id: "evaluation-runs" }, h("p", { class: "muted", text: "Loading…" }));
   const detail = h("div", { id: "evaluation-detail" });
   let left = false;
+  // The bots an evaluation of this KB speaks for: those with the KB attached.
+  let bots = [];
+  const botsLoaded = attempt(() => call("GET", "/api/v1/bots")).then((list) => {
+    bots = (list?.items ?? []).filter((bot) => bot.knowledge.kb_ids.includes(kb.id));
+  });
 
   async function load(selectId = null) {
-    const items = await attempt(() => call("GET", path, { query: { limit: 20 } }));
+    const [items] = await Promise.all([
+      attempt(() => call("GET", path, { query: { limit: 20 } })), botsLoaded]);
     if (left || !items) return;
     fill(runs, runTable(items, (run) => show(run)));
     const chosen = items.find((run) => run.id === selectId) ?? items[0];
@@ -25,7 +32,7 @@ export function renderEvaluations(container, kb) {
     for (const tr of runs.querySelectorAll("tr[data-evaluation-id]")) {
       tr.classList.toggle("selected", tr.dataset.evaluationId === run.id);
     }
-    fill(detail, evaluation(run));
+    fill(detail, evaluation(run, applyForm(kb, run, bots)));
   }
 
   fill(container,
@@ -67,7 +74,7 @@ function runTable(items, choose) {
     h("td", { class: "num", text: fixed(run.best_scores.recall_at_k) })))));
 }
 
-function evaluation(run) {
+function evaluation(run, apply) {
   const best = run.best;
   const settings = { retrieval_mode: best.retrieval_mode };
   if (best.fusion) settings.fusion = best.fusion;
@@ -78,6 +85,7 @@ function evaluation(run) {
     h("p", {}, `${run.case_count} cases, k = ${run.k}. A bot should use `,
       h("strong", { id: "best-config", text: label(best) }),
       ": set its knowledge to ", h("code", { text: JSON.stringify(settings) }), "."),
+    apply,
     h("h3", { text: "Scores per configuration" }),
     h("table", { class: "grid", id: "scores" },
       h("thead", {}, h("tr", {}, ["Configuration", `recall@${run.k}`, "recall@10", "MRR",
@@ -92,6 +100,73 @@ function evaluation(run) {
     h("p", { class: "hint", text: "The cases whose expected items were not all in the top k, "
       + "for the best configuration of each retrieval mode, and what came instead." }),
     Object.entries(run.modes).map(([mode, result]) => misses(mode, result, run.k)));
+}
+
+/** What people's searches of the KB use when they name no mode. */
+function kbDefault(kb) {
+  return kb.default_retrieval
+    ? `${label(kb.default_retrieval)} (applied from an evaluation)`
+    : "the service's default (hybrid, convex 0.5)";
+}
+
+/**
+ * The Apply control: one of the run's configurations (its best first chosen) to a bot with
+ * the KB attached (its knowledge settings) or as the KB's default for people's searches; the
+ * outcome, or the API's refusal, is shown under it.
+ */
+function applyForm(kb, run, bots) {
+  const config = h("select", { id: "apply-config" }, run.tried.map((result, index) =>
+    h("option", { value: index, selected: same(result.config, run.best),
+      text: `${label(result.config)} (nDCG@10 ${fixed(result.scores.ndcg_at_10)})` })));
+  const target = h("select", { id: "apply-target" },
+    h("option", { value: "kb", text: "This knowledge base's default (people's searches)" }),
+    bots.map((bot) => h("option", { value: `bot:${bot.id}`, text: `Bot ${bot.name} (${bot.id})` })));
+  const button = h("button", { id: "apply-run", type: "submit", text: "Apply" });
+  const current = h("span", { id: "kb-default-retrieval", text: kbDefault(kb) });
+  const outcome = h("p", { id: "apply-result", role: "status", hidden: true });
+  const form = h("form", { id: "apply-form", class: "apply" },
+    h("h3", { text: "Apply" }),
+    h("p", { class: "hint" }, "Write a configuration this run measured to a bot with this "
+      + "knowledge base attached (its knowledge settings), or as this knowledge base's default "
+      + "for people's searches that name no mode. Now they use: ", current, "."),
+    h("div", { class: "row" }, field("Configuration", config), field("To", target), button),
+    outcome);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const chosen = run.tried[Number(config.value)].config;
+    const body = target.value === "kb"
+      ? { target: "kb", config: chosen }
+      : { target: "bot", bot_id: target.value.slice("bot:".length), config: chosen };
+    button.disabled = true;
+    let applied;
+    try {
+      applied = await call("POST", `/api/v1/knowledge-bases/${seg(kb.id)}/evaluations/`
+        + `${seg(run.id)}/apply`, { json: body });
+    } catch (error) {
+      outcome.className = "error";
+      outcome.textContent = error.message;
+      outcome.hidden = false;
+      showError(error);
+      return;
+    } finally {
+      button.disabled = false;
+    }
+    const what = applied.target === "kb"
+      ? "this knowledge base's default"
+      : `bot ${bots.find((bot) => bot.id === applied.bot_id)?.name ?? applied.bot_id}`;
+    const text = `Applied ${label(applied.config)} (nDCG@10 ${fixed(applied.scores.ndcg_at_10)}) `
+      + `to ${what}: before ${applied.before ? label(applied.before) : "the service's default"}, `
+      + `now ${label(applied.after)}.`;
+    if (applied.target === "kb") {
+      kb.default_retrieval = applied.after;
+      current.textContent = kbDefault(kb);
+    }
+    outcome.className = "ok";
+    outcome.textContent = text;
+    outcome.hidden = false;
+    showInfo(text);
+  });
+  return form;
 }
 
 function misses(mode, result, k) {
