@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from ragline.cli.config import Config
 from ragline.cli.errors import ApiError, ApiUnreachable, RateLimited, UnreadableFile, api_error
 from ragline.cli.models import (
+    Applied,
     Document,
     DocumentPage,
     Evaluation,
@@ -249,3 +250,8 @@ class Client:
         """Runs an evaluation of the KB (every case in every mode: it may take a while)."""
         path = f"/api/v1/knowledge-bases/{kb}/evaluations"
         return self._model(Evaluation, "POST", path, json_body=body, timeout_s=900)
+
+    def apply_evaluation(self, kb: str, evaluation_id: str, body: dict[str, Any]) -> Applied:
+        """Applies a configuration the evaluation measured to a bot or as the KB's default."""
+        path = f"/api/v1/knowledge-bases/{kb}/evaluations/{evaluation_id}/apply"
+        return self._model(Applied, "POST", path, json_body=body)

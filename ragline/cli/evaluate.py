@@ -12,8 +12,8 @@ from rich.text import Text
 
 from ragline.cli import output
 from ragline.cli.context import JsonFlag, KbOption, client_of
-from ragline.cli.errors import ExitCode, Invalid, UsageError
-from ragline.cli.models import ConfigResult, Evaluation
+from ragline.cli.errors import ApiError, ExitCode, Invalid, UsageError
+from ragline.cli.models import Applied, ConfigResult, Evaluation
 
 
 def read_cases(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
@@ -116,6 +116,29 @@ def _show(evaluation: Evaluation, kb_label: str, misses_of: str) -> None:
             )
 
 
+def apply_target(value: str) -> dict[str, Any]:
+    """The apply body of `--apply`: `kb` (the KB's default retrieval) or `bot:<bot_id>`."""
+    if value == "kb":
+        return {"target": "kb"}
+    kind, _, bot_id = value.partition(":")
+    if kind == "bot" and bot_id.strip():
+        return {"target": "bot", "bot_id": bot_id.strip()}
+    raise UsageError(f"--apply takes kb or bot:<bot_id>, not {value!r}")
+
+
+def _show_applied(applied: Applied) -> None:
+    target = (
+        "the knowledge base's default retrieval"
+        if applied.target == "kb"
+        else f"bot {applied.bot_id}'s knowledge settings"
+    )
+    before = applied.before.label if applied.before else "none (the service's default)"
+    output.say(
+        f"applied {applied.config.label} to {target}: before {before}, now {applied.after.label}",
+        style="green",
+    )
+
+
 def evaluate(
     ctx: typer.Context,
     cases_file: Annotated[
@@ -134,24 +157,52 @@ def evaluate(
             min=0, max=1, help="Exit 1 if the best nDCG@10 is under this.", show_default=False
         ),
     ] = None,
+    apply: Annotated[
+        str | None,
+        typer.Option(
+            "--apply",
+            metavar="kb|bot:BOT_ID",
+            help="Then apply the best configuration: as the KB's default retrieval (kb) or to "
+            "a bot with the KB attached (bot:BOT_ID). Not when the best is under --fail-under.",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Evaluate a knowledge base's retrieval on your questions: recall, MRR and nDCG per mode,
-    the best configuration for a bot, and the questions it misses."""
+    the best configuration for a bot, and the questions it misses; with --apply, put the best
+    to use."""
+    target = None if apply is None else apply_target(apply)
     cases, lines = read_cases(cases_file)
     client = client_of(ctx)
     try:
         evaluation = client.evaluate(kb, {"cases": cases, "k": k})
     except Invalid as error:
         raise _locate(error, cases_file, lines) from None
+    under = fail_under is not None and evaluation.best_scores.ndcg_at_10 < fail_under
+    applied: Applied | None = None
+    refused: ApiError | None = None
+    if target is not None and not under:
+        try:
+            applied = client.apply_evaluation(kb, evaluation.id, target)
+        except ApiError as error:
+            refused = error
     if json_out:
-        output.print_json(evaluation.as_json())
+        answer = evaluation.as_json()
+        if target is not None:
+            answer["applied"] = None if applied is None else applied.as_json()
+        output.print_json(answer)
     else:
         _show(evaluation, kb, misses or evaluation.best.retrieval_mode)
-    if fail_under is not None and evaluation.best_scores.ndcg_at_10 < fail_under:
+        if applied is not None:
+            _show_applied(applied)
+    if refused is not None:
+        raise refused
+    if under:
         if not json_out:
             output.say(
-                f"nDCG@10 {evaluation.best_scores.ndcg_at_10:.3f} is under {fail_under:g}",
+                f"nDCG@10 {evaluation.best_scores.ndcg_at_10:.3f} is under {fail_under:g}"
+                + ("; nothing applied" if target is not None else ""),
                 style="red",
             )
         raise typer.Exit(int(ExitCode.FAILED))

@@ -132,7 +132,10 @@ class RetrievalConfig(ApiModel):
 
     @property
     def label(self) -> str:
-        """`hybrid convex 0.5`, `hybrid rrf k=60`, `dense`."""
+        """`hybrid convex 0.5`, `hybrid rrf k=60`, `dense` (a bot's dense settings keep a
+        fusion they do not use)."""
+        if self.retrieval_mode != "hybrid":
+            return self.retrieval_mode
         if self.fusion == "convex" and self.dense_weight is not None:
             return f"{self.retrieval_mode} convex {self.dense_weight:g}"
         if self.fusion == "rrf" and self.rrf_k is not None:
@@ -185,3 +188,17 @@ class Evaluation(ApiModel):
     tried: list[ConfigResult] = Field(default_factory=list)
     best: RetrievalConfig
     best_scores: Scores
+
+
+class Applied(ApiModel):
+    """An evaluation's configuration applied to a bot or as a KB's default retrieval."""
+
+    evaluation_id: str
+    kb_id: str
+    target: str
+    bot_id: str | None = None
+    config: RetrievalConfig
+    scores: Scores
+    # The target's retrieval settings before (None: a KB without a default) and after.
+    before: RetrievalConfig | None = None
+    after: RetrievalConfig

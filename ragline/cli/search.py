@@ -33,7 +33,14 @@ def search(
         ),
     ] = None,
     top_k: Annotated[int, typer.Option("--top-k", "-n", min=1, max=50, help="Passages.")] = 5,
-    mode: Annotated[Mode, typer.Option(help="Retrieval mode.")] = Mode.hybrid,
+    mode: Annotated[
+        Mode | None,
+        typer.Option(
+            help="Retrieval mode (default: the KBs' own default retrieval when they share one, "
+            "else hybrid).",
+            show_default=False,
+        ),
+    ] = None,
     threshold: Annotated[
         float | None,
         typer.Option(
@@ -43,7 +50,9 @@ def search(
     json_out: JsonFlag = False,
 ) -> None:
     """Search the knowledge bases the token may read."""
-    body: dict[str, Any] = {"query": query, "top_k": top_k, "retrieval_mode": mode.value}
+    body: dict[str, Any] = {"query": query, "top_k": top_k}
+    if mode is not None:
+        body["retrieval_mode"] = mode.value
     if kb:
         body["kb_ids"] = kb
     if threshold is not None:

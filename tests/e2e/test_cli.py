@@ -434,6 +434,89 @@ def test_eval_shows_scores_best_configuration_and_misses(cli: Cli, tmp_path: Pat
     assert "HTTP 422" in refused.stderr
 
 
+def test_eval_applies_the_best_to_a_bot_or_as_the_kbs_default(cli: Cli, tmp_path: Path) -> None:
+    code = _kb(cli)
+    docs = _write(
+        tmp_path / "kayaks",
+        {
+            "returns.md": "# Returns\n\nYou can return a kayak within thirty days of delivery.",
+            "shipping.md": "# Shipping\n\nOrders ship from Rotterdam every Tuesday and Friday.",
+        },
+    )
+    cli("ingest", str(docs), "--kb", code)
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(
+        '{"query": "How long do I have to return a kayak?", "expected": ["within thirty days"]}\n'
+        '{"query": "Is there a warranty on paddles?", "expected": "a two-year warranty"}\n'
+    )
+    kb_id = cli.json("kb", "show", code)["id"]
+    admin = httpx.Client(
+        base_url=cli.stack.url, headers={"Authorization": f"Bearer {cli.stack.admin_token}"}
+    )
+
+    def bot(kb_ids: list[str]) -> str:
+        knowledge = {"enabled": True, "kb_ids": kb_ids}
+        created = admin.post("/api/v1/bots", json={"name": unique("bot"), "knowledge": knowledge})
+        assert created.status_code == 201, created.text
+        return str(created.json()["id"])
+
+    with admin:
+        attached, unattached = bot([kb_id]), bot([])
+        # To a bot: the best goes to its knowledge settings; --json says what was applied.
+        evaluation = cli.json("eval", str(cases), "--kb", code, "--apply", f"bot:{attached}")
+        applied = evaluation["applied"]
+        assert (applied["evaluation_id"], applied["target"], applied["bot_id"]) == (
+            evaluation["id"],
+            "bot",
+            attached,
+        )
+        assert applied["config"] == evaluation["best"]
+        assert applied["before"]["retrieval_mode"] == "hybrid"
+        knowledge = admin.get(f"/api/v1/bots/{attached}").json()["knowledge"]
+        assert knowledge["retrieval_mode"] == evaluation["best"]["retrieval_mode"]
+        assert applied["after"] == {key: knowledge[key] for key in applied["after"]}
+
+        # As the KB's default: shown, and a person's search that names no mode uses it.
+        shown = cli("eval", str(cases), "--kb", code, "--apply", "kb").stdout
+        kb = cli.json("kb", "show", code)
+        best = kb["default_retrieval"]
+        assert best["retrieval_mode"] in ("dense", "hybrid")
+        assert (
+            f"applied {_label(best)} to the knowledge base's default retrieval: before none "
+            f"(the service's default), now {_label(best)}"
+        ) in shown
+        [result, *_] = cli.json("search", "return a kayak", "--kb", code)
+        way = "semantic match" if best["retrieval_mode"] == "dense" else "hybrid:"
+        assert result["retrieval_rationale"].startswith(way)
+        sparse = cli.json("search", "return a kayak", "--kb", code, "--mode", "sparse")
+        assert sparse[0]["retrieval_rationale"].startswith("keyword match")
+
+        # Refused: a bot without the KB (the evaluation still shows, nothing applied), a
+        # target that is neither (before anything runs), a best under --fail-under.
+        refused = cli(
+            "eval", str(cases), "--kb", code, "--apply", f"bot:{unattached}", "--json", expect=4
+        )
+        assert json.loads(refused.stdout)["applied"] is None
+        assert f"does not have knowledge base '{kb_id}' attached" in refused.stderr
+        assert "HTTP 409" in refused.stderr
+        wrong = cli("eval", str(cases), "--kb", code, "--apply", "everything", expect=2)
+        assert "--apply takes kb or bot:<bot_id>, not 'everything'" in wrong.stderr
+        under = cli(
+            "eval", str(cases), "--kb", code, "--apply", "kb", "--fail-under", "0.99", expect=1
+        )
+        assert "is under 0.99; nothing applied" in under.stdout
+        assert admin.get(f"/api/v1/bots/{unattached}").json()["revision"] == 0
+
+
+def _label(config: dict[str, Any]) -> str:
+    """A configuration as the CLI names it."""
+    if config["retrieval_mode"] == "hybrid" and config["fusion"] == "convex":
+        return f"hybrid convex {config['dense_weight']:g}"
+    if config["retrieval_mode"] == "hybrid" and config["fusion"] == "rrf":
+        return f"hybrid rrf k={config['rrf_k']}"
+    return str(config["retrieval_mode"])
+
+
 def test_the_console_script_shows_live_progress_in_a_terminal(
     stack: RunningPipeline, cli: Cli, tmp_path: Path
 ) -> None:
