@@ -277,9 +277,21 @@ class SearchSettings(BaseModel):
     # BM25 score is this many times the second's, or its cosine this much above the second's.
     lead_ratio: float = Field(default=1.5, ge=1)
     lead_gap: float = Field(default=0.1, gt=0)
-    # A query's identifier term is rare when at most this many chunks in the searched KBs hold
-    # it; chunks holding every rare one are placed first by hybrid fusion.
-    rare_term_chunks: int = Field(default=3, ge=0, le=100)
+    # Hybrid convex fusion's dense weight where a search sets none, by the kind of query
+    # (`services.search.fusion.dense_weight_for`): a question of three or more content words,
+    # a query naming an identifier or quoting words, a few keywords.
+    question_dense_weight: float = Field(default=0.5, ge=0, le=1)
+    exact_dense_weight: float = Field(default=0.5, ge=0, le=1)
+    keyword_dense_weight: float = Field(default=0.5, ge=0, le=1)
+    # Pseudo-relevance feedback in hybrid searches that name no identifier: terms held by at
+    # least `feedback_min_chunks` of the `feedback_chunks` best semantic matches join the
+    # keyword query at `feedback_weight` (0 chunks: off; `services.search.retrieval.Feedback`).
+    feedback_chunks: int = Field(default=3, ge=0, le=20)
+    feedback_min_chunks: int = Field(default=2, ge=1, le=20)
+    feedback_weight: float = Field(default=0.3, ge=0, le=10)
+    # A query's identifier term is rare when chunks of at most this many documents in the
+    # searched KBs hold it; chunks holding every rare one are placed first by hybrid fusion.
+    rare_term_documents: int = Field(default=3, ge=0, le=100)
     # Hits sharing at least this share of their word shingles (of the shorter one) are copies
     # of one passage: they fold into the best-ranked one (`services.search.duplicates`).
     duplicate_threshold: float = Field(default=0.5, gt=0, le=1)

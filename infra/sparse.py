@@ -18,6 +18,7 @@ import re
 import unicodedata
 import zlib
 from collections import Counter
+from collections.abc import Sequence
 from functools import lru_cache
 
 import Stemmer
@@ -74,11 +75,16 @@ def identifier_terms(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def content_words(text: str) -> list[str]:
+    """The text's words without stop words, stemmed, in reading order (CJK runs left out)."""
+    _, words = _analyse(text)
+    return words
+
+
 def phrases(text: str) -> list[str]:
     """Pairs of consecutive words (stop words left out): a little of BM25's missing
     proximity, so "configuration file" scores above a page with the two words apart."""
-    _, words = _analyse(text)
-    return [f"{first} {second}" for first, second in itertools.pairwise(words)]
+    return [f"{first} {second}" for first, second in itertools.pairwise(content_words(text))]
 
 
 def _analyse(text: str) -> tuple[list[str], list[str]]:
@@ -154,6 +160,22 @@ class SparseEncoder:
         """One for each distinct term and word pair of a query."""
         terms = [*tokens(text), *phrases(text)]
         return _vector(dict.fromkeys((term_index(t) for t in terms), 1.0))
+
+
+def with_feedback(
+    query: SparseVector, feedback: Sequence[frozenset[int]], weight: float, min_chunks: int
+) -> SparseVector:
+    """The query with pseudo-relevance feedback: each term (or word pair) held by at least
+    `min_chunks` of the feedback chunks (the best semantic matches) joins it at `weight` times
+    the share of them holding it. The store's IDF keeps common words from counting for much;
+    the asker's own terms keep their full weight (and gain the same share)."""
+    weights = dict(zip(query.indices, query.values, strict=True))
+    if not feedback:
+        return query
+    for term, held in Counter(term for terms in feedback for term in terms).items():
+        if held >= min_chunks:
+            weights[term] = weights.get(term, 0.0) + weight * held / len(feedback)
+    return _vector(weights)
 
 
 def _vector(weights: dict[int, float]) -> SparseVector:

@@ -61,7 +61,7 @@ from services.people import PeopleService, TokenService
 from services.removal import Removal, retire_document
 from services.search.access import AccessGuard
 from services.search.events import RetrievalEvents
-from services.search.retrieval import Retriever
+from services.search.retrieval import Feedback, Retriever
 from services.search.service import SearchService
 from services.sync import SourceSync
 from services.wiki import WikiService
@@ -367,12 +367,16 @@ class System:
     @cached_property
     def search(self) -> SearchService:
         """Search: access guard, answer cache, hybrid retrieval, result shaping."""
+        search = self.settings.search
         retriever = Retriever(
             self.embedder,
             self.store,
             self.search_cache,
             SparseEncoder(),
-            self.settings.search.depth,
+            search.depth,
+            feedback=Feedback(
+                search.feedback_chunks, search.feedback_min_chunks, search.feedback_weight
+            ),
         )
         return SearchService(
             self.access_guard,

@@ -26,6 +26,8 @@ from schemas.chunks import ChunkPayload
 
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "sparse"
+# The payload field a probe reads (`VectorStore.rank`).
+DOCUMENT_ID = "document_id"
 
 
 class IndexKind(StrEnum):
@@ -175,25 +177,32 @@ class VectorQuery:
 class Rankings:
     """Each retriever's best points within a scope, best first: (point id, score) pairs,
     cosine similarities for the dense one and BM25 scores for the sparse one; and for each
-    probed term, the points holding it (at most the probe limit)."""
+    probed term, the points holding it with their documents, (point id, document id) pairs (at
+    most the probe limit)."""
 
     dense: list[tuple[str, float]]
     sparse: list[tuple[str, float]]
-    holding: dict[int, list[str]] = field(default_factory=dict)
+    holding: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
 
     @classmethod
     def from_batch(
-        cls, answers: list[list[tuple[str, float]]], with_sparse: bool, probes: Sequence[int]
+        cls,
+        ranked: list[list[tuple[str, float]]],
+        held: list[list[tuple[str, str]]],
+        probes: Sequence[int],
     ) -> Rankings:
-        """From the answers of a batch query: dense, then sparse (if asked), then the probes."""
-        probed = answers[2 if with_sparse else 1 :]
+        """From the answers of a batch query: dense, then sparse (if asked); and the probes'."""
         return cls(
-            dense=answers[0],
-            sparse=answers[1] if with_sparse else [],
-            holding={
-                term: [p for p, _ in found] for term, found in zip(probes, probed, strict=True)
-            },
+            dense=ranked[0],
+            sparse=ranked[1] if len(ranked) > 1 else [],
+            holding=dict(zip(probes, held, strict=True)),
         )
+
+
+def holder(point: Any) -> tuple[str, str]:
+    """A probed point of either Qdrant API (read with its `DOCUMENT_ID`): its id and its
+    document's."""
+    return str(point.id), str((point.payload or {}).get(DOCUMENT_ID, point.id))
 
 
 class VectorStore(Protocol):
@@ -246,7 +255,14 @@ class VectorStore(Protocol):
     ) -> Rankings:
         """The `depth` best active chunks in scope by each retriever, ids and scores only (no
         sparse ranking without query terms), and up to `probe_limit` chunks in scope holding
-        each probed term: all in one round trip."""
+        each probed term, with their documents: all in one round trip."""
+        ...
+
+    async def sparse_rank(
+        self, scope: SearchScope, sparse: SparseVector, depth: int
+    ) -> list[tuple[str, float]]:
+        """The `depth` best active chunks in scope by BM25 alone, (point id, score) pairs, best
+        first (none without query terms)."""
         ...
 
     async def fetch(

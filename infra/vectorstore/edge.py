@@ -33,6 +33,7 @@ from core.filters import (
 from infra.metrics import VECTOR_STORE_OPTIMIZATIONS
 from infra.vectorstore.base import (
     DENSE_VECTOR,
+    DOCUMENT_ID,
     PAYLOAD_INDEXES,
     SPARSE_VECTOR,
     ChunkPoint,
@@ -43,6 +44,7 @@ from infra.vectorstore.base import (
     ScoredChunk,
     SparseVector,
     VectorQuery,
+    holder,
 )
 from schemas.chunks import ChunkPayload
 
@@ -250,11 +252,30 @@ class EdgeVectorStore:
             requests.append(qe.QueryRequest(limit=depth, query=sparse_query, filter=selector))
         for term in probes:
             probe = _sparse_query(SparseVector([term], [1.0]))
-            requests.append(qe.QueryRequest(limit=probe_limit, query=probe, filter=selector))
+            requests.append(
+                qe.QueryRequest(
+                    limit=probe_limit, query=probe, filter=selector, with_payload=[DOCUMENT_ID]
+                )
+            )
         batch = qe.QueryBatchRequest(requests)
         answers = await self._call(lambda shard: shard.query_batch(batch))
-        ranked = [[(str(p.id), float(p.score)) for p in points] for points in answers]
-        return Rankings.from_batch(ranked, sparse_query is not None, probes)
+        retrievers = len(answers) - len(probes)
+        return Rankings.from_batch(
+            [[(str(p.id), float(p.score)) for p in points] for points in answers[:retrievers]],
+            [[holder(p) for p in points] for points in answers[retrievers:]],
+            probes,
+        )
+
+    async def sparse_rank(
+        self, scope: SearchScope, sparse: SparseVector, depth: int
+    ) -> list[tuple[str, float]]:
+        """The BM25 ranking's ids and scores."""
+        query = _sparse_query(sparse)
+        if query is None or not scope.kb_ids:
+            return []
+        request = qe.QueryRequest(limit=depth, query=query, filter=edge_filter(scope.filter()))
+        points = await self._call(lambda shard: shard.query(request))
+        return [(str(p.id), float(p.score)) for p in points]
 
     async def fetch(
         self, scope: SearchScope, point_ids: Sequence[str], dense: NDArray[np.float32]

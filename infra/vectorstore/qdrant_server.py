@@ -25,6 +25,7 @@ from core.filters import (
 )
 from infra.vectorstore.base import (
     DENSE_VECTOR,
+    DOCUMENT_ID,
     PAYLOAD_INDEXES,
     SPARSE_VECTOR,
     ChunkPoint,
@@ -35,6 +36,7 @@ from infra.vectorstore.base import (
     ScoredChunk,
     SparseVector,
     VectorQuery,
+    holder,
 )
 from schemas.chunks import ChunkPayload
 
@@ -246,12 +248,35 @@ class QdrantServerStore:
                     using=SPARSE_VECTOR,
                     filter=selector,
                     limit=probe_limit,
+                    with_payload=[DOCUMENT_ID],
                 )
             )
         async with _qdrant_errors():
             answers = await self._client.query_batch_points(self._collection, requests)
-        ranked = [[(str(p.id), float(p.score)) for p in answer.points] for answer in answers]
-        return Rankings.from_batch(ranked, sparse_vector is not None, probes)
+        retrievers = len(answers) - len(probes)
+        return Rankings.from_batch(
+            [[(str(p.id), float(p.score)) for p in a.points] for a in answers[:retrievers]],
+            [[holder(p) for p in a.points] for a in answers[retrievers:]],
+            probes,
+        )
+
+    async def sparse_rank(
+        self, scope: SearchScope, sparse: SparseVector, depth: int
+    ) -> list[tuple[str, float]]:
+        """The BM25 ranking's ids and scores."""
+        vector = _sparse_vector(sparse)
+        if vector is None or not scope.kb_ids:
+            return []
+        async with _qdrant_errors():
+            response = await self._client.query_points(
+                self._collection,
+                query=vector,
+                using=SPARSE_VECTOR,
+                query_filter=qdrant_filter(scope.filter()),
+                limit=depth,
+                with_payload=False,
+            )
+        return [(str(p.id), float(p.score)) for p in response.points]
 
     async def fetch(
         self, scope: SearchScope, point_ids: Sequence[str], dense: NDArray[np.float32]

@@ -7,14 +7,17 @@ methods combine them:
   fused score is `dense_weight * dense + (1 - dense_weight) * sparse` (a chunk missing from a
   ranking scores 0 there). Unlike rank fusion it keeps how far ahead a chunk is, so a chunk
   that one retriever scores far above the rest is not outweighed by chunks that are middling in
-  both. 1.0 is the best chunk of both retrievers.
+  both. 1.0 is the best chunk of both retrievers. Without a `dense_weight` (the default) the
+  weight is chosen per query (`dense_weight_for`): a question in the asker's own words leans
+  on the semantic side, a query naming identifiers or quoting words on the keyword side.
 - `rrf`: reciprocal rank fusion, `sum 1 / (rrf_k + rank)`, scaled so that 1.0 is first in both.
 
 On top of either, strong signals are placed first, whatever the other retriever thinks:
 
 - exact identifiers: when the query names identifiers (an option flag, a code with digits, a
-  name joined by _ . /) and some of their terms are rare in the searched KBs (held by at most
-  `rare_max` chunks), the chunks holding every rare one come first;
+  name joined by _ . /) and some of their terms are rare in the searched KBs (held by chunks
+  of at most `rare_max` documents: a code in a document's title is in every one of its chunks'
+  context prefix), the chunks holding every rare one come first;
 - a retriever's clear winner: the sparse ranking's first chunk when its BM25 score is at least
   `lead_ratio` times the second's (or it is the only chunk with any query term), and the dense
   ranking's first when its cosine leads the second's by at least `lead_gap`.
@@ -27,10 +30,15 @@ sets): see the README's Search section for the figures.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from infra.sparse import content_words, identifier_terms
 from infra.vectorstore.base import Rankings
+
+# Words in straight or typographic double quotes: the asker wants those very words.
+_QUOTED = re.compile(r'["\u201c][^"\u201d]+["\u201d]')
 
 
 class FusionMethod(StrEnum):
@@ -45,11 +53,21 @@ class FusionParams:
     """The knobs of a fusion."""
 
     method: FusionMethod = FusionMethod.CONVEX
-    dense_weight: float = 0.5
+    # None: chosen per query, from the weights below (`dense_weight_for`).
+    dense_weight: float | None = None
     rrf_k: int = 60
+    # The per-query weights: a question of `question_words` or more content words; a query
+    # naming an identifier or quoting words; anything else (a few keywords).
+    question_dense_weight: float = 0.5
+    exact_dense_weight: float = 0.5
+    keyword_dense_weight: float = 0.5
+    question_words: int = 3
     lead_ratio: float = 1.5
     lead_gap: float = 0.1
+    # Documents, at most, whose chunks hold a rare term; and the chunks probed per term (a
+    # probe that finds that many cannot tell, and its term does not count as rare).
     rare_max: int = 3
+    probe_limit: int = 32
 
 
 @dataclass(frozen=True)
@@ -66,15 +84,51 @@ class Fused:
     lead: str | None = None
 
 
+class QueryKind(StrEnum):
+    """What a query asks for, as far as its words tell."""
+
+    # It names an identifier (a flag, a code, a path) or quotes words: those very words.
+    EXACT = "exact"
+    # Three or more content words: a question or description in the asker's own words.
+    QUESTION = "question"
+    # A word or two.
+    KEYWORDS = "keywords"
+
+
+def query_kind(query: str, question_words: int = 3) -> QueryKind:
+    """The kind of a query."""
+    if _QUOTED.search(query) or identifier_terms(query):
+        return QueryKind.EXACT
+    if len(content_words(query)) >= question_words:
+        return QueryKind.QUESTION
+    return QueryKind.KEYWORDS
+
+
+def dense_weight_for(query: str, params: FusionParams) -> float:
+    """The convex fusion's dense weight for a query: the one set, else by the query's kind."""
+    if params.dense_weight is not None:
+        return params.dense_weight
+    return {
+        QueryKind.EXACT: params.exact_dense_weight,
+        QueryKind.QUESTION: params.question_dense_weight,
+        QueryKind.KEYWORDS: params.keyword_dense_weight,
+    }[query_kind(query, params.question_words)]
+
+
+def for_query(query: str, params: FusionParams) -> FusionParams:
+    """The parameters with the dense weight this query gets."""
+    return replace(params, dense_weight=dense_weight_for(query, params))
+
+
 def fuse(rankings: Rankings, params: FusionParams) -> list[Fused]:
-    """The fused ranking, best first."""
+    """The fused ranking, best first (`dense_weight` unset counts as 0.5: see `for_query`)."""
     dense_rank = {point: rank for rank, (point, _) in enumerate(rankings.dense)}
     sparse_rank = {point: rank for rank, (point, _) in enumerate(rankings.sparse)}
     sparse_score = dict(rankings.sparse)
     if params.method is FusionMethod.RRF:
         scores = _rrf(rankings, params.rrf_k)
     else:
-        scores = _convex(rankings, params.dense_weight)
+        scores = _convex(rankings, 0.5 if params.dense_weight is None else params.dense_weight)
     leads = dict.fromkeys(_holding_rare_identifiers(rankings, params), "identifier")
     for point, why in _leads(rankings, params).items():
         leads.setdefault(point, why)
@@ -120,9 +174,15 @@ def _rrf(rankings: Rankings, k: int) -> dict[str, float]:
 
 
 def _holding_rare_identifiers(rankings: Rankings, params: FusionParams) -> list[str]:
-    """The chunks holding every probed term that is rare (held by 1..`rare_max` chunks), in
-    sparse-ranking order; none if no probed term is rare."""
-    rare = [set(held) for held in rankings.holding.values() if 0 < len(held) <= params.rare_max]
+    """The chunks holding every probed term that is rare (held by chunks of 1..`rare_max`
+    documents, all of them found), in sparse-ranking order; none if no probed term is rare."""
+    rare = [
+        {point for point, _ in held}
+        for held in rankings.holding.values()
+        if held
+        and len(held) < params.probe_limit
+        and len({document for _, document in held}) <= params.rare_max
+    ]
     if not rare:
         return []
     every = set.intersection(*rare)

@@ -6,9 +6,13 @@ same thing whether it searches dense or hybrid:
 - dense: chunks ranked by cosine; those below the threshold are dropped. `score` is the cosine.
 - hybrid: the dense and the sparse (BM25) rankings (`depth` chunks each, one store round
   trip) are fused (`services.search.fusion`), then the best fused chunks are fetched with their
-  payloads and exact cosines. A fused chunk is kept if its cosine reaches the threshold, or if
-  it is an exact keyword match, which embeddings often miss: it contains every term of the
-  query, or every rare identifier the query names (a part number, an error code, a flag).
+  payloads and exact cosines. With pseudo-relevance feedback (`Feedback`), a question's
+  keyword query first gains the terms its best semantic matches share, so a passage that
+  answers in other words than the asker's is found by both retrievers: the dense ranking and
+  those chunks come first, then the sparse ranking of the widened query (three round trips).
+  A fused chunk is kept if its cosine reaches the threshold, or if it is an exact keyword
+  match, which embeddings often miss: it contains every term of the query, or every rare
+  identifier the query names (a part number, an error code, a flag).
   `score` is the fused score, 0..1, where 1 is the best chunk of both rankings (or a chunk
   placed first for a strong signal).
 - sparse (admin tooling only): BM25 alone, no threshold; `score` is the BM25 score.
@@ -17,7 +21,7 @@ same thing whether it searches dense or hybrid:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,7 +30,7 @@ from core.filters import SearchScope
 from infra.embedding.base import Embedder
 from infra.embedding.batching import QueryBatcher
 from infra.search_cache import SearchCache
-from infra.sparse import SparseEncoder, identifier_terms, term_index, tokens
+from infra.sparse import SparseEncoder, identifier_terms, term_index, tokens, with_feedback
 from infra.vectorstore.base import (
     RetrievalMode,
     ScoredChunk,
@@ -34,7 +38,25 @@ from infra.vectorstore.base import (
     VectorQuery,
     VectorStore,
 )
-from services.search.fusion import Fused, FusionParams, fuse
+from services.search.fusion import (
+    Fused,
+    FusionParams,
+    QueryKind,
+    for_query,
+    fuse,
+    query_kind,
+)
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """Pseudo-relevance feedback for hybrid searches that name no identifier: the terms held
+    by at least `min_chunks` of the `chunks` best semantic matches join the keyword query at
+    `weight` (`infra.sparse.with_feedback`). No chunks: none."""
+
+    chunks: int = 0
+    min_chunks: int = 2
+    weight: float = 0.3
 
 
 @dataclass(frozen=True)
@@ -86,6 +108,7 @@ class Retriever:
         sparse: SparseEncoder,
         depth: int,
         batcher: QueryBatcher | None = None,
+        feedback: Feedback = Feedback(),
     ) -> None:
         self._embedder = embedder
         # Concurrent searches share model calls.
@@ -94,6 +117,7 @@ class Retriever:
         self._cache = cache
         self._sparse = sparse
         self._depth = depth
+        self._feedback = feedback
 
     async def embed(self, query: str) -> QueryVector:
         """The query's dense vector, from the cache or the model."""
@@ -160,10 +184,22 @@ class Retriever:
         # Identifiers in the query: the store says which chunks hold each of their terms, so
         # that fusion can put the chunks holding every rare one first.
         probes = [term_index(term) for term in identifier_terms(query)]
-        rankings = await self._store.rank(
-            scope, vector, sparse, max(self._depth, limit), probes, fusion.rare_max + 1
+        depth = max(self._depth, limit)
+        params = for_query(query, fusion)
+        feedback = self._feedback
+        if not feedback.chunks or query_kind(query, fusion.question_words) is QueryKind.EXACT:
+            rankings = await self._store.rank(
+                scope, vector, sparse, depth, probes, fusion.probe_limit
+            )
+            return HybridRanking(fuse(rankings, params), {})
+        rankings = await self._store.rank(scope, vector, None, depth, probes, fusion.probe_limit)
+        best = [point for point, _ in rankings.dense[: feedback.chunks]]
+        found = await self._store.fetch(scope, best, vector) if best else []
+        widened = with_feedback(
+            sparse, [chunk.terms for chunk in found], feedback.weight, feedback.min_chunks
         )
-        return HybridRanking(fuse(rankings, fusion), {})
+        rankings = replace(rankings, sparse=await self._store.sparse_rank(scope, widened, depth))
+        return HybridRanking(fuse(rankings, params), {c.point_id: c for c in found})
 
     async def _hybrid(
         self,

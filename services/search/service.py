@@ -91,14 +91,19 @@ class SearchService:
         self._freshness = freshness
         self._settings = settings
 
-    def _fusion(self, method: str, dense_weight: float, rrf_k: int) -> FusionParams:
+    def _fusion(self, method: str, dense_weight: float | None, rrf_k: int) -> FusionParams:
+        """A search's fusion; without a dense weight, one is chosen per query."""
+        settings = self._settings
         return FusionParams(
             method=FusionMethod(method),
             dense_weight=dense_weight,
             rrf_k=rrf_k,
-            lead_ratio=self._settings.lead_ratio,
-            lead_gap=self._settings.lead_gap,
-            rare_max=self._settings.rare_term_chunks,
+            lead_ratio=settings.lead_ratio,
+            lead_gap=settings.lead_gap,
+            rare_max=settings.rare_term_documents,
+            question_dense_weight=settings.question_dense_weight,
+            exact_dense_weight=settings.exact_dense_weight,
+            keyword_dense_weight=settings.keyword_dense_weight,
         )
 
     async def search_bot(

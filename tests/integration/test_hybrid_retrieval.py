@@ -21,7 +21,7 @@ from infra.vectorstore.edge import EdgeVectorStore
 from schemas.chunks import ChunkPayload
 from schemas.domain import chunk_point_id
 from services.search.fusion import FusionParams
-from services.search.retrieval import Retrieved, Retriever
+from services.search.retrieval import Feedback, Retrieved, Retriever
 
 TOPICS = [
     "restart the router after a firmware update",
@@ -40,9 +40,17 @@ TOPICS = [
 
 
 class CountingStore(EdgeVectorStore):
-    """The embedded store, counting how often it is asked to rank."""
+    """The embedded store, counting how often it is asked to rank (both retrievers, and BM25
+    alone)."""
 
     rankings = 0
+    sparse_rankings = 0
+
+    async def sparse_rank(
+        self, scope: SearchScope, sparse: SparseVector, depth: int
+    ) -> list[tuple[str, float]]:
+        self.sparse_rankings += 1
+        return await super().sparse_rank(scope, sparse, depth)
 
     async def rank(
         self,
@@ -133,3 +141,47 @@ async def test_a_deeper_look_continues_the_ranking_without_ranking_again(
     await store.delete_points([seventh])
     again = await retrieve(9, first)
     assert _ids(again) == [i for i in _ids(at_once) if i != seventh]
+
+
+async def test_feedback_widens_a_questions_keyword_query_with_its_best_matches_terms(
+    store: CountingStore, embedder: Embedder, local_services: LocalServices
+) -> None:
+    client = redis.Redis.from_url(local_services.redis_url)
+    cache = SearchCache(client, SearchSettings())
+    scope = SearchScope("t1", ("kb1",), ("tenant",))
+
+    async def hybrid(retriever: Retriever, query: str) -> Retrieved:
+        vector = (await retriever.embed(query)).vector
+        return await retriever.retrieve(
+            scope,
+            query,
+            vector,
+            mode=RetrievalMode.HYBRID,
+            limit=12,
+            threshold=0.0,
+            fusion=FusionParams(),
+        )
+
+    # None of the question's words is in the manual: BM25 alone finds nothing.
+    question = "my internet box keeps switching itself off and on"
+    plain = Retriever(embedder, store, cache, SparseEncoder(), depth=100)
+    found = await hybrid(plain, question)
+    assert found.ranking is not None
+    assert all(f.sparse_rank is None for f in found.ranking.fused)
+    # With feedback, the best semantic matches lend it their shared words ("router"): the
+    # keyword side ranks chunks too.
+    widened = Retriever(
+        embedder, store, cache, SparseEncoder(), depth=100, feedback=Feedback(3, 2, 0.3)
+    )
+    before = store.sparse_rankings
+    found = await hybrid(widened, question)
+    assert store.sparse_rankings == before + 1
+    assert found.ranking is not None
+    keyword = [f for f in found.ranking.fused if f.sparse_rank is not None]
+    assert keyword
+    texts = {c.chunk.point_id: c.chunk.payload.chunk_text for c in found.candidates}
+    assert all("router" in texts[f.point_id] for f in keyword if f.point_id in texts)
+    # A query naming an identifier asks for its very words: no feedback.
+    await hybrid(widened, "what does error XJ-4471 mean")
+    assert store.sparse_rankings == before + 1
+    await cache.close()

@@ -318,11 +318,31 @@ async def test_rank_probes_which_chunks_hold_a_term(store: VectorStore) -> None:
         probes=[code, fan, absent],
         probe_limit=3,
     )
-    assert ranked.holding[code] == [chunk_point_id("doc_code", 0)]
+    # Each holder with its document: rarity is counted by documents.
+    assert ranked.holding[code] == [(chunk_point_id("doc_code", 0), "doc_code")]
     assert len(ranked.holding[fan]) == 3  # at most the probe limit
     assert ranked.holding[absent] == []
     assert ranked.sparse
     assert ranked.dense
+
+
+async def test_sparse_rank_ranks_by_bm25_alone_within_the_scope(store: VectorStore) -> None:
+    encoder = SparseEncoder()
+    await store.upsert(
+        [
+            _text_point("doc_both", "hold a package back from upgrades with apt-mark hold", 1),
+            _text_point("doc_one", "a package is upgraded by apt", 2),
+            _text_point("doc_none", "the kernel boots", 3),
+            _text_point("doc_foreign", "hold a package back from upgrades", 4, tenant="t2"),
+        ]
+    )
+    scope = SearchScope("t1", ("kb1",), EVERYONE)
+    ranked = await store.sparse_rank(scope, encoder.query("hold package upgrades"), depth=10)
+    ids = {chunk_point_id(doc, 0): doc for doc in ("doc_both", "doc_one", "doc_none")}
+    assert [ids[point] for point, _ in ranked] == ["doc_both", "doc_one"]
+    assert ranked[0][1] > ranked[1][1] > 0
+    assert await store.sparse_rank(scope, encoder.query("the of"), depth=10) == []
+    assert await store.sparse_rank(SearchScope("t1", (), EVERYONE), encoder.query("hold"), 10) == []
 
 
 async def test_fetch_gives_payload_cosine_and_terms_of_the_points_in_scope_only(
@@ -517,9 +537,9 @@ async def test_readers_decide_what_a_search_sees_in_every_retriever(store: Vecto
             )
         )
         rankings = await store.rank(me, _unit(1), sparse, 10, [7], 10)
-        ranked = {store_id for store_id, _ in [*rankings.dense, *rankings.sparse]} | set(
-            rankings.holding[7]
-        )
+        ranked = {store_id for store_id, _ in [*rankings.dense, *rankings.sparse]} | {
+            point for point, _ in rankings.holding[7]
+        }
         fetched = _docs(await store.fetch(me, [p.point_id for p in points], _unit(1)))
         by_id = {p.point_id: p.payload.document_id for p in points}
         return [dense, lexical, {by_id[i] for i in ranked}, fetched]

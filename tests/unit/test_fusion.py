@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infra.vectorstore.base import Rankings
-from services.search.fusion import FusionMethod, FusionParams, fuse
+from services.search.fusion import FusionMethod, FusionParams, dense_weight_for, fuse
 
 CONVEX = FusionParams(method=FusionMethod.CONVEX, dense_weight=0.5)
 RRF = FusionParams(method=FusionMethod.RRF, rrf_k=60)
@@ -92,14 +92,17 @@ def test_chunks_holding_every_rare_identifier_come_first() -> None:
     rankings = Rankings(
         dense=[("hardlink_1", 0.63), ("hardlink_2", 0.56), ("git_clone", 0.20)],
         sparse=[("git_clone", 15.0), ("hardlink_2", 10.9), ("hardlink_1", 10.3)],
-        holding={flag: ["git_clone"], word: ["hardlink_1", "hardlink_2", "git_clone", "x", "y"]},
+        holding={
+            flag: [("git_clone", "git")],
+            word: [(p, p) for p in ("hardlink_1", "hardlink_2", "git_clone", "x", "y")],
+        },
     )
     without = fuse(Rankings(rankings.dense, rankings.sparse), CONVEX)
     assert without[0].point_id == "hardlink_1"
     fused = fuse(rankings, CONVEX)
     assert fused[0].point_id == "git_clone"
     assert (fused[0].lead, fused[0].score) == ("identifier", 1.0)
-    # A term held by more chunks than `rare_max` is not rare: no promotion for it alone.
+    # A term held by more documents than `rare_max` is not rare: no promotion for it alone.
     common = Rankings(rankings.dense, rankings.sparse, {word: rankings.holding[word]})
     assert fuse(common, CONVEX)[0].point_id == "hardlink_1"
 
@@ -108,7 +111,69 @@ def test_every_rare_identifier_must_be_held() -> None:
     rankings = Rankings(
         dense=[("a", 0.6), ("b", 0.59), ("c", 0.58)],
         sparse=[("c", 5.0), ("b", 4.9), ("a", 4.8)],
-        holding={1: ["a", "b"], 2: ["b"], 3: []},
+        holding={1: [("a", "A"), ("b", "B")], 2: [("b", "B")], 3: []},
     )
     fused = fuse(rankings, CONVEX)
     assert [(f.point_id, f.lead) for f in fused][:2] == [("b", "identifier"), ("c", None)]
+
+
+def test_rarity_counts_documents_not_chunks() -> None:
+    # A code in a document's title is in the context prefix of all its chunks: five chunks of
+    # one document hold it, and it is still rare.
+    code = 7
+    title_chunks = [(f"title_{i}", "doc_title") for i in range(5)]
+    rankings = Rankings(
+        dense=[("near", 0.52), ("title_3", 0.40)],
+        sparse=[("near", 6.0), ("title_3", 5.9)],
+        holding={code: title_chunks},
+    )
+    fused = fuse(rankings, CONVEX)
+    assert fused[0].point_id == "title_3"
+    assert fused[0].lead == "identifier"
+    # Four documents hold it: common.
+    spread = [(f"c{i}", f"doc{i % 4}") for i in range(5)]
+    common = fuse(Rankings(rankings.dense, rankings.sparse, {code: spread}), CONVEX)
+    assert common[0].point_id == "near"
+    assert all(f.lead != "identifier" for f in common)
+
+
+def test_a_probe_that_fills_its_limit_does_not_count_as_rare() -> None:
+    # The probe found as many chunks as it may: more documents may hold the term.
+    params = FusionParams(dense_weight=0.5, probe_limit=4)
+    full = [(f"c{i}", "one_doc") for i in range(4)]
+    rankings = Rankings([("x", 0.5), ("c1", 0.4)], [("x", 3.0), ("c1", 2.9)], {9: full})
+    assert fuse(rankings, params)[0].point_id == "x"
+    partial = Rankings(rankings.dense, rankings.sparse, {9: full[:3]})
+    assert fuse(partial, params)[0].point_id == "c1"
+
+
+PER_QUERY = FusionParams(
+    question_dense_weight=0.8, exact_dense_weight=0.3, keyword_dense_weight=0.5, question_words=3
+)
+
+
+@pytest.mark.parametrize(
+    ("query", "weight"),
+    [
+        # A question in the asker's own words leans on meaning.
+        ("how do I stop a package from being upgraded", 0.8),
+        ("which package owns this file", 0.8),
+        # Identifiers and quoted words lean on the words themselves.
+        ("what does --no-hardlinks do", 0.3),
+        ("error XJ-4471 on start", 0.3),
+        ("where is /etc/gai.conf read", 0.3),
+        ('pages that say "holding back"', 0.3),
+        ("pages that say \u201cholding back\u201d", 0.3),
+        # A couple of keywords: neither.
+        ("apt pinning", 0.5),
+        ("the kernel", 0.5),
+    ],
+)
+def test_the_dense_weight_follows_the_kind_of_query(query: str, weight: float) -> None:
+    assert dense_weight_for(query, PER_QUERY) == weight
+
+
+def test_a_dense_weight_that_is_set_is_used_for_every_query() -> None:
+    params = FusionParams(dense_weight=0.6, question_dense_weight=0.9, exact_dense_weight=0.1)
+    assert dense_weight_for("how do I stop a package from being upgraded", params) == 0.6
+    assert dense_weight_for("--no-hardlinks", params) == 0.6

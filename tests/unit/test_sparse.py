@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from infra.sparse import SparseEncoder, identifier_terms, phrases, term_index, tokens
+import pytest
+
+from infra.sparse import (
+    SparseEncoder,
+    identifier_terms,
+    phrases,
+    term_index,
+    tokens,
+    with_feedback,
+)
 from infra.vectorstore.base import SparseVector
 
 
@@ -87,3 +96,19 @@ def test_identifiers_in_a_query_are_flags_codes_and_joined_names() -> None:
     # Plain words, hyphenated words and bare numbers are not identifiers.
     assert identifier_terms("How do I return a kayak within 30 days?") == []
     assert identifier_terms("a post-processing tool") == []
+
+
+def test_feedback_adds_the_terms_most_of_the_best_matches_share() -> None:
+    query = SparseEncoder().query("stop a package from being upgraded")
+    hold, apt, kernel = term_index("hold"), term_index("apt"), term_index("kernel")
+    feedback = [frozenset({hold, apt}), frozenset({hold, kernel}), frozenset({hold, apt})]
+    widened = with_feedback(query, feedback, weight=0.3, min_chunks=2)
+    weights = dict(zip(widened.indices, widened.values, strict=True))
+    assert weights[hold] == pytest.approx(0.3)  # in all three
+    assert weights[apt] == pytest.approx(0.2)  # in two of three
+    assert kernel not in weights  # in one only
+    # The asker's own terms keep their weight.
+    for index, value in zip(query.indices, query.values, strict=True):
+        assert weights[index] == pytest.approx(value)
+    assert widened.indices == sorted(widened.indices)
+    assert with_feedback(query, [], weight=0.3, min_chunks=2) == query
