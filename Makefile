@@ -4,11 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-containers lint typecheck unit clean system-packages
+.PHONY: install run test test-containers lint typecheck unit clean system-packages benchmark-documents
 
 # Debian packages the tests drive: a headless browser and its driver (the console's tests),
 # promtool (the alert rules are checked with it) and tmux (the CLI's progress display).
 SYSTEM_PACKAGES := chromium chromium-driver prometheus tmux
+# The real manuals the quality benchmark's Debian sets are built from (benchmarks/eval/).
+BENCHMARK_PACKAGES := debian-policy debian-reference-en python3.11-doc
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 $(STAMP): pyproject.toml
@@ -21,10 +23,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-system-packages:
-	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+system-packages: PACKAGES = $(SYSTEM_PACKAGES)
+benchmark-documents: PACKAGES = $(BENCHMARK_PACKAGES)
+system-packages benchmark-documents:
+	@missing=$$(for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
-		echo "installing Debian packages for the tests:" $$missing; \
+		echo "installing Debian packages:" $$missing; \
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi

@@ -53,7 +53,6 @@ from typing import Any
 import httpx
 import pytrec_eval
 
-from benchmarks.build_eval_sets import DEBIAN_PACKAGES
 from benchmarks.ingest import SECRET, TOKEN
 from benchmarks.judging import (
     PASSAGE_THRESHOLD,
@@ -73,7 +72,13 @@ MODES = ("dense", "sparse", "hybrid")
 # With `--fusions`, more hybrid configurations are asked beside the three modes, each under a
 # name of its own (`hybrid_convex0.6`, `hybrid_rrf60`): how fusion defaults are chosen.
 FUSION_NAME = re.compile(r"^(convex|rrf):(\d+(?:\.\d+)?)$")
-SETS = ("manpages", "multiformat", "exact")
+SETS = ("manpages", "multiformat", "exact", "paraphrase")
+# The benchmark's own stack takes its load: ~1,500 records in a few batches, and searches back
+# to back (the service's per-tenant defaults would refuse both).
+STACK_SETTINGS = {
+    "RAGLINE_LIMITS__UPLOADS_PER_MINUTE": "1000000",
+    "RAGLINE_LIMITS__SEARCHES_PER_SECOND": "1000000",
+}
 EVAL_DIR = Path(__file__).parent / "eval"
 BATCH = 500
 IN_PROGRESS = ("queued", "extracting", "chunking", "embedding", "indexing")
@@ -104,6 +109,9 @@ class Run:
     cases: list[Case]
 
 
+METRICS = ("recall4", "recall10", "mrr10", "ndcg10")
+
+
 @dataclass
 class Figures:
     """What a run measured, per retrieval mode."""
@@ -111,6 +119,23 @@ class Figures:
     means: dict[str, dict[str, float]]
     # The queries with no relevant hit in the top 4.
     misses4: dict[str, list[str]]
+    # Every query's figures, per mode.
+    per_query: dict[str, dict[str, dict[str, float]]]
+
+    def subset(self, qids: set[str]) -> Figures:
+        """The same figures over some of the queries."""
+        per_query = {
+            mode: {qid: s for qid, s in scores.items() if qid in qids}
+            for mode, scores in self.per_query.items()
+        }
+        return Figures(
+            {
+                mode: {m: mean([s[m] for s in scores.values()]) for m in METRICS}
+                for mode, scores in per_query.items()
+            },
+            {mode: [q for q in missed if q in qids] for mode, missed in self.misses4.items()},
+            per_query,
+        )
 
 
 def fail(message: str) -> None:
@@ -129,14 +154,16 @@ def read_document(path: Path) -> bytes:
     return gzip.decompress(data) if path.suffix == ".gz" else data
 
 
-def load_multiformat(path: Path) -> dict[str, Any]:
-    """The multi-format set, after checking its documents are this machine's."""
+def load_documents_set(path: Path) -> dict[str, Any]:
+    """A set over Debian documents (multi-format, paraphrase), after checking its documents
+    are this machine's."""
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     missing = [d["path"] for d in data["documents"] if not Path(d["path"]).is_file()]
     if missing:
         fail(
-            f"{len(missing)} Debian document(s) of the multi-format set are missing (first: "
-            f"{missing[0]}); install them with `apt-get install {' '.join(DEBIAN_PACKAGES)}`"
+            f"{len(missing)} Debian document(s) of {path.name} are missing (first: "
+            f"{missing[0]}); install them with `make benchmark-documents` "
+            f"(`apt-get install {' '.join(data['packages'])}`)"
         )
     changed = [
         d["path"] for d in data["documents"] if sha256(Path(d["path"]).read_bytes()) != d["sha256"]
@@ -144,8 +171,7 @@ def load_multiformat(path: Path) -> dict[str, Any]:
     if changed:
         fail(
             f"{len(changed)} document(s) differ from those the set was built from (first: "
-            f"{changed[0]}; built from {data['packages']}); rebuild the sets with "
-            "`python -m benchmarks.build_eval_sets`"
+            f"{changed[0]}; built from {data['packages']}); rebuild the set"
         )
     return data
 
@@ -177,6 +203,23 @@ def multiformat_cases(data: dict[str, Any]) -> list[Case]:
     return [
         Case(qid, query["text"], query["section"], overlaps(passages[query["section"]]))
         for qid, query in data["queries"].items()
+    ]
+
+
+def paraphrase_cases(data: dict[str, Any]) -> list[Case]:
+    """The paraphrased questions: relevant is a hit overlapping any of the answer passages."""
+
+    def overlaps(passages: list[Passage]) -> Callable[[Hit], bool]:
+        return lambda hit: any(p.judges_relevant(str(hit["chunk_text"])) for p in passages)
+
+    return [
+        Case(
+            qid,
+            question["text"],
+            " | ".join(a["text"][:80] for a in question["answers"]),
+            overlaps([Passage(answer["text"]) for answer in question["answers"]]),
+        )
+        for qid, question in data["questions"].items()
     ]
 
 
@@ -364,7 +407,7 @@ def evaluate(
     modes: dict[str, dict[str, Any]],
 ) -> Figures:
     """Asks every query of a run in every mode; returns the means and the misses."""
-    figures = Figures({}, {})
+    figures = Figures({}, {}, {})
     for mode, body in modes.items():
         started = time.perf_counter()
         per_query: dict[str, dict[str, float]] = {}
@@ -403,14 +446,14 @@ def evaluate(
                     }
                 )
         means = {
-            metric: mean([scores[metric] for scores in per_query.values()])
-            for metric in ("recall4", "recall10", "mrr10", "ndcg10")
+            metric: mean([scores[metric] for scores in per_query.values()]) for metric in METRICS
         }
         for metric, value in trec_check(rankings).items():
             if abs(value - means[metric]) > 1e-9:
                 raise AssertionError(f"{run.name} {mode} {metric}: {means[metric]} vs {value}")
         took = (time.perf_counter() - started) / len(run.cases) * 1000
         figures.means[mode] = means
+        figures.per_query[mode] = per_query
         figures.misses4[mode] = [qid for qid, scores in per_query.items() if not scores["recall4"]]
         print(
             f"{run.name} [{mode}]: recall@4 {means['recall4']:.4f}, "
@@ -425,7 +468,7 @@ def keyed(prefix: str, figures: Figures) -> dict[str, float]:
     return {
         f"{prefix}{metric}_{mode}": round(means[metric], 4)
         for mode, means in figures.means.items()
-        for metric in ("recall4", "recall10", "mrr10", "ndcg10")
+        for metric in METRICS
     }
 
 
@@ -454,7 +497,10 @@ def main() -> None:
             fail(f"{args.eval} not found (the man-page corpus, ../shared/eval/manpages.json)")
         manpages = json.loads(args.eval.read_text())
     multiformat = (
-        load_multiformat(args.eval_dir / "multiformat.json") if "multiformat" in sets else {}
+        load_documents_set(args.eval_dir / "multiformat.json") if "multiformat" in sets else {}
+    )
+    paraphrase = (
+        load_documents_set(args.eval_dir / "paraphrase.json") if "paraphrase" in sets else {}
     )
     exact: dict[str, Any] = {}
     if "exact" in sets:
@@ -466,8 +512,9 @@ def main() -> None:
     dump: list[dict[str, Any]] | None = [] if args.dump else None
     with (
         tempfile.TemporaryDirectory(prefix="ragline-quality-") as tmp,
-        isolated_stack(Path(tmp), TOKEN, SECRET) as (_, pipeline),
+        isolated_stack(Path(tmp), TOKEN, SECRET, settings=STACK_SETTINGS) as (_, pipeline),
     ):
+        print(f"stack settings: {STACK_SETTINGS}")
         admin = httpx.Client(
             base_url=pipeline.api_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60
         )
@@ -483,15 +530,22 @@ def main() -> None:
             kbs["manpages"] = create_kb(admin, "man pages")
             pages = submit_records(admin, kbs["manpages"], manpages["corpus"])
         if multiformat:
-            for name in ("all_formats", "one_copy"):
-                kbs[name] = create_kb(admin, f"multi-format: {name}")
+            kbs["all_formats"] = create_kb(admin, "multi-format: all_formats")
             submit_files(
                 admin, kbs["all_formats"], [Path(p) for p in multiformat["kbs"]["all_formats"]]
             )
-        sizes = {name: wait_indexed(admin, kb) for name, kb in kbs.items() if name != "one_copy"}
+        sizes = {name: wait_indexed(admin, kb) for name, kb in kbs.items()}
+        # These share documents with the every-format KB, whose vectors are cached by now.
+        later: dict[str, list[Path]] = {}
         if multiformat:
-            submit_files(admin, kbs["one_copy"], [Path(p) for p in multiformat["kbs"]["one_copy"]])
-            sizes["one_copy"] = wait_indexed(admin, kbs["one_copy"])
+            later["one_copy"] = [Path(p) for p in multiformat["kbs"]["one_copy"]]
+        if paraphrase:
+            later["paraphrase"] = [Path(d["path"]) for d in paraphrase["documents"]]
+        for name, paths in later.items():
+            kbs.setdefault(name, create_kb(admin, f"quality: {name}"))
+            submit_files(admin, kbs[name], paths)
+        for name in later:
+            sizes[name] = wait_indexed(admin, kbs[name])
         ingest_s = time.time() - started
         for name, size in sizes.items():
             print(f"KB {name}: {size['documents']} documents, {size['chunks']} chunks")
@@ -522,6 +576,22 @@ def main() -> None:
                 results[f"exact_misses_hybrid_top4_{style}"] = sum(
                     1 for qid in missed if exact["queries"][qid]["style"] == style
                 )
+        if "paraphrase" in sets:
+            run = Run("paraphrase", kbs["paraphrase"], paraphrase_cases(paraphrase))
+            figures = evaluate(client, run, pages, dump, modes)
+            results.update(keyed("paraphrase_", figures))
+            questions = paraphrase["questions"]
+            for split in ("tune", "test"):
+                part = figures.subset({q for q, v in questions.items() if v["split"] == split})
+                for mode, means in part.means.items():
+                    print(
+                        f"paraphrase/{split} [{mode}]: recall@4 {means['recall4']:.4f}, "
+                        f"recall@10 {means['recall10']:.4f}, MRR@10 {means['mrr10']:.4f}, "
+                        f"nDCG@10 {means['ndcg10']:.4f}"
+                    )
+                results.update(keyed(f"paraphrase_{split}_", part))
+                results[f"paraphrase_{split}_misses4_hybrid"] = part.misses4["hybrid"]
+            results["paraphrase_queries"] = len(questions)
     results["goals"] = goals(results, sets)
     results["total_s"] = round(time.time() - begun)
     for goal, met in results["goals"].items():
@@ -536,14 +606,24 @@ def goals(results: dict[str, Any], sets: set[str]) -> dict[str, bool]:
     """The issue's retrieval goals this run can judge, and whether each is met."""
     met: dict[str, bool] = {}
     if "manpages" in sets:
-        met["manpages: ndcg10_hybrid >= 0.85"] = results["ndcg10_hybrid"] >= 0.85
+        met["manpages: ndcg10_hybrid >= 0.86"] = results["ndcg10_hybrid"] >= 0.86
     if "multiformat" in sets:
         hybrid = results["multiformat_recall4_hybrid"]
         met["multiformat: hybrid recall@4 with duplicates >= one copy alone"] = (
             hybrid >= results["multiformat_one_copy_recall4_hybrid"]
         )
+        met["multiformat: hybrid recall@4 >= 0.98"] = hybrid >= 0.98
         met["multiformat: hybrid recall@4 with duplicates >= dense and sparse"] = hybrid >= max(
             results["multiformat_recall4_dense"], results["multiformat_recall4_sparse"]
+        )
+    if "paraphrase" in sets:
+        hybrid = results["paraphrase_test_recall4_hybrid"]
+        met["paraphrase: test hybrid recall@4 >= 0.92"] = hybrid >= 0.92
+        met["paraphrase: test hybrid recall@4 >= dense + 0.03"] = (
+            hybrid >= results["paraphrase_test_recall4_dense"] + 0.03
+        )
+        met["paraphrase: test hybrid recall@4 >= sparse + 0.05"] = (
+            hybrid >= results["paraphrase_test_recall4_sparse"] + 0.05
         )
     if "exact" in sets:
         met["exact: hybrid MRR@10 >= sparse MRR@10"] = (
