@@ -1,12 +1,12 @@
 """Retrieval quality: recall@4, recall@10, MRR@10 and nDCG@10 of dense, sparse and hybrid search.
 
-    .venv/bin/python -m benchmarks.quality [--sets manpages multiformat exact]
+    .venv/bin/python -m benchmarks.quality [--sets manpages multiformat exact paraphrase]
                                            [--eval ../shared/eval/manpages.json]
                                            [--dump rankings.json]
                                            [--fusions convex:0.6 rrf:60 ...]
 
 Starts its own local stack, ingests through the real API and asks every query through the real
-tenant search endpoint (`score_threshold` 0) in each retrieval mode. Three sets:
+tenant search endpoint (`score_threshold` 0) in each retrieval mode. Four sets:
 
 - `manpages`: `../shared/eval/manpages.json`, 1,481 man pages (records, through the batch
   endpoint) and 800 queries, each a page's one-line description; relevant: that page. Pages
@@ -18,7 +18,18 @@ tenant search endpoint (`score_threshold` 0) in each retrieval mode. Three sets:
 - `exact` (`benchmarks/eval/exact_terms.json`): 100 identifiers (option flags, paths, variable
   and configuration names) that occur in exactly one man page, asked bare and inside a generic
   question, in the man-page KB; relevant: the hit of that page holding the identifier.
-`benchmarks/build_eval_sets.py` says how the two sets were built.
+- `paraphrase` (`benchmarks/eval/paraphrase.json`): 166 questions written the way users ask
+  (none shares a run of three content words with its answer), over the Debian Reference and
+  the Debian Policy Manual (HTML, text, PDF) and the Python tutorial and FAQ (HTML,
+  reStructuredText) in one KB; relevant: a hit overlapping any of the question's quoted answer
+  passages. Reported whole (`paraphrase_*`) and per half: `paraphrase_tune_*`, on which the
+  search constants are chosen, and `paraphrase_test_*`, which is reported beside it.
+`benchmarks/build_eval_sets.py` says how the multi-format and exact sets were built,
+`benchmarks/build_paraphrase_set.py` how the paraphrase set was. The Debian documents come from
+their packages: `make benchmark-documents` installs them.
+
+The benchmark's stack takes its own load (`STACK_SETTINGS`: the per-tenant upload and search
+rates lifted); it prints them.
 
 Every query asks for one known item; only the first relevant hit of a ranking counts (copies of
 the same passage in other formats add nothing). The search service's candidate depth depends
@@ -31,7 +42,8 @@ passage was.
 
 The last line printed is one JSON object: the man-page figures keep their keys
 (`ndcg10_dense`, `recall10_hybrid`, and `recall4_*`, `mrr10_*`), the sets' figures are
-prefixed (`multiformat_recall4_hybrid`, `multiformat_one_copy_*`, `exact_*`), and `goals` says
+prefixed (`multiformat_recall4_hybrid`, `multiformat_one_copy_*`, `exact_*`,
+`paraphrase_test_recall4_hybrid`), and `goals` says
 which of the issue's goals are met.
 """
 

@@ -278,15 +278,15 @@ class SearchSettings(BaseModel):
     lead_ratio: float = Field(default=1.5, ge=1)
     lead_gap: float = Field(default=0.1, gt=0)
     # Hybrid convex fusion's dense weight where a search sets none, by the kind of query
-    # (`services.search.fusion.dense_weight_for`): a question of three or more content words,
-    # a query naming an identifier or quoting words, a few keywords.
-    question_dense_weight: float = Field(default=0.5, ge=0, le=1)
+    # (`services.search.fusion.query_kind`): a question (how..., what...?), a query naming an
+    # identifier or quoting words, anything else (keywords, a title, a description).
+    question_dense_weight: float = Field(default=0.8, ge=0, le=1)
     exact_dense_weight: float = Field(default=0.5, ge=0, le=1)
-    keyword_dense_weight: float = Field(default=0.5, ge=0, le=1)
-    # Pseudo-relevance feedback in hybrid searches that name no identifier: terms held by at
+    plain_dense_weight: float = Field(default=0.5, ge=0, le=1)
+    # Pseudo-relevance feedback in hybrid searches for a question: terms held by at
     # least `feedback_min_chunks` of the `feedback_chunks` best semantic matches join the
     # keyword query at `feedback_weight` (0 chunks: off; `services.search.retrieval.Feedback`).
-    feedback_chunks: int = Field(default=3, ge=0, le=20)
+    feedback_chunks: int = Field(default=0, ge=0, le=20)
     feedback_min_chunks: int = Field(default=2, ge=1, le=20)
     feedback_weight: float = Field(default=0.3, ge=0, le=10)
     # A query's identifier term is rare when chunks of at most this many documents in the

@@ -254,12 +254,14 @@ class RetrievalConfig(BaseModel):
 
     @property
     def label(self) -> str:
-        """`hybrid, convex 0.5`, `hybrid, RRF k=60`, `dense`."""
+        """`hybrid, convex 0.5`, `hybrid, convex per query`, `hybrid, RRF k=60`, `dense`."""
         if self.retrieval_mode != "hybrid" or self.fusion is None:
             return self.retrieval_mode
         if self.fusion == "rrf":
             return "hybrid, RRF" + ("" if self.rrf_k is None else f" k={self.rrf_k}")
-        return "hybrid, convex" + ("" if self.dense_weight is None else f" {self.dense_weight}")
+        return "hybrid, convex " + (
+            "per query" if self.dense_weight is None else f"{self.dense_weight}"
+        )
 
 
 class KnowledgeBase(BaseModel):

@@ -81,7 +81,8 @@ class TenantSearchRequest(BaseModel):
     score_threshold: float = Field(default=0.0, ge=0, le=1)
     retrieval_mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
     fusion: Literal["convex", "rrf"] = "convex"
-    dense_weight: float = Field(default=0.5, ge=0, le=1)
+    # None: chosen per query (a question leans on meaning; see the README's Search section).
+    dense_weight: float | None = Field(default=None, ge=0, le=1)
     rrf_k: int = Field(default=60, ge=1, le=1000)
     max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
 

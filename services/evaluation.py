@@ -49,11 +49,11 @@ from services.knowledge_bases import KnowledgeBaseService
 from services.search.service import SearchService
 
 # The configurations tried: hybrid with either fusion at a few weights, the bots' default
-# (convex, 0.5) first so that it wins ties, then each retriever alone.
+# (convex, its weight chosen per query) first so that it wins ties, then each retriever alone.
 CONFIGS: tuple[RetrievalConfig, ...] = (
     *(
         RetrievalConfig(retrieval_mode="hybrid", fusion="convex", dense_weight=weight)
-        for weight in (0.5, 0.3, 0.7)
+        for weight in (None, 0.5, 0.3, 0.7)
     ),
     *(RetrievalConfig(retrieval_mode="hybrid", fusion="rrf", rrf_k=k) for k in (60, 20, 5)),
     RetrievalConfig(retrieval_mode="dense"),
@@ -190,7 +190,7 @@ class Evaluator:
             score_threshold=0.0,
             retrieval_mode=config.retrieval_mode,
             fusion=config.fusion or "convex",
-            dense_weight=config.dense_weight if config.dense_weight is not None else 0.5,
+            dense_weight=config.dense_weight,
             rrf_k=config.rrf_k or 60,
         )
         return (await self._search.search_tenant(request)).hits

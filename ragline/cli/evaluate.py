@@ -81,11 +81,10 @@ def _show(evaluation: Evaluation, kb_label: str, misses_of: str) -> None:
     settings = f"retrieval_mode={best.retrieval_mode}"
     if best.fusion:
         settings += f", fusion={best.fusion}"
-        settings += (
-            f", dense_weight={best.dense_weight:g}"
-            if best.fusion == "convex" and best.dense_weight is not None
-            else f", rrf_k={best.rrf_k}"
-        )
+        if best.fusion == "rrf":
+            settings += f", rrf_k={best.rrf_k}"
+        elif best.dense_weight is not None:
+            settings += f", dense_weight={best.dense_weight:g}"
     output.say(
         f"a bot should use {best.label} (nDCG@10 {evaluation.best_scores.ndcg_at_10:.3f}): "
         f"knowledge.{settings}"

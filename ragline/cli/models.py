@@ -132,12 +132,13 @@ class RetrievalConfig(ApiModel):
 
     @property
     def label(self) -> str:
-        """`hybrid convex 0.5`, `hybrid rrf k=60`, `dense` (a bot's dense settings keep a
-        fusion they do not use)."""
+        """`hybrid convex 0.5`, `hybrid convex per query`, `hybrid rrf k=60`, `dense` (a bot's
+        dense settings keep a fusion they do not use)."""
         if self.retrieval_mode != "hybrid":
             return self.retrieval_mode
-        if self.fusion == "convex" and self.dense_weight is not None:
-            return f"{self.retrieval_mode} convex {self.dense_weight:g}"
+        if self.fusion == "convex":
+            weight = "per query" if self.dense_weight is None else f"{self.dense_weight:g}"
+            return f"{self.retrieval_mode} convex {weight}"
         if self.fusion == "rrf" and self.rrf_k is not None:
             return f"{self.retrieval_mode} rrf k={self.rrf_k}"
         return self.retrieval_mode

@@ -8,8 +8,9 @@ methods combine them:
   ranking scores 0 there). Unlike rank fusion it keeps how far ahead a chunk is, so a chunk
   that one retriever scores far above the rest is not outweighed by chunks that are middling in
   both. 1.0 is the best chunk of both retrievers. Without a `dense_weight` (the default) the
-  weight is chosen per query (`dense_weight_for`): a question in the asker's own words leans
-  on the semantic side, a query naming identifiers or quoting words on the keyword side.
+  weight is chosen per kind of query (`dense_weight_for`): a question, asked in the asker's
+  own words rather than the documents', can lean on the semantic side; a query naming
+  identifiers or quoting words on the keyword side.
 - `rrf`: reciprocal rank fusion, `sum 1 / (rrf_k + rank)`, scaled so that 1.0 is first in both.
 
 On top of either, strong signals are placed first, whatever the other retriever thinks:
@@ -34,11 +35,17 @@ import re
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from infra.sparse import content_words, identifier_terms
+from infra.sparse import identifier_terms
 from infra.vectorstore.base import Rankings
 
 # Words in straight or typographic double quotes: the asker wants those very words.
 _QUOTED = re.compile(r'["\u201c][^"\u201d]+["\u201d]')
+# How a question in English starts (or it has a question mark).
+_ASKING = frozenset(
+    """how what why which where when who whom whose can could does do did is are should would
+    will may must shall was were has have any""".split()
+)
+_FIRST_WORD = re.compile(r"\w+")
 
 
 class FusionMethod(StrEnum):
@@ -56,12 +63,10 @@ class FusionParams:
     # None: chosen per query, from the weights below (`dense_weight_for`).
     dense_weight: float | None = None
     rrf_k: int = 60
-    # The per-query weights: a question of `question_words` or more content words; a query
-    # naming an identifier or quoting words; anything else (a few keywords).
+    # The per-query weights, by `QueryKind`.
     question_dense_weight: float = 0.5
     exact_dense_weight: float = 0.5
-    keyword_dense_weight: float = 0.5
-    question_words: int = 3
+    plain_dense_weight: float = 0.5
     lead_ratio: float = 1.5
     lead_gap: float = 0.1
     # Documents, at most, whose chunks hold a rare term; and the chunks probed per term (a
@@ -89,19 +94,21 @@ class QueryKind(StrEnum):
 
     # It names an identifier (a flag, a code, a path) or quotes words: those very words.
     EXACT = "exact"
-    # Three or more content words: a question or description in the asker's own words.
+    # A question, in the asker's own words rather than the documents' ("how do I keep a
+    # package from being upgraded?").
     QUESTION = "question"
-    # A word or two.
-    KEYWORDS = "keywords"
+    # Anything else: keywords, a title, a description ("copy files and directories").
+    PLAIN = "plain"
 
 
-def query_kind(query: str, question_words: int = 3) -> QueryKind:
+def query_kind(query: str) -> QueryKind:
     """The kind of a query."""
     if _QUOTED.search(query) or identifier_terms(query):
         return QueryKind.EXACT
-    if len(content_words(query)) >= question_words:
+    first = _FIRST_WORD.search(query.lower())
+    if "?" in query or (first is not None and first.group(0) in _ASKING):
         return QueryKind.QUESTION
-    return QueryKind.KEYWORDS
+    return QueryKind.PLAIN
 
 
 def dense_weight_for(query: str, params: FusionParams) -> float:
@@ -111,8 +118,8 @@ def dense_weight_for(query: str, params: FusionParams) -> float:
     return {
         QueryKind.EXACT: params.exact_dense_weight,
         QueryKind.QUESTION: params.question_dense_weight,
-        QueryKind.KEYWORDS: params.keyword_dense_weight,
-    }[query_kind(query, params.question_words)]
+        QueryKind.PLAIN: params.plain_dense_weight,
+    }[query_kind(query)]
 
 
 def for_query(query: str, params: FusionParams) -> FusionParams:

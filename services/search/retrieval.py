@@ -50,7 +50,7 @@ from services.search.fusion import (
 
 @dataclass(frozen=True)
 class Feedback:
-    """Pseudo-relevance feedback for hybrid searches that name no identifier: the terms held
+    """Pseudo-relevance feedback for hybrid searches for a question (`QueryKind`): the terms held
     by at least `min_chunks` of the `chunks` best semantic matches join the keyword query at
     `weight` (`infra.sparse.with_feedback`). No chunks: none."""
 
@@ -66,6 +66,8 @@ class Candidate:
     chunk: ScoredChunk
     score: float
     rationale: str
+    # Hybrid: how many of the query's terms the chunk holds.
+    matched: int = 0
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,7 @@ class Retriever:
         depth = max(self._depth, limit)
         params = for_query(query, fusion)
         feedback = self._feedback
-        if not feedback.chunks or query_kind(query, fusion.question_words) is QueryKind.EXACT:
+        if not feedback.chunks or query_kind(query) is not QueryKind.QUESTION:
             rankings = await self._store.rank(
                 scope, vector, sparse, depth, probes, fusion.probe_limit
             )
@@ -231,7 +233,7 @@ class Retriever:
             why = _why(fused, cosine, len(matched), terms)
             if cosine < threshold:
                 why += " (kept as an exact keyword match below the similarity threshold)"
-            kept.append(Candidate(chunk, fused.score, why))
+            kept.append(Candidate(chunk, fused.score, why, len(matched)))
         return Retrieved(kept, more=len(ranking.fused) > limit, ranking=ranking)
 
 

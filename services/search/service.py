@@ -103,7 +103,7 @@ class SearchService:
             rare_max=settings.rare_term_documents,
             question_dense_weight=settings.question_dense_weight,
             exact_dense_weight=settings.exact_dense_weight,
-            keyword_dense_weight=settings.keyword_dense_weight,
+            plain_dense_weight=settings.plain_dense_weight,
         )
 
     async def search_bot(
@@ -178,11 +178,11 @@ class SearchService:
             top_k=request.top_k,
             threshold=self._settings.people_score_threshold if threshold is None else threshold,
             fusion=(
-                self._fusion("convex", 0.5, 60)
+                self._fusion("convex", None, 60)
                 if shared is None or shared.fusion is None
                 else self._fusion(
                     shared.fusion,
-                    0.5 if shared.dense_weight is None else shared.dense_weight,
+                    shared.dense_weight,
                     shared.rrf_k or 60,
                 )
             ),
@@ -354,6 +354,7 @@ class SearchService:
                 end=c.chunk.payload.end,
                 rationale=c.rationale,
                 rank=rank,
+                matched=c.matched,
             )
             for rank, c in enumerate(candidates)
             if id(c.chunk) in newest

@@ -103,7 +103,7 @@ async def test_bots_are_created_with_seed_defaults_and_validated(api: Api) -> No
 async def test_a_bot_search_answers_with_citations_and_timings(api: Api) -> None:
     kb, (returns, _) = await _kb_with(api, ("returns.md", RETURNS), ("shipping.md", SHIPPING))
     bot = await _bot(api, enabled=True, kb_ids=[kb["id"]], score_threshold=0.3)
-    answer = await api.ask_bot(bot["id"], "How long do I have to return a kayak?")
+    answer = await api.ask_bot(bot["id"], "How long do I have to return my kayak?")
     top = answer["hits"][0]
     assert top["document_id"] == returns
     assert top["document_title"] == "Returns"
@@ -119,7 +119,7 @@ async def test_a_bot_search_answers_with_citations_and_timings(api: Api) -> None
     assert metrics["total_ms"] >= metrics["embedding_ms"]
     assert metrics["cache"]["result"] is False
     assert answer["fallback_message"] is None
-    again = await api.ask_bot(bot["id"], "How long do I have to return a kayak?")
+    again = await api.ask_bot(bot["id"], "How long do I have to return my kayak?")
     assert again["hits"] == answer["hits"]
     assert again["metrics"]["cache"] == {"access": True, "embedding": False, "result": True}
 

@@ -511,7 +511,8 @@ def test_eval_applies_the_best_to_a_bot_or_as_the_kbs_default(cli: Cli, tmp_path
 def _label(config: dict[str, Any]) -> str:
     """A configuration as the CLI names it."""
     if config["retrieval_mode"] == "hybrid" and config["fusion"] == "convex":
-        return f"hybrid convex {config['dense_weight']:g}"
+        weight = config["dense_weight"]
+        return f"hybrid convex {'per query' if weight is None else format(weight, 'g')}"
     if config["retrieval_mode"] == "hybrid" and config["fusion"] == "rrf":
         return f"hybrid rrf k={config['rrf_k']}"
     return str(config["retrieval_mode"])

@@ -409,7 +409,7 @@ def test_an_evaluations_configuration_is_applied_to_a_bot_or_the_kb_from_the_con
     assert "kb" in targets
     assert {f"bot:{tuned['id']}", f"bot:{leaving['id']}"} <= set(targets)
     assert f"bot:{elsewhere['id']}" not in targets
-    default = "the service's default (hybrid, convex 0.5)"
+    default = "the service's default (hybrid, convex per query)"
     assert console.text("#kb-default-retrieval") == default
 
     def apply(config: str, target: str) -> None:
@@ -433,7 +433,7 @@ def test_an_evaluations_configuration_is_applied_to_a_bot_or_the_kb_from_the_con
     shown = console.wait_text("#apply-result", "Applied")
     assert shown == (
         f"Applied hybrid, RRF k=20 (nDCG@10 {_ndcg(run, 'hybrid, RRF k=20')}) to bot "
-        f"{tuned['name']}: before hybrid, convex 0.5, now hybrid, RRF k=20."
+        f"{tuned['name']}: before hybrid, convex per query, now hybrid, RRF k=20."
     )
     assert console.notice() == shown
     stored = _ok(admin.get(f"/api/v1/bots/{tuned['id']}"))["knowledge"]
@@ -535,7 +535,8 @@ def _label(config: dict[str, Any]) -> str:
         return str(config["retrieval_mode"])
     if config["fusion"] == "rrf":
         return f"hybrid, RRF k={config['rrf_k']}"
-    return f"hybrid, convex {config['dense_weight']}"
+    weight = config["dense_weight"]
+    return f"hybrid, convex {'per query' if weight is None else weight}"
 
 
 def _ok(response: httpx.Response, status: int = 200) -> Any:

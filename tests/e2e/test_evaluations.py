@@ -186,7 +186,12 @@ CASES: list[dict[str, Any]] = [
     {"query": "How long do I have to return a kayak?", "expected": ["within thirty days"]},
     {"query": "Which days do orders ship?", "expected": ["every Tuesday and Friday"]},
 ]
-SERVICE_DEFAULT = {"retrieval_mode": "hybrid", "fusion": "convex", "dense_weight": 0.5, "rrf_k": 60}
+SERVICE_DEFAULT = {
+    "retrieval_mode": "hybrid",
+    "fusion": "convex",
+    "dense_weight": None,
+    "rrf_k": 60,
+}
 DENSE = {"retrieval_mode": "dense", "fusion": None, "dense_weight": None, "rrf_k": None}
 SPARSE = {"retrieval_mode": "sparse", "fusion": None, "dense_weight": None, "rrf_k": None}
 RRF_20 = {"retrieval_mode": "hybrid", "fusion": "rrf", "dense_weight": None, "rrf_k": 20}

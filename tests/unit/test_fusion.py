@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from infra.vectorstore.base import Rankings
-from services.search.fusion import FusionMethod, FusionParams, dense_weight_for, fuse
+from services.search.fusion import (
+    FusionMethod,
+    FusionParams,
+    QueryKind,
+    dense_weight_for,
+    fuse,
+    query_kind,
+)
 
 CONVEX = FusionParams(method=FusionMethod.CONVEX, dense_weight=0.5)
 RRF = FusionParams(method=FusionMethod.RRF, rrf_k=60)
@@ -147,29 +154,32 @@ def test_a_probe_that_fills_its_limit_does_not_count_as_rare() -> None:
     assert fuse(partial, params)[0].point_id == "c1"
 
 
-PER_QUERY = FusionParams(
-    question_dense_weight=0.8, exact_dense_weight=0.3, keyword_dense_weight=0.5, question_words=3
-)
+PER_QUERY = FusionParams(question_dense_weight=0.8, exact_dense_weight=0.3, plain_dense_weight=0.5)
 
 
 @pytest.mark.parametrize(
-    ("query", "weight"),
+    ("query", "kind", "weight"),
     [
-        # A question in the asker's own words leans on meaning.
-        ("how do I stop a package from being upgraded", 0.8),
-        ("which package owns this file", 0.8),
-        # Identifiers and quoted words lean on the words themselves.
-        ("what does --no-hardlinks do", 0.3),
-        ("error XJ-4471 on start", 0.3),
-        ("where is /etc/gai.conf read", 0.3),
-        ('pages that say "holding back"', 0.3),
-        ("pages that say \u201cholding back\u201d", 0.3),
-        # A couple of keywords: neither.
-        ("apt pinning", 0.5),
-        ("the kernel", 0.5),
+        # A question, asked in the asker's own words, leans on meaning.
+        ("how do I stop a package from being upgraded", QueryKind.QUESTION, 0.8),
+        ("Which package owns this file?", QueryKind.QUESTION, 0.8),
+        ("my laptop forgets the wifi password after a reboot?", QueryKind.QUESTION, 0.8),
+        # Identifiers and quoted words lean on the words themselves, question or not.
+        ("what does --no-hardlinks do", QueryKind.EXACT, 0.3),
+        ("error XJ-4471 on start", QueryKind.EXACT, 0.3),
+        ("where is /etc/gai.conf read", QueryKind.EXACT, 0.3),
+        ('pages that say "holding back"', QueryKind.EXACT, 0.3),
+        ("pages that say \u201cholding back\u201d", QueryKind.EXACT, 0.3),
+        # Keywords, titles and descriptions (in the documents' words, often): balanced.
+        ("apt pinning", QueryKind.PLAIN, 0.5),
+        ("copy files and directories", QueryKind.PLAIN, 0.5),
+        ("Debian package management", QueryKind.PLAIN, 0.5),
     ],
 )
-def test_the_dense_weight_follows_the_kind_of_query(query: str, weight: float) -> None:
+def test_the_dense_weight_follows_the_kind_of_query(
+    query: str, kind: QueryKind, weight: float
+) -> None:
+    assert query_kind(query) is kind
     assert dense_weight_for(query, PER_QUERY) == weight
 
 

@@ -48,12 +48,13 @@ export function renderEvaluations(container, kb) {
   };
 }
 
-/** A configuration in words: "hybrid, convex 0.5", "hybrid, RRF k=60", "dense". */
+/** A configuration in words: "hybrid, convex 0.5", "hybrid, convex per query",
+ * "hybrid, RRF k=60", "dense". */
 function label(config) {
   if (config.retrieval_mode !== "hybrid" || !config.fusion) return config.retrieval_mode;
   return config.fusion === "rrf"
     ? `hybrid, RRF k=${config.rrf_k}`
-    : `hybrid, convex ${config.dense_weight}`;
+    : `hybrid, convex ${config.dense_weight ?? "per query"}`;
 }
 
 const same = (a, b) => label(a) === label(b);
@@ -106,7 +107,7 @@ function evaluation(run, apply) {
 function kbDefault(kb) {
   return kb.default_retrieval
     ? `${label(kb.default_retrieval)} (applied from an evaluation)`
-    : "the service's default (hybrid, convex 0.5)";
+    : "the service's default (hybrid, convex per query)";
 }
 
 /**
