@@ -46,7 +46,7 @@ class KnowledgeConfig(BaseModel):
 
 
 # The one knowledge field a patch may set to null: no limit.
-NULLABLE = frozenset({"max_context_tokens"})
+NULLABLE = frozenset({"max_context_tokens", "dense_weight"})
 
 
 def _not_nullable(schema: JsonDict) -> None:
@@ -66,7 +66,8 @@ def _not_nullable(schema: JsonDict) -> None:
 
 class KnowledgePatch(BaseModel):
     """A partial change of a bot's knowledge attachment: only the fields given change
-    (`max_context_tokens: null` removes the limit; no other field may be null)."""
+    (`max_context_tokens: null` removes the limit, `dense_weight: null` has it chosen per
+    query; no other field may be null)."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=_not_nullable)
 

@@ -357,8 +357,12 @@ class Evaluations:
                 "a bot; choose a dense or hybrid configuration, or apply it to the knowledge "
                 'base (target "kb")'
             )
-        # The configuration's settings; those it leaves unset (a dense one's fusion) stay.
-        patch = KnowledgePatch.model_validate(config.model_dump(exclude_none=True))
+        # The configuration's settings; those it leaves unset (a dense one's fusion) stay, but
+        # a convex fusion without a weight is the weight chosen per query.
+        settings = config.model_dump(exclude_none=True)
+        if config.fusion == "convex" and config.dense_weight is None:
+            settings["dense_weight"] = None
+        patch = KnowledgePatch.model_validate(settings)
         updated = await self._bots.update(tenant_id, bot.id, BotUpdate(knowledge=patch))
         return Applied(
             evaluation_id=evaluation.id,

@@ -88,6 +88,10 @@ async def test_bots_are_created_with_seed_defaults_and_validated(api: Api) -> No
     assert (await api.http.get(f"/api/v1/bots/{bot['id']}", headers=api.auth)).json()["knowledge"][
         "top_k"
     ] == 7
+    # Convex fusion's weight is chosen per query until one is set; null chooses per query again.
+    assert (knowledge["fusion"], knowledge["dense_weight"]) == ("convex", None)
+    assert (await _patch(api, bot["id"], dense_weight=0.7))["knowledge"]["dense_weight"] == 0.7
+    assert (await _patch(api, bot["id"], dense_weight=None))["knowledge"]["dense_weight"] is None
     listed = (await api.http.get("/api/v1/bots", headers=api.auth)).json()["items"]
     assert bot["id"] in {b["id"] for b in listed}
     assert (await api.http.delete(f"/api/v1/bots/{bot['id']}", headers=api.auth)).status_code == 204
