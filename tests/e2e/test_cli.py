@@ -389,7 +389,8 @@ def test_config_comes_from_flags_then_environment_then_file(cli: Cli) -> None:
     assert "cannot read" in cli("kb", "list", expect=2, env=unset).stderr
 
 
-def test_eval_shows_scores_best_configuration_and_misses(cli: Cli, tmp_path: Path) -> None:
+def _kayak_kb_and_cases(cli: Cli, tmp_path: Path) -> tuple[str, Path]:
+    """A KB of two kayak shop pages, and evaluation cases for it (one it cannot answer)."""
     code = _kb(cli)
     docs = _write(
         tmp_path / "kayaks",
@@ -405,6 +406,11 @@ def test_eval_shows_scores_best_configuration_and_misses(cli: Cli, tmp_path: Pat
         "\n"
         '{"query": "Is there a warranty on paddles?", "expected": "a two-year warranty"}\n'
     )
+    return code, cases
+
+
+def test_eval_shows_scores_best_configuration_and_misses(cli: Cli, tmp_path: Path) -> None:
+    code, cases = _kayak_kb_and_cases(cli, tmp_path)
 
     shown = cli("eval", str(cases), "--kb", code).stdout
     for part in ("2 cases, k = 4", "nDCG@10", "← best", "a bot should use", "knowledge."):
@@ -435,20 +441,7 @@ def test_eval_shows_scores_best_configuration_and_misses(cli: Cli, tmp_path: Pat
 
 
 def test_eval_applies_the_best_to_a_bot_or_as_the_kbs_default(cli: Cli, tmp_path: Path) -> None:
-    code = _kb(cli)
-    docs = _write(
-        tmp_path / "kayaks",
-        {
-            "returns.md": "# Returns\n\nYou can return a kayak within thirty days of delivery.",
-            "shipping.md": "# Shipping\n\nOrders ship from Rotterdam every Tuesday and Friday.",
-        },
-    )
-    cli("ingest", str(docs), "--kb", code)
-    cases = tmp_path / "cases.jsonl"
-    cases.write_text(
-        '{"query": "How long do I have to return a kayak?", "expected": ["within thirty days"]}\n'
-        '{"query": "Is there a warranty on paddles?", "expected": "a two-year warranty"}\n'
-    )
+    code, cases = _kayak_kb_and_cases(cli, tmp_path)
     kb_id = cli.json("kb", "show", code)["id"]
     admin = httpx.Client(
         base_url=cli.stack.url, headers={"Authorization": f"Bearer {cli.stack.admin_token}"}
