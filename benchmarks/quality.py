@@ -95,6 +95,8 @@ EVAL_DIR = Path(__file__).parent / "eval"
 BATCH = 500
 IN_PROGRESS = ("queued", "extracting", "chunking", "embedding", "indexing")
 DEEP = 50
+RETRIES = 10
+RETRY_S = 3.0
 TEXT_CHARS = 200
 
 Hit = dict[str, Any]
@@ -285,29 +287,37 @@ def submit_files(admin: httpx.Client, kb: str, paths: list[Path]) -> None:
         response.raise_for_status()
 
 
+def call(client: httpx.Client, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    """A request, tried again while the API cannot be reached (the stack's supervisor restarts
+    an API that stops answering, which a long run on a loaded machine can see once)."""
+    for attempt in range(1, RETRIES + 1):
+        try:
+            return client.request(method, url, **kwargs)
+        except httpx.TransportError as exc:
+            if attempt == RETRIES:
+                raise
+            print(f"{method} {url}: {exc!r}; trying again in {RETRY_S} s")
+            time.sleep(RETRY_S)
+    raise AssertionError("unreachable")
+
+
 def wait_indexed(admin: httpx.Client, kb: str) -> dict[str, int]:
     """Waits until nothing in the KB is in progress; raises if a document failed."""
     deadline = time.monotonic() + 3600
+    documents = f"/api/v1/knowledge-bases/{kb}/documents"
     while time.monotonic() < deadline:
         busy = sum(
-            len(
-                admin.get(
-                    f"/api/v1/knowledge-bases/{kb}/documents",
-                    params={"status": status, "limit": 1},
-                ).json()["items"]
-            )
-            for status in IN_PROGRESS
+            len(call(admin, "GET", documents, params={"status": s, "limit": 1}).json()["items"])
+            for s in IN_PROGRESS
         )
         if not busy:
-            failed = admin.get(
-                f"/api/v1/knowledge-bases/{kb}/documents", params={"status": "failed"}
-            ).json()["items"]
+            failed = call(admin, "GET", documents, params={"status": "failed"}).json()["items"]
             if failed:
                 raise RuntimeError(
                     f"{len(failed)} document(s) failed: {failed[0]['filename']}: "
                     f"{failed[0]['parse_error']}"
                 )
-            body = admin.get(f"/api/v1/knowledge-bases/{kb}").json()
+            body = call(admin, "GET", f"/api/v1/knowledge-bases/{kb}").json()
             return {"documents": int(body["document_count"]), "chunks": int(body["chunk_count"])}
         time.sleep(2)
     raise TimeoutError("the KB was not indexed within an hour")
@@ -332,7 +342,9 @@ def search(
     client: httpx.Client, kb: str, query: str, mode: dict[str, Any], top_k: int
 ) -> list[Hit]:
     """The hits of one tenant search in a mode (`fusion_modes`)."""
-    response = client.post(
+    response = call(
+        client,
+        "POST",
         "/api/v1/internal/knowledge/search",
         json={
             "tenant_id": "default",
