@@ -52,8 +52,6 @@ class Passage:
     rank: int
     # Other places holding (nearly) the same text, folded into this passage.
     also_in: tuple[Source, ...] = ()
-    # How many of the query's terms its text holds (hybrid search; 0 otherwise).
-    matched: int = 0
 
     @property
     def source(self) -> Source:
@@ -89,9 +87,7 @@ def assemble(
       that passage spans at most `max_chunks` chunks (seed 004's merging of neighbours); if the
       grown passage now copies another kept one, the better-ranked keeps the other as a copy;
     - otherwise a chunk whose text copies a kept passage (`services.search.duplicates`) folds
-      into it and is listed in its `also_in`; if the copy holds more of the query's terms (the
-      same section cut at other places in another format: one copy has the heading the query
-      names, the other does not), its text is shown instead, in the better-ranked place;
+      into it and is listed in its `also_in`;
     - any other chunk is a passage of its own, while fewer than `limit` are kept.
 
     Chunks ranked after the last kept passage can still join or fold into one, so a deeper
@@ -156,14 +152,7 @@ def _neighbour(kept: Sequence[Passage], passage: Passage, max_chunks: int) -> in
 
 
 def _with_copy(original: Passage, copy: Passage) -> Passage:
-    """`original` listing `copy`'s document (and those folded into it), once each; shown with
-    the copy's text where a single-chunk copy of a single chunk holds more query terms."""
-    single = original.first_index == original.last_index and copy.first_index == copy.last_index
-    if single and copy.matched > original.matched:
-        original, copy = (
-            replace(copy, score=original.score, rank=original.rank, also_in=original.also_in),
-            replace(original, also_in=copy.also_in),
-        )
+    """`original` listing `copy`'s document (and those folded into it), once each."""
     known = {source.document_id for source in (original.source, *original.also_in)}
     extra: dict[str, Source] = {}
     for source in (copy.source, *copy.also_in):

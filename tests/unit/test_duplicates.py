@@ -28,7 +28,7 @@ OTHER = (
 )
 
 
-def _passage(document: str, text: str, rank: int, index: int = 0, matched: int = 0) -> Passage:
+def _passage(document: str, text: str, rank: int, index: int = 0) -> Passage:
     return Passage(
         payload=ChunkPayload(
             tenant_id="t1",
@@ -48,7 +48,6 @@ def _passage(document: str, text: str, rank: int, index: int = 0, matched: int =
         end=None,
         rationale="",
         rank=rank,
-        matched=matched,
     )
 
 
@@ -99,26 +98,3 @@ def test_a_high_threshold_keeps_partial_copies_apart() -> None:
     second = _passage("b", " ".join(words[10:]), 1)
     assert len(assemble([first, second], 4, copy_threshold=0.5, max_chunks=3)) == 1
     assert len(assemble([first, second], 4, copy_threshold=0.9, max_chunks=3)) == 2
-
-
-def test_a_copy_holding_more_of_the_query_is_shown_in_the_better_place() -> None:
-    # The same section cut at other places: the text copy starts at the heading the query
-    # names, the PDF's chunk before it. The PDF's ranks first; the text's words are shown.
-    heading = "Maintainer field. " + POLICY
-    passages = [
-        _passage("pdf", POLICY_FROM_PDF, 0, index=3, matched=2),
-        _passage("txt", heading, 1, index=7, matched=3),
-        _passage("faq", OTHER, 2, matched=1),
-    ]
-    kept = assemble(passages, limit=4, copy_threshold=0.5, max_chunks=3)
-    assert [(p.payload.document_id, p.first_index, p.rank) for p in kept] == [
-        ("txt", 7, 0),
-        ("faq", 0, 2),
-    ]
-    assert kept[0].text == heading
-    assert kept[0].score == 1.0  # the better-ranked copy's place and score
-    assert [(c.document_id, c.chunk_index) for c in kept[0].also_in] == [("pdf", 3)]
-    # A copy holding no more of the query than the kept one changes nothing.
-    even = [_passage("pdf", POLICY_FROM_PDF, 0, matched=3), _passage("txt", heading, 1, matched=3)]
-    (shown,) = assemble(even, limit=4, copy_threshold=0.5, max_chunks=3)
-    assert (shown.payload.document_id, shown.text) == ("pdf", POLICY_FROM_PDF)
