@@ -66,8 +66,6 @@ class Candidate:
     chunk: ScoredChunk
     score: float
     rationale: str
-    # Hybrid: how many of the query's terms the chunk holds.
-    matched: int = 0
 
 
 @dataclass(frozen=True)
@@ -233,7 +231,7 @@ class Retriever:
             why = _why(fused, cosine, len(matched), terms)
             if cosine < threshold:
                 why += " (kept as an exact keyword match below the similarity threshold)"
-            kept.append(Candidate(chunk, fused.score, why, len(matched)))
+            kept.append(Candidate(chunk, fused.score, why))
         return Retrieved(kept, more=len(ranking.fused) > limit, ranking=ranking)
 
 

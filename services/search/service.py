@@ -354,7 +354,6 @@ class SearchService:
                 end=c.chunk.payload.end,
                 rationale=c.rationale,
                 rank=rank,
-                matched=c.matched,
             )
             for rank, c in enumerate(candidates)
             if id(c.chunk) in newest
