@@ -95,13 +95,15 @@ async def store(tmp_path: Path, embedder: Embedder) -> AsyncIterator[CountingSto
 
 
 @pytest.fixture
-async def retriever(
-    store: CountingStore, embedder: Embedder, local_services: LocalServices
-) -> AsyncIterator[Retriever]:
-    client = redis.Redis.from_url(local_services.redis_url)
-    cache = SearchCache(client, SearchSettings())
-    yield Retriever(embedder, store, cache, SparseEncoder(), depth=100)
-    await cache.close()
+async def cache(local_services: LocalServices) -> AsyncIterator[SearchCache]:
+    opened = SearchCache(redis.Redis.from_url(local_services.redis_url), SearchSettings())
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+def retriever(store: CountingStore, embedder: Embedder, cache: SearchCache) -> Retriever:
+    return Retriever(embedder, store, cache, SparseEncoder(), depth=100)
 
 
 def _ids(found: Retrieved) -> list[str]:
@@ -144,10 +146,8 @@ async def test_a_deeper_look_continues_the_ranking_without_ranking_again(
 
 
 async def test_feedback_widens_a_questions_keyword_query_with_its_best_matches_terms(
-    store: CountingStore, embedder: Embedder, local_services: LocalServices
+    store: CountingStore, embedder: Embedder, cache: SearchCache
 ) -> None:
-    client = redis.Redis.from_url(local_services.redis_url)
-    cache = SearchCache(client, SearchSettings())
     scope = SearchScope("t1", ("kb1",), ("tenant",))
 
     async def hybrid(retriever: Retriever, query: str) -> Retrieved:
@@ -163,7 +163,7 @@ async def test_feedback_widens_a_questions_keyword_query_with_its_best_matches_t
         )
 
     # None of the question's words is in the manual: BM25 alone finds nothing.
-    question = "my internet box keeps switching itself off and on"
+    question = "why does my internet box keep switching itself off and on?"
     plain = Retriever(embedder, store, cache, SparseEncoder(), depth=100)
     found = await hybrid(plain, question)
     assert found.ranking is not None
@@ -183,5 +183,6 @@ async def test_feedback_widens_a_questions_keyword_query_with_its_best_matches_t
     assert all("router" in texts[f.point_id] for f in keyword if f.point_id in texts)
     # A query naming an identifier asks for its very words: no feedback.
     await hybrid(widened, "what does error XJ-4471 mean")
+    # Nor for keywords or a description in the documents' words.
+    await hybrid(widened, "internet box switching off and on")
     assert store.sparse_rankings == before + 1
-    await cache.close()
