@@ -60,6 +60,7 @@ import random
 import re
 import sys
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -317,12 +318,14 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def package_versions(status: Path = Path("/var/lib/dpkg/status")) -> dict[str, str]:
+def package_versions(
+    packages: Sequence[str] = DEBIAN_PACKAGES, status: Path = Path("/var/lib/dpkg/status")
+) -> dict[str, str]:
     """The installed versions of the Debian packages the documents come from."""
     versions = {}
     for stanza in status.read_text(encoding="utf-8").split("\n\n"):
         fields = dict(re.findall(r"^(Package|Version): (.+)$", stanza, re.MULTILINE))
-        if fields.get("Package") in DEBIAN_PACKAGES and "Version" in fields:
+        if fields.get("Package") in packages and "Version" in fields:
             versions[fields["Package"]] = fields["Version"]
     return dict(sorted(versions.items()))
 

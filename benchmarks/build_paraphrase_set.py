@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.build_eval_sets import package_versions, sha256
 from infra.sparse import content_words
 
 OUT = Path(__file__).parent / "eval" / "paraphrase.json"
@@ -187,29 +188,13 @@ def split_of(entries: list[dict[str, Any]]) -> dict[str, str]:
     return splits
 
 
-def sha256(path: Path) -> str:
-    """SHA-256 of a file, hex."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def package_version(package: str) -> str:
-    """The installed version of a Debian package, from dpkg's status file."""
-    status = Path("/var/lib/dpkg/status").read_text(encoding="utf-8")
-    match = re.search(
-        rf"^Package: {re.escape(package)}\n(?:[^\n]+\n)*?Version: (\S+)", status, re.M
-    )
-    if match is None:
-        sys.exit(f"build_paraphrase_set: the Debian package {package} is not installed")
-    return match.group(1)
-
-
 def build(entries: list[dict[str, Any]], books: dict[str, Manual]) -> dict[str, Any]:
     """The set file's content."""
     splits = split_of(entries)
     return {
         "description": "paraphrased questions; see benchmarks/build_paraphrase_set.py",
         "judge": "an answer quote and a hit share judging.PASSAGE_THRESHOLD of the smaller",
-        "packages": {book.package: package_version(book.package) for book in books.values()},
+        "packages": package_versions(PACKAGES),
         "documents": [
             {
                 "path": str(path),
