@@ -8,7 +8,6 @@ runs this app with them).
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
@@ -82,7 +81,7 @@ async def _ragline_error(_: Request, exc: Exception) -> JSONResponse:
     status = _status_of(exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     if isinstance(exc, RateLimited):
-        headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+        headers = {"Retry-After": str(exc.retry_after_s)}
     if status >= 500:
         log.warning("request failed: %s", exc)
     return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)

@@ -6,6 +6,8 @@ about the input and will fail the same way every time.
 
 from __future__ import annotations
 
+import math
+
 
 class RaglineError(Exception):
     """Root of every error Ragline raises on purpose."""
@@ -87,8 +89,10 @@ class RateLimited(RaglineError):
     """Too many requests; try again after `retry_after_s`."""
 
     def __init__(self, what: str, retry_after_s: float) -> None:
-        super().__init__(f"too many {what}; try again in {retry_after_s:.0f} s")
-        self.retry_after_s = retry_after_s
+        # Whole seconds, rounded up and at least 1: the same figure the HTTP layer
+        # sends as `Retry-After`, so the message and the header never disagree.
+        self.retry_after_s = max(1, math.ceil(retry_after_s))
+        super().__init__(f"too many {what}; try again in {self.retry_after_s} s")
 
 
 class Unauthorized(RaglineError):
