@@ -1,14 +1,21 @@
 """Crawl throughput: pages per second of a crawl of a local site (fetch, extract, chunk, embed,
 index), beside the embedding model alone on the same pages' chunks, in one run.
 
-Starts its own local stack and the test site (`tests/crawl_site.py`) with `--pages` extra
-pages of a few paragraphs each, reachable from a hub page; crawls it from `/docs/` and the hub
-and measures from the job's start to its last page indexed. Then crawls it again unchanged
-(every page answers 304, or the same content: nothing is embedded) and reports that rate too.
-Finally it embeds the very same chunks with the same model and batch size in this process
-(`benchmarks.ingest.model_alone`). The last line printed is one JSON object.
+Starts its own local stack and the test site (`tests/crawl_site.py`) with `--pages` extra pages
+of a few paragraphs each, reachable from a hub page; crawls it from `/docs/` and the hub
+(`--hub-only`: the hub alone, the extra pages without the test site's own) and measures from
+the job's start to its last page indexed. Then crawls it again unchanged (every page answers
+304, or the same content: nothing is embedded) and reports that rate too. Finally it embeds the
+very same chunks with the same model and batch size in this process
+(`benchmarks.ingest.model_alone`). The stack runs the API with the relay, crawl, extract, chunk
+and embed workers (`benchmarks/stack.py`); the settings it overrides (private addresses
+allowed, no per-host delay) are printed. The last line printed is one JSON object: `pages`,
+`chunks`, `crawl_seconds`, `pages_per_s`, `chunks_per_s`, `recrawl_seconds`,
+`recrawl_pages_per_s`, `recrawl_counts`, `model_alone_chunks`, `model_alone_chunks_per_s`,
+`model_alone_pages_per_s`, `ratio` (the crawl's chunks/s over the model's) and `first_counts`.
 
-    .venv/bin/python -m benchmarks.crawl [--pages 300]
+    .venv/bin/python -m benchmarks.crawl [--pages 300] [--hub-only]
+    .venv/bin/python -m benchmarks.crawl --tiny     # the hub alone, 5 pages (`make test`)
 """
 
 from __future__ import annotations
@@ -23,10 +30,17 @@ from typing import Any
 import httpx
 
 from benchmarks.ingest import SECRET, TOKEN, chunk_texts, model_alone, wait_all_indexed
-from devstack.launcher import isolated_stack
+from benchmarks.stack import CRAWL_STAGES, announce, bench_stack
 from infra.settings import EmbeddingSettings
 from tests.crawl_site import CrawlSite
 
+TINY_PAGES = 5
+# The test site is on 127.0.0.1 and answers at once: no delay between its pages.
+STACK_SETTINGS = {
+    "RAGLINE_CRAWL__ALLOW_PRIVATE_NETWORKS": "true",
+    "RAGLINE_CRAWL__PER_HOST_DELAY_S": "0",
+    "RAGLINE_CRAWL__FETCH_TIMEOUT_S": "1",
+}
 WORDS = (
     "valve pump filter gasket torque sensor relay breaker conveyor spindle bearing coupling "
     "hydraulic pneumatic lubricant calibration tolerance inspection maintenance schedule"
@@ -74,23 +88,32 @@ def main() -> None:
     """Runs the benchmark and prints its figures."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.crawl")
     parser.add_argument("--pages", type=int, default=300)
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help=f"from the hub alone, {TINY_PAGES} pages: the run `make test` does",
+    )
+    parser.add_argument(
+        "--hub-only", action="store_true", help="crawl from the hub alone, not from /docs/ too"
+    )
     args = parser.parse_args()
-    settings = {
-        "RAGLINE_CRAWL__ALLOW_PRIVATE_NETWORKS": "true",
-        "RAGLINE_CRAWL__PER_HOST_DELAY_S": "0",
-        "RAGLINE_CRAWL__FETCH_TIMEOUT_S": "1",
-    }
+    if args.tiny:
+        args.pages, args.hub_only = TINY_PAGES, True
+    announce(STACK_SETTINGS)
     with tempfile.TemporaryDirectory() as tmp, CrawlSite(slow_seconds=2.0) as site:
         hub = "".join(f'<a href="/docs/unit-{n}">unit {n}</a> ' for n in range(args.pages))
         site.set_page("/docs/hub", f"<html><body><main>{hub}</main></body></html>")
         for n in range(args.pages):
             site.set_page(f"/docs/unit-{n}", extra_page(n))
         work = Path(tmp)
-        with isolated_stack(work / "stack", TOKEN, SECRET, settings) as (_, pipeline):
+        stack = bench_stack(work / "stack", TOKEN, SECRET, STACK_SETTINGS, CRAWL_STAGES)
+        with stack as (_, pipeline):
             headers = {"Authorization": f"Bearer {TOKEN}"}
             with httpx.Client(base_url=pipeline.api_url, headers=headers, timeout=60) as http:
                 kb = http.post("/api/v1/knowledge-bases", json={"name": "crawl"}).json()["id"]
-                urls = [site.url("/docs/"), site.url("/docs/hub")]
+                urls = [site.url("/docs/hub")]
+                if not args.hub_only:
+                    urls.insert(0, site.url("/docs/"))
                 first = crawl(http, kb, urls)
                 second = crawl(http, kb, urls)
         documents = first["documents"]

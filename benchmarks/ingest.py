@@ -6,15 +6,23 @@ indexed). Then, with the pipeline stopped, it embeds the very same chunks with t
 and batch size in this process and reports that rate too. `ratio` is the first over the second:
 the share of the model's speed the pipeline keeps.
 
-    .venv/bin/python -m benchmarks.ingest [--embed-workers 1 2] [--docs DIR]
+    .venv/bin/python -m benchmarks.ingest [--embed-workers 1 2] [--docs DIR] [--documents NAME ...]
+    .venv/bin/python -m benchmarks.ingest --tiny    # one 5-page PDF, one embed worker (`make test`)
 
-The documents are real PDFs from pypdf's source distribution (its test files, fetched once with
-pip into `.ragline/bench-docs`). Their text comes from PDFium, native code that reads these 8.8 MB
-in well under a second, so parsing takes little of the two CPUs the model needs too; what the
-extract and chunk stages still use caps the ratio at `ratio_ceiling_cpu`. The run is repeated on
-plain-text copies of the same documents (`ratio_text_copies`): the share the pipeline's own
-machinery (Kafka, MongoDB, the stages, the vector store) keeps without any PDF parsing. The last
-line printed is one JSON object.
+The documents are real PDFs from pypdf's source distribution (its test files: those in
+`tests/fixtures` are taken from there, the others fetched once with pip into
+`.ragline/bench-docs`); `--documents` takes some of them. Their text comes from PDFium, native
+code that reads these 8.8 MB in well under a second, so parsing takes little of the two CPUs
+the model needs too; what the extract and chunk stages still use caps the ratio at
+`ratio_ceiling_cpu`. The run is repeated on plain-text copies of the same documents
+(`ratio_text_copies`): the share the pipeline's own machinery (Kafka, MongoDB, the stages, the
+vector store) keeps without any PDF parsing. The stacks run the API with the relay, extract,
+chunk and embed workers (`benchmarks/stack.py`), and the settings they override are printed.
+The last line printed is one JSON object: `chunks`, `e2e_chunks_per_s`, `model_chunks_per_s`,
+`ratio`, `ratio_ceiling_cpu`, `model_plain_chunks_per_s`, `e2e_chunks_per_s_text_copies`,
+`model_chunks_per_s_text_copies`, `ratio_text_copies`, `embed_workers`, `peak_rss_mb` and
+`stage_seconds` of the first run, and `e2e_chunks_per_s_<n>_workers`, `ratio_<n>_workers`, ...
+of each further embed-worker count.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ import httpx
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from devstack.launcher import isolated_stack
+from benchmarks.stack import FILE_STAGES, announce, bench_stack
 from infra.embedding.local import SentenceTransformerEmbedder
 from infra.settings import ChunkingSettings, EmbeddingSettings
 from workers.chunk.chunking import chunk_document
@@ -54,11 +62,17 @@ DOCUMENTS = (
     "issue-604.pdf",
 )
 STAGES = ("extracting", "chunking", "embedding", "indexing", "indexed")
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
+# `--tiny`: one of them, 5 pages, 4 chunks.
+TINY_DOCUMENT = "indirect-rotation.pdf"
+# The documents are up to 8 MB.
+STACK_SETTINGS = {"RAGLINE_INGEST__MAX_UPLOAD_MB": "50"}
 
 
-def fetch_documents(target: Path) -> list[Path]:
-    """The benchmark PDFs, from pypdf's sdist (downloaded once)."""
-    wanted = [target / name for name in DOCUMENTS]
+def fetch_documents(target: Path, names: tuple[str, ...] = DOCUMENTS) -> list[Path]:
+    """The benchmark PDFs: from the test fixtures where they are there, else from pypdf's
+    sdist (downloaded once)."""
+    wanted = [FIXTURES / name if (FIXTURES / name).is_file() else target / name for name in names]
     if all(path.exists() for path in wanted):
         return wanted
     target.mkdir(parents=True, exist_ok=True)
@@ -127,9 +141,11 @@ TOKEN, SECRET = "bench-admin-token", "bench-internal-secret"
 
 def run_pipeline(paths: list[Path], embed_workers: int, work_dir: Path) -> PipelineRun:
     """Ingests the documents through a fresh stack; returns the measurements."""
-    settings = {"RAGLINE_INGEST__MAX_UPLOAD_MB": "50"}
     # The stack is settled first: this measures the steady state, not the first rebalances.
-    with isolated_stack(work_dir, TOKEN, SECRET, settings, embed_workers) as (_, pipeline):
+    with bench_stack(work_dir, TOKEN, SECRET, STACK_SETTINGS, FILE_STAGES, embed_workers) as (
+        _,
+        pipeline,
+    ):
         headers = {"Authorization": f"Bearer {TOKEN}"}
         with httpx.Client(base_url=pipeline.api_url, headers=headers, timeout=60) as http:
             kb = http.post("/api/v1/knowledge-bases", json={"name": "bench"}).json()["id"]
@@ -207,15 +223,21 @@ def text_copies(paths: list[Path], target: Path) -> list[Path]:
     return copies
 
 
-def model_alone(texts: list[str], settings: EmbeddingSettings) -> float:
-    """Seconds the embedding model alone takes on the chunks, in the pipeline's batch size."""
-    embedder = SentenceTransformerEmbedder(settings)
-    embedder.embed_documents(texts[: settings.batch_size])  # warm-up
+def model_alone(
+    texts: list[str],
+    settings: EmbeddingSettings,
+    embedder: SentenceTransformerEmbedder | None = None,
+) -> float:
+    """Seconds the embedding model alone takes on the chunks, in the pipeline's batch size
+    (on `embedder` if given: a model loaded once for several measurements)."""
+    model = embedder or SentenceTransformerEmbedder(settings)
+    model.embed_documents(texts[: settings.batch_size])  # warm-up
     started = time.perf_counter()
     for start in range(0, len(texts), settings.batch_size):
-        embedder.embed_documents(texts[start : start + settings.batch_size])
+        model.embed_documents(texts[start : start + settings.batch_size])
     seconds = time.perf_counter() - started
-    embedder.close()
+    if embedder is None:
+        model.close()
     return seconds
 
 
@@ -224,8 +246,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ingest")
     parser.add_argument("--embed-workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--docs", type=Path, default=Path(".ragline/bench-docs"))
+    parser.add_argument("--documents", nargs="+", choices=DOCUMENTS, default=list(DOCUMENTS))
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help=f"{TINY_DOCUMENT} alone, one embed worker: the run `make test` does",
+    )
     args = parser.parse_args()
-    paths = fetch_documents(args.docs)
+    if args.tiny:
+        args.documents, args.embed_workers = [TINY_DOCUMENT], [1]
+    announce(STACK_SETTINGS)
+    paths = fetch_documents(args.docs, tuple(args.documents))
     copies = text_copies(paths, args.docs / "text")
     sizes = {p.name: p.stat().st_size for p in paths}
     print(f"documents: {len(paths)} PDFs, {sum(sizes.values()) / 1e6:.1f} MB")
@@ -234,8 +265,9 @@ def main() -> None:
     cpus = len(os.sched_getaffinity(0))
 
     # The model alone is timed before and after the pipeline runs, and averaged, because
-    # this machine's speed drifts by several percent from minute to minute.
-    model_seconds = [model_alone(texts, settings)]
+    # this machine's speed drifts by several percent from minute to minute. It is loaded once.
+    model = SentenceTransformerEmbedder(settings)
+    model_seconds = [model_alone(texts, settings, model)]
     runs = []
     for workers in args.embed_workers:
         with tempfile.TemporaryDirectory(prefix="ragline-bench-") as tmp:
@@ -247,16 +279,17 @@ def main() -> None:
             f"stage busy s {run.stage_seconds}"
         )
     copy_texts = chunk_texts(copies)
-    copy_model_seconds = [model_alone(copy_texts, settings)]
+    copy_model_seconds = [model_alone(copy_texts, settings, model)]
     with tempfile.TemporaryDirectory(prefix="ragline-bench-") as tmp:
         text_run = run_pipeline(copies, 1, Path(tmp))
     print(
         f"pipeline on the text copies: {text_run.chunks} chunks in {text_run.seconds:.1f} s "
         f"= {text_run.chunks_per_s:.2f} chunks/s; stage busy s {text_run.stage_seconds}"
     )
-    copy_model_seconds.append(model_alone(copy_texts, settings))
+    copy_model_seconds.append(model_alone(copy_texts, settings, model))
     copy_model_rate = len(copy_texts) / (sum(copy_model_seconds) / len(copy_model_seconds))
-    model_seconds.append(model_alone(texts, settings))
+    model_seconds.append(model_alone(texts, settings, model))
+    model.close()
     model_rate = len(texts) / (sum(model_seconds) / len(model_seconds))
     plain = SentenceTransformerEmbedder(EmbeddingSettings(parallelism=1, torch_threads=cpus))
     started = time.perf_counter()

@@ -4,9 +4,11 @@
                                            [--eval ../shared/eval/manpages.json]
                                            [--dump rankings.json]
                                            [--fusions convex:0.6 rrf:60 ...]
+    .venv/bin/python -m benchmarks.quality --tiny     # the `fixtures` set alone (`make test`)
 
 Starts its own local stack, ingests through the real API and asks every query through the real
-tenant search endpoint (`score_threshold` 0) in each retrieval mode. Four sets:
+tenant search endpoint (`score_threshold` 0) in each retrieval mode. Four sets by default, and
+a fifth for a quick run:
 
 - `manpages`: `../shared/eval/manpages.json`, 1,481 man pages (records, through the batch
   endpoint) and 800 queries, each a page's one-line description; relevant: that page. Pages
@@ -24,12 +26,17 @@ tenant search endpoint (`score_threshold` 0) in each retrieval mode. Four sets:
   reStructuredText) in one KB; relevant: a hit overlapping any of the question's quoted answer
   passages. Reported whole (`paraphrase_*`) and per half: `paraphrase_tune_*`, on which the
   search constants are chosen, and `paraphrase_test_*`, which is reported beside it.
+- `fixtures` (`benchmarks/fixture_set.py`): 8 questions over four files of `tests/fixtures`
+  (which every clone has), judged as the paraphrase set is; keys `fixtures_*`. Not in the
+  default run: `--tiny` (the same as `--sets fixtures`) is what `make test` runs, in well under
+  a minute, to check that the benchmark works, not to judge retrieval.
 `benchmarks/build_eval_sets.py` says how the multi-format and exact sets were built,
 `benchmarks/build_paraphrase_set.py` how the paraphrase set was. The Debian documents come from
 their packages: `make benchmark-documents` installs them.
 
 The benchmark's stack takes its own load (`STACK_SETTINGS`: the per-tenant upload and search
-rates lifted); it prints them.
+rates lifted); it prints them. It runs the stages its sets need (the records worker only for
+the man pages, which come through the batch endpoint).
 
 Every query asks for one known item; only the first relevant hit of a ranking counts (copies of
 the same passage in other formats add nothing). The search service's candidate depth depends
@@ -65,6 +72,8 @@ from typing import Any
 import httpx
 import pytrec_eval
 
+from benchmarks.fixture_set import QUESTIONS as FIXTURE_QUESTIONS
+from benchmarks.fixture_set import documents as fixture_documents
 from benchmarks.ingest import SECRET, TOKEN
 from benchmarks.judging import (
     PASSAGE_THRESHOLD,
@@ -78,13 +87,15 @@ from benchmarks.judging import (
     recall_at,
     reciprocal_rank,
 )
-from devstack.launcher import isolated_stack
+from benchmarks.stack import FILE_STAGES, RECORD_STAGES, announce, bench_stack
 
 MODES = ("dense", "sparse", "hybrid")
 # With `--fusions`, more hybrid configurations are asked beside the three modes, each under a
 # name of its own (`hybrid_convex0.6`, `hybrid_rrf60`): how fusion defaults are chosen.
 FUSION_NAME = re.compile(r"^(convex|rrf):(\d+(?:\.\d+)?)$")
 SETS = ("manpages", "multiformat", "exact", "paraphrase")
+# Sets that can be asked for, beside the default ones.
+ALL_SETS = (*SETS, "fixtures")
 # The benchmark's own stack takes its load: ~1,500 records in a few batches, and searches back
 # to back (the service's per-tenant defaults would refuse both).
 STACK_SETTINGS = {
@@ -234,6 +245,18 @@ def paraphrase_cases(data: dict[str, Any]) -> list[Case]:
             overlaps([Passage(answer["text"]) for answer in question["answers"]]),
         )
         for qid, question in data["questions"].items()
+    ]
+
+
+def fixture_cases() -> list[Case]:
+    """The fixtures' questions: relevant is a hit overlapping the question's quote."""
+
+    def overlaps(passage: Passage) -> Callable[[Hit], bool]:
+        return lambda hit: passage.judges_relevant(str(hit["chunk_text"]))
+
+    return [
+        Case(qid, question, quote[:80], overlaps(Passage(quote)))
+        for qid, (question, quote) in FIXTURE_QUESTIONS.items()
     ]
 
 
@@ -499,7 +522,10 @@ def keyed(prefix: str, figures: Figures) -> dict[str, float]:
 def main() -> None:
     """Runs the benchmark and prints its figures; the last line is JSON."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.quality")
-    parser.add_argument("--sets", nargs="+", choices=SETS, default=list(SETS))
+    parser.add_argument("--sets", nargs="+", choices=ALL_SETS, default=list(SETS))
+    parser.add_argument(
+        "--tiny", action="store_true", help="the fixtures set alone (what `make test` runs)"
+    )
     parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
     parser.add_argument("--eval-dir", type=Path, default=EVAL_DIR)
     parser.add_argument("--dump", type=Path, help="write every ranking to this JSON file")
@@ -512,7 +538,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     modes = fusion_modes(args.fusions)
-    sets = set(args.sets)
+    sets = {"fixtures"} if args.tiny else set(args.sets)
     begun = time.time()
 
     manpages: dict[str, Any] = {}
@@ -534,11 +560,13 @@ def main() -> None:
 
     results: dict[str, Any] = {}
     dump: list[dict[str, Any]] | None = [] if args.dump else None
+    # The man pages come in as records, through the records worker.
+    stages = RECORD_STAGES if manpages else FILE_STAGES
+    announce(STACK_SETTINGS)
     with (
         tempfile.TemporaryDirectory(prefix="ragline-quality-") as tmp,
-        isolated_stack(Path(tmp), TOKEN, SECRET, settings=STACK_SETTINGS) as (_, pipeline),
+        bench_stack(Path(tmp), TOKEN, SECRET, STACK_SETTINGS, stages) as (_, pipeline),
     ):
-        print(f"stack settings: {STACK_SETTINGS}")
         admin = httpx.Client(
             base_url=pipeline.api_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60
         )
@@ -553,6 +581,9 @@ def main() -> None:
         if manpages:
             kbs["manpages"] = create_kb(admin, "man pages")
             pages = submit_records(admin, kbs["manpages"], manpages["corpus"])
+        if "fixtures" in sets:
+            kbs["fixtures"] = create_kb(admin, "fixtures")
+            submit_files(admin, kbs["fixtures"], fixture_documents())
         if multiformat:
             kbs["all_formats"] = create_kb(admin, "multi-format: all_formats")
             submit_files(
@@ -580,6 +611,10 @@ def main() -> None:
         if "manpages" in sets:
             run = Run("manpages", kbs["manpages"], manpage_cases(manpages, pages))
             results.update(keyed("", evaluate(client, run, pages, dump, modes)))
+        if "fixtures" in sets:
+            run = Run("fixtures", kbs["fixtures"], fixture_cases())
+            results.update(keyed("fixtures_", evaluate(client, run, pages, dump, modes)))
+            results["fixtures_queries"] = len(run.cases)
         if "multiformat" in sets:
             cases = multiformat_cases(multiformat)
             for name, prefix in (

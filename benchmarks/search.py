@@ -1,54 +1,115 @@
-"""Search latency and throughput over 100,000 and 1,000,000 chunks, through the real endpoint.
-
-For each size, fills a fresh local default's vector store with that many chunks (the man-page
-benchmark's chunks, each repeated under many documents with its real embedding slightly
-perturbed, so the store holds realistic text and vectors), builds its index, then starts the
-API and times a bot's search (hybrid, the default) at concurrency 1, 8 and 32:
-
-- uncached: every request a query never asked before (query embedding included);
-- cached: the same query again (the answer comes from the cache).
+"""Search latency and throughput through the real endpoint, over two stores side by side, and
+the query encoder alone, in one run.
 
     .venv/bin/python -m benchmarks.search [--chunks 100000 1000000]
+                                          [--large-stores distinct duplicates]
+    .venv/bin/python -m benchmarks.search --tiny      # 2,000 chunks, about a minute (`make test`)
+    .venv/bin/python -m benchmarks.search --user-form [--tiny]
 
-The last line printed is one JSON object: `p95_ms_uncached_c1`, `p95_ms_cached_c1`,
-`rps_uncached_c32`, `rps_cached_c32`, ... for 100,000 chunks, the same keys with `_1m` for
-1,000,000, the API process's peak memory (`api_peak_rss_mb`) and the store's size on disk
-(`store_disk_mb`). The load generator is a lean asyncio HTTP/1.1 client in this process, on
-the same two cores as the server.
+Two stores, each filled fresh for each size (`--chunks`) in a local default's vector store
+(`benchmarks/search_stores.py` says how their texts and vectors are made):
+
+- duplicate-heavy (`duplicates`): the man-page benchmark's chunks again and again under many
+  documents, each copy's real vector slightly perturbed (Gaussian noise of 0.02 per dimension,
+  normalised): at 100,000 chunks every text is stored about 43 times, 13 of them in the KBs the
+  bot searches, so every answer folds a dozen copies per passage;
+- distinct texts (`distinct`): real chunks of the man pages, the Debian Reference, the Debian
+  Policy Manual, the Python 3.11 documentation (`make benchmark-documents`) and the test
+  fixtures, each text once, topped up with new texts made of two real chunks' sentences (or one
+  chunk's words in a new order) whose vectors mix their sources' real vectors, lightly
+  perturbed. No text is stored twice (`max_copies_of_a_text` says so). Real chunks keep their
+  documents and chunk indexes; made chunks come in documents of 8.
+
+Real chunks are embedded with the product's embedder (`infra.embedding.factory`), at ~20
+chunks/s on two cores: their vectors are cached under `--cache-dir` (default
+`.ragline/bench-cache`), keyed by the hash of the model id and the text, so only the first run
+pays (about 14,000 chunks when every source is there: 12-15 minutes). Every size below a
+million measures both stores; from a million on, the stores in `--large-stores` (default the
+distinct one: the issue's goals at a million are on it; `--large-stores distinct duplicates`
+measures today's duplicate-heavy million too).
+
+For each store: its KBs are created and its chunks written across 10 KBs by this process (the
+API is not running: this process owns the store), its HNSW index built, then the recall@10 of
+the store's dense search against an exact search (`VectorQuery.exact`, the same query without
+the index and its quantisation) is measured in-process over 200 queries in the bot's scope;
+then the API alone starts (`stack settings` are printed: the per-bot search rate is lifted, the
+load being one bot at up to 32 searches at once; the query model's ONNX export is kept under
+`--cache-dir` for every API process of the run and the next runs) and a bot over 3 of the 10
+KBs searches (hybrid, the default) at concurrency 1, 8 and 32: uncached (every request a query
+never asked before; query embedding included) and cached (the same query again). On the
+duplicate-heavy store below a million, the same bot's search through MCP `knowledge_search` is
+timed beside the HTTP contract. The stores share one set of servers (each its own MongoDB
+database, Redis database and run directory, so no answer or query vector is cached across
+stores).
+
+Before the stores, the encoder alone: the product's embedder built as the API builds it, its
+`embed_queries` one query at a time (p50/p95 ms) and in batches of 32 (queries/s). Then
+`ratio_uncached_c32_to_encoder` = uncached requests/s at concurrency 32 over the encoder's
+batched queries/s.
+
+Queries: the man pages' descriptions (`--eval`, default `../shared/eval/manpages.json`), three
+variants of each; where that corpus is absent, the committed evaluation sets' queries
+(`benchmarks/eval`) and the duplicate-heavy store is made of the other real chunks instead.
+What was used is printed.
+
+The last line printed is one JSON object. Keys `p50_ms_`, `p95_ms_`, `p99_ms_` and `rps_` of
+`uncached_c1`, `uncached_c8`, `uncached_c32`, `cached_c1`, `cached_c8`, `cached_c32`, and
+`api_peak_rss_mb`, `store_disk_mb`, `fill_s`, `recall_at_10_quantised`,
+`ratio_uncached_c32_to_encoder`, `max_copies_of_a_text`, `real_chunks`, `made_chunks`, each
+with its store's and size's suffix (`search_stores.suffix`): none for the duplicate-heavy
+store at 100,000 (`p95_ms_uncached_c1`, as before), `_distinct` for the distinct store at
+100,000 (`p95_ms_uncached_c1_distinct`), `_1m` for the distinct store at a million
+(`p95_ms_uncached_c1_1m`, `api_peak_rss_mb_1m`, `recall_at_10_quantised_1m`),
+`_duplicates_1m` for the duplicate-heavy one at a million, and `_<n>k` after these at other
+sizes (`--tiny`: `p95_ms_uncached_c1_2k`, `p95_ms_uncached_c1_distinct_2k`). The MCP
+comparison's `p95_ms_contract_uncached_c1`, `p95_ms_mcp_uncached_c1`, `mcp_added_p95_ms`
+(same suffixes). Once per run: `encoder_p50_ms_c1`, `encoder_p95_ms_c1`,
+`encoder_qps_batch32`, `chunks` (the sizes), `stores` (per size) and `goals`: each of the
+issue's goals (`search_stores.GOALS`: distinct 100k uncached c1 p50 <= 12 ms and p95 <= 20
+ms; duplicate-heavy p95 <= 30 ms; on both 100k stores uncached c32 >= 120 requests/s, >= 0.6
+of the encoder's batched rate and p95 <= 400 ms, cached c1 p95 <= 2 ms and c32 >= 1,000
+requests/s; distinct 1M c1 p95 <= 35 ms, API peak RSS <= 2,000 MB, recall@10 >= 0.99) with
+its figure and whether it is met (null where the run did not measure it); they are printed
+beside the figures too. The load generator is a lean asyncio HTTP/1.1 client in this process,
+on the same two cores as the server.
 
 The bot benchmark's chunks are readable by `["role:admin", "tenant"]`, so the bot (which reads
 `tenant`) and admins see all of them.
 
-`--user-form` measures people's permission-filtered search instead, on a store of its own
-(100,000 chunks in 10 KBs) where the user `u-bench` may read exactly 10% of the chunks: chunk
-n has readers `["role:admin", "user:u-bench"]` when n % 20 == 0 (5%), `["role:admin",
-"audience:bench-crew"]` (an audience whose only member is u-bench) when n % 20 == 10 (5%), and
-otherwise `["role:admin", "user:owner-<n % 50>"]`, private to one of 50 other users (90%). No
-chunk is readable by `tenant`. The user's token and audience are made in-process before the
-API starts. Side by side in one run, uncached, concurrency 1, in alternating rounds of fresh
-queries (150 each): the user's search (`POST /api/v1/knowledge/search`, dense and hybrid, top
-10) and the unfiltered search (the tenant form over the same KBs, as an admin, which reads
-everything: a bot reading `tenant` would find nothing here). Every passage the user gets must
-be readable by them, or the run fails. And the recall@10 of the filtered dense query against
-an exact filtered brute-force search over the same vectors (numpy, over the chunks u-bench may
-read), for 200 queries, measured in-process on the store before the API starts. New keys:
-`p50_ms_user_dense_c1`, `p95_ms_user_dense_c1`, `p95_ms_user_hybrid_c1`,
-`p95_ms_unfiltered_dense_c1`, `p95_ms_unfiltered_hybrid_c1`, ...,
-`recall_at_10_user_filtered` and `user_readable_share` (counted from what was written).
+`--user-form` measures people's permission-filtered search instead, on a duplicate-heavy store
+of its own (100,000 chunks in 10 KBs; `--tiny` 2,000) where the user `u-bench` may read
+exactly 10% of the chunks: chunk n has readers `["role:admin", "user:u-bench"]` when
+n % 20 == 0 (5%), `["role:admin", "audience:bench-crew"]` (an audience whose only member is
+u-bench) when n % 20 == 10 (5%), and otherwise `["role:admin", "user:owner-<n % 50>"]`,
+private to one of 50 other users (90%). No chunk is readable by `tenant`. The user's token and
+audience are made in-process before the API starts. Side by side in one run, uncached,
+concurrency 1, in alternating rounds of fresh queries (150 each): the user's search (`POST
+/api/v1/knowledge/search`, dense and hybrid, top 10) and the unfiltered search (the tenant
+form over the same KBs, as an admin, which reads everything: a bot reading `tenant` would
+find nothing here). Every passage the user gets must be readable by them, or the run fails.
+And the recall@10 of the filtered dense query against an exact filtered brute-force search
+over the same vectors (numpy, over the chunks u-bench may read), for 200 queries, measured
+in-process on the store before the API starts. Keys: `p50_ms_user_dense_c1`,
+`p95_ms_user_dense_c1`, `p95_ms_user_hybrid_c1`, `p95_ms_unfiltered_dense_c1`,
+`p95_ms_unfiltered_hybrid_c1`, ..., `recall_at_10_user_filtered` and `user_readable_share`
+(counted from what was written).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
+import math
 import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,21 +117,49 @@ import httpx
 import numpy as np
 from numpy.typing import NDArray
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
 from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb
+from benchmarks.search_stores import (
+    DISTINCT,
+    DUPLICATES,
+    FIXTURE_FILES,
+    FIXTURES,
+    LARGE_CHUNKS,
+    STORES,
+    SourceChunk,
+    TextMaker,
+    VectorCache,
+    distinct_texts,
+    embed_cached,
+    file_chunks,
+    judge,
+    manpage_chunks,
+    manual_files,
+    spread_sample,
+    suffix,
+    text_hash,
+)
+from benchmarks.stack import announce
 from core.filters import SearchScope
 from devstack.launcher import LocalServices, Pipeline, free_port, pipeline_env
 from infra.embedding.base import Embedder
+from infra.embedding.factory import build_embedder
 from infra.mongo import ensure_indexes
-from infra.settings import Settings
+from infra.settings import ChunkingSettings, EmbeddingSettings, Settings
 from infra.sparse import SparseEncoder
-from infra.vectorstore.base import ChunkPoint, RetrievalMode, VectorQuery, VectorStore
+from infra.vectorstore.base import (
+    ChunkPoint,
+    RetrievalMode,
+    SparseVector,
+    VectorQuery,
+    VectorStore,
+)
 from infra.vectorstore.edge import EdgeVectorStore
 from ragline.system import System
 from schemas.chunks import ChunkPayload
-from schemas.domain import ChunkRecord, Record, Role, chunk_id, chunk_point_id
-from workers.chunk.chunking import chunk_document
-from workers.chunk.context import with_generic_context
-from workers.extract.extractors import extract
+from schemas.domain import ChunkRecord, Role, chunk_id, chunk_point_id
 
 KBS = 10
 ATTACHED = 3
@@ -79,8 +168,51 @@ LEVELS = (1, 8, 32)
 USER, AUDIENCE, OWNERS = "u-bench", "bench-crew", 50
 USER_PRINCIPALS = ("tenant", f"user:{USER}", f"audience:{AUDIENCE}")
 USER_PRINCIPALS_SET = frozenset(USER_PRINCIPALS)
-# How many queries the filtered recall@10 is measured with.
-RECALL_QUERIES = 200
+# What the bot reads.
+BOT_PRINCIPALS = ("tenant",)
+# Made chunks of the distinct store come in documents of this many chunks.
+MADE_DOCUMENT_CHUNKS = 8
+# Noise added to each copy's vector in the duplicate-heavy store (per dimension).
+COPY_NOISE = 0.02
+WRITE_BATCH = 1000
+EVAL_DIR = Path(__file__).parent / "eval"
+# The load this benchmark makes: one bot asking up to 32 searches at once, far above the
+# service's default per-bot rate (which would answer 429).
+LOAD_SETTINGS = {"RAGLINE_LIMITS__SEARCHES_PER_SECOND": "1000000"}
+ONNX_DIR = "RAGLINE_EMBEDDING__ONNX_DIR"
+# Whether the vector query can ask for an exact search (`VectorQuery.exact`); without it the
+# exact answer is computed here from the vectors written (numpy).
+EXACT_QUERIES = "exact" in {f.name for f in dataclasses.fields(VectorQuery)}
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How much one run measures."""
+
+    chunks: tuple[int, ...] = (100_000, LARGE_CHUNKS)
+    # Uncached requests at concurrency 1 (twice as many at 8 and 32; cached: twice those).
+    requests: int = 200
+    # Rounds of 5 queries per form in the MCP comparison, and of the user form.
+    mcp_rounds: int = 60
+    user_rounds: int = 30
+    recall_queries: int = 200
+    encoder_queries: int = 200
+    # At most this many real chunks (None: all there are), read from at most this many files
+    # of each manual.
+    real_chunks: int | None = None
+    files_per_manual: int | None = None
+
+
+TINY = Scale(
+    chunks=(2_000,),
+    requests=30,
+    mcp_rounds=4,
+    user_rounds=4,
+    recall_queries=20,
+    encoder_queries=40,
+    real_chunks=60,
+    files_per_manual=2,
+)
 
 
 def everyone(_: int) -> list[str]:
@@ -98,41 +230,364 @@ def one_in_ten(n: int) -> list[str]:
     return ["role:admin", f"user:owner-{n % OWNERS}"]
 
 
-def base_chunks(corpus: dict[str, str]) -> list[ChunkRecord]:
-    """The man pages, chunked and given their context prefix as the pipeline does."""
-    chunks: list[ChunkRecord] = []
-    for text in corpus.values():
-        document = extract(Record(content=text).as_markdown().encode(), "page.md")
-        chunks.extend(with_generic_context(document.title, chunk_document(document)[0]))
-    return chunks
+# -- what the stores are made of ------------------------------------------------------------
+
+
+@dataclass
+class Material:
+    """The real chunks of both stores, their vectors, and the questions asked."""
+
+    questions: list[str]
+    duplicates: list[SourceChunk]
+    real: list[SourceChunk]
+    sources: dict[str, int]
+    duplicates_vectors: NDArray[np.float32] = field(
+        default_factory=lambda: np.zeros((0, 0), dtype=np.float32)
+    )
+    real_vectors: NDArray[np.float32] = field(
+        default_factory=lambda: np.zeros((0, 0), dtype=np.float32)
+    )
+
+
+def committed_questions() -> list[str]:
+    """The committed evaluation sets' queries (where the man-page corpus is absent)."""
+    multiformat, paraphrase, exact = (
+        json.loads((EVAL_DIR / name).read_text())
+        for name in ("multiformat.json", "paraphrase.json", "exact_terms.json")
+    )
+    return [
+        *(q["text"] for q in multiformat["queries"].values()),
+        *(q["text"] for q in paraphrase["questions"].values()),
+        *(q["text"] for q in exact["queries"].values()),
+    ]
+
+
+def variants(questions: list[str], needed: int) -> list[str]:
+    """Enough distinct questions: each one, then each with ` (1)`, ` (2)`, ..."""
+    rounds = max(1, math.ceil(needed / len(questions)))
+    return [f"{q} ({n})" if n else q for n in range(rounds) for q in questions]
+
+
+def load_material(eval_path: Path, scale: Scale, needed: int) -> Material:
+    """The stores' real chunks (chunked as the pipeline does) and the questions."""
+    chunking = ChunkingSettings()
+    sources: dict[str, int] = {}
+    manpages: list[SourceChunk] = []
+    if eval_path.is_file():
+        data = json.loads(eval_path.read_text())
+        manpages = manpage_chunks(data["corpus"], chunking)
+        questions = list(data["queries"].values())
+        sources["man pages"] = len(manpages)
+        print(f"questions: the {len(questions)} man-page descriptions of {eval_path}")
+    else:
+        questions = committed_questions()
+        print(
+            f"{eval_path} not found (the man-page corpus): the {len(questions)} queries of the "
+            f"committed evaluation sets are asked, and the duplicate-heavy store repeats the "
+            f"other real chunks"
+        )
+    real = list(manpages)
+    for package, paths in manual_files().items():
+        if not paths:
+            print(f"{package} is not installed (`make benchmark-documents`): not in the store")
+            continue
+        if scale.files_per_manual is not None:
+            step = max(1, len(paths) // scale.files_per_manual)
+            paths = paths[::step][: scale.files_per_manual]
+        chunks = file_chunks(paths, chunking)
+        sources[package] = len(chunks)
+        real += chunks
+    fixtures = file_chunks((FIXTURES / name for name in FIXTURE_FILES), chunking)
+    sources["tests/fixtures"] = len(fixtures)
+    real = distinct_texts(real + fixtures)
+    print(f"real chunks: {sources}; {len(real)} distinct texts")
+    real = spread_sample(real, scale.real_chunks)
+    duplicates = spread_sample(distinct_texts(manpages) or real, scale.real_chunks)
+    return Material(variants(questions, needed), duplicates, real, sources)
+
+
+def embed_material(material: Material, cache: VectorCache) -> None:
+    """The real chunks' vectors, from the cache or embedded by the product's embedder (loaded
+    only if some are missing) and cached."""
+    loaded: list[Embedder] = []
+
+    def load() -> Embedder:
+        if not loaded:
+            loaded.append(build_embedder(EmbeddingSettings()))
+        return loaded[0]
+
+    started = time.perf_counter()
+    material.duplicates_vectors = embed_cached(
+        [c.record.embedding_text for c in material.duplicates], cache, load
+    )
+    material.real_vectors = embed_cached(
+        [c.record.embedding_text for c in material.real], cache, load
+    )
+    print(f"real chunks' vectors ready in {time.perf_counter() - started:.0f} s")
+    for embedder in loaded:  # its model copies are not needed any more
+        close = getattr(embedder, "close", None)
+        if callable(close):
+            close()
+
+
+# -- filling a store ----------------------------------------------------------------------
+
+
+@dataclass
+class Written:
+    """What was written: point ids, readers and documents; with `keep`, the unit vectors and
+    each chunk's KB (for an exact search here)."""
+
+    keep: bool
+    point_ids: list[str] = field(default_factory=list)
+    readers: list[list[str]] = field(default_factory=list)
+    document_ids: list[str] = field(default_factory=list)
+    vectors: list[NDArray[np.float32]] = field(default_factory=list)
+    kbs: list[int] = field(default_factory=list)
+    copies: Counter[int] = field(default_factory=Counter)
+    real: int = 0
+    made: int = 0
+
+    def matrix(self) -> NDArray[np.float32]:
+        """The vectors written, one row per chunk."""
+        return np.stack(self.vectors)
+
+    def readable(self) -> NDArray[np.bool_]:
+        """Which chunks the bench user may read."""
+        return np.array([not USER_PRINCIPALS_SET.isdisjoint(r) for r in self.readers])
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk to write, before it becomes a point."""
+
+    document_id: str
+    kb: int
+    record: ChunkRecord
+    title: str
+    vector: NDArray[np.float32]
+    sparse: SparseVector
+    readers: list[str]
+
+
+class Writer:
+    """Writes chunks to the store in batches and keeps what `Written` keeps."""
+
+    def __init__(self, store: VectorStore, kb_ids: list[str], total: int, keep: bool) -> None:
+        self.store = store
+        self.kb_ids = kb_ids
+        self.total = total
+        self.written = Written(keep)
+        self.batch: list[ChunkPoint] = []
+        self.started = time.perf_counter()
+
+    async def add(self, chunk: Chunk) -> None:
+        """One chunk more."""
+        record = chunk.record
+        point_id = chunk_point_id(chunk.document_id, record.chunk_index)
+        kb_id = self.kb_ids[chunk.kb]
+        written = self.written
+        written.point_ids.append(point_id)
+        written.readers.append(chunk.readers)
+        written.document_ids.append(chunk.document_id)
+        written.copies[text_hash(record.text)] += 1
+        if written.keep:
+            written.vectors.append(chunk.vector)
+            written.kbs.append(chunk.kb)
+        self.batch.append(
+            ChunkPoint(
+                point_id=point_id,
+                dense=chunk.vector,
+                sparse=chunk.sparse,
+                payload=ChunkPayload(
+                    tenant_id="default",
+                    kb_id=kb_id,
+                    document_id=chunk.document_id,
+                    chunk_id=chunk_id(chunk.document_id, record.chunk_index),
+                    chunk_index=record.chunk_index,
+                    chunk_text=record.text,
+                    context=record.context,
+                    active=True,
+                    readers=chunk.readers,
+                    source_name=f"{chunk.document_id}.md",
+                    document_title=chunk.title,
+                    page=record.page,
+                    heading_path=record.heading_path,
+                    start=record.start,
+                    end=record.end,
+                    source_key=f"file:{chunk.document_id}.md",
+                    version=1,
+                    url=None,
+                ),
+            )
+        )
+        if len(self.batch) == WRITE_BATCH:
+            await self.flush()
+            done = len(written.point_ids)
+            if done % 100_000 == 0 and done < self.total:
+                print(f"  {done} chunks written in {time.perf_counter() - self.started:.0f} s")
+
+    async def flush(self) -> None:
+        """Writes what is pending."""
+        await self.store.upsert(self.batch)
+        self.batch = []
+
+
+async def write_duplicates(
+    writer: Writer, material: Material, readers_of: Callable[[int], list[str]] = everyone
+) -> None:
+    """The duplicate-heavy store: the base chunks again and again, each copy a document of
+    its own whose vector is moved a little; chunk n readable by `readers_of(n)`."""
+    base, vectors = material.duplicates, material.duplicates_vectors
+    encoder = SparseEncoder()
+    sparse = [encoder.document(chunk.record.embedding_text) for chunk in base]
+    rng = np.random.default_rng(7)
+    for n in range(writer.total):
+        at = n % len(base)
+        document_id = f"doc_bench{n // len(base):03d}{at:05d}"
+        noisy = vectors[at] + rng.normal(scale=COPY_NOISE, size=vectors.shape[1])
+        record = base[at].record.model_copy(
+            update={"chunk_index": 0, "start": 0, "end": len(base[at].record.text)}
+        )
+        await writer.add(
+            Chunk(
+                document_id,
+                n % KBS,
+                record,
+                document_id,  # titled by its id: the user form checks what it may read by it
+                (noisy / np.linalg.norm(noisy)).astype(np.float32),
+                sparse[at],
+                readers_of(n),
+            )
+        )
+    writer.written.real = min(writer.total, len(base))
+
+
+async def write_distinct(writer: Writer, material: Material) -> None:
+    """The distinct store: the real chunks, each once, in their documents; then made chunks in
+    documents of `MADE_DOCUMENT_CHUNKS`, as many as the size needs."""
+    encoder = SparseEncoder()
+    real = spread_sample(material.real, writer.total)
+    rows = {id(chunk): row for row, chunk in enumerate(material.real)}
+    documents: dict[str, int] = {}
+    for chunk in real:
+        number = documents.setdefault(chunk.document, len(documents))
+        await writer.add(
+            Chunk(
+                f"doc_real{number:06d}",
+                number % KBS,
+                chunk.record,
+                chunk.title,
+                material.real_vectors[rows[id(chunk)]],
+                encoder.document(chunk.record.embedding_text),
+                everyone(0),
+            )
+        )
+    made = writer.total - len(real)
+    if made > 0:
+        maker = TextMaker([c.record.text for c in material.real], material.real_vectors)
+        for m in range(made):
+            new = maker.make()
+            source = material.real[new.first]
+            index = m % MADE_DOCUMENT_CHUNKS
+            record = source.record.model_copy(
+                update={"chunk_index": index, "text": new.text, "start": 0, "end": len(new.text)}
+            )
+            number = m // MADE_DOCUMENT_CHUNKS
+            await writer.add(
+                Chunk(
+                    f"doc_made{number:07d}",
+                    number % KBS,
+                    record,
+                    source.title,
+                    new.vector,
+                    encoder.document(record.embedding_text),
+                    everyone(0),
+                )
+            )
+        print(f"  made {made} new texts ({maker.redrawn} drawn again: equal to one already made)")
+    writer.written.real, writer.written.made = len(real), max(0, made)
+
+
+@dataclass
+class Filled:
+    """A filled store: its KBs, what was written, how long it took, its dense recall."""
+
+    kb_ids: list[str]
+    written: Written
+    seconds: float
+    recall: float | None = None
 
 
 async def fill_store(
     settings: Settings,
+    store_kind: str,
     total: int,
-    corpus: dict[str, str],
+    material: Material,
+    queries: list[str],
+    encoder: Embedder,
     readers_of: Callable[[int], list[str]] = everyone,
-    recall_queries: list[str] | None = None,
-) -> tuple[list[str], Written, float | None]:
-    """Creates the KBs and writes `total` chunks across them (the API is not running yet: this
-    process owns the store), then builds the HNSW index; returns the KB ids, what was written,
-    and with `recall_queries` the filtered search's recall@10 for the bench user."""
+    keep: bool = not EXACT_QUERIES,
+) -> Filled:
+    """Creates the KBs and writes `total` chunks of the kind across them (the API is not
+    running yet: this process owns the store), builds the HNSW index, and with `queries`
+    measures the dense search's recall@10 in the bot's scope against an exact search."""
     async with AsyncExitStack() as stack:
         system = System(settings, stack)
         await ensure_indexes(system.db)
         store = await system.open_vector_store()
-        embedder = await system.open_embedder()
         kbs = system.knowledge_bases
         kb_ids = [(await kbs.create("default", f"KB {n}")).id for n in range(KBS)]
-        written = await write_chunks(store, embedder, kb_ids, total, corpus, readers_of)
+        started = time.perf_counter()
+        writer = Writer(store, kb_ids, total, keep)
+        if store_kind == DUPLICATES:
+            await write_duplicates(writer, material, readers_of)
+        else:
+            await write_distinct(writer, material)
+        await writer.flush()
+        wrote = time.perf_counter() - started
+        print(f"wrote {total} chunks in {wrote:.0f} s")
         if isinstance(store, EdgeVectorStore):
-            started = time.time()
+            begun = time.perf_counter()
             await store.optimize()
-            print(f"built the HNSW index in {time.time() - started:.0f} s")
-        recall = None
-        if recall_queries:
-            recall = await filtered_recall(store, embedder, kb_ids, written, recall_queries)
-    return kb_ids, written, recall
+            print(f"built the HNSW index in {time.perf_counter() - begun:.0f} s")
+        filled = Filled(kb_ids, writer.written, time.perf_counter() - started)
+        if queries:
+            scope = SearchScope("default", tuple(kb_ids[:ATTACHED]), BOT_PRINCIPALS)
+            filled.recall = await dense_recall(store, encoder, scope, filled, queries)
+    return filled
+
+
+async def dense_recall(
+    store: VectorStore, encoder: Embedder, scope: SearchScope, filled: Filled, queries: list[str]
+) -> float:
+    """Mean recall@10 of the store's dense search against an exact search in the same scope:
+    the store's own (`VectorQuery.exact`) where there is one, else numpy over the vectors
+    written."""
+    written = filled.written
+    recalls = []
+    exact_rows: NDArray[np.intp] = np.zeros(0, dtype=np.intp)
+    matrix: NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
+    if not EXACT_QUERIES:
+        attached = np.array(written.kbs) < ATTACHED
+        exact_rows = np.flatnonzero(attached)
+        matrix = written.matrix()[exact_rows]
+    for vector in encoder.embed_queries(queries):
+        query = VectorQuery(scope, vector, 10, mode=RetrievalMode.DENSE)
+        found = {hit.point_id for hit in await store.search(query)}
+        if EXACT_QUERIES:
+            exact: dict[str, Any] = {"exact": True}
+            wanted = {h.point_id for h in await store.search(dataclasses.replace(query, **exact))}
+        else:
+            best = exact_rows[np.argsort(-(matrix @ vector))[:10]]
+            wanted = {written.point_ids[row] for row in best}
+        recalls.append(len(wanted & found) / max(1, len(wanted)))
+    how = "the store's exact search" if EXACT_QUERIES else "numpy over the vectors written"
+    print(
+        f"dense search, {len(queries)} queries in the bot's {ATTACHED} KBs: recall@10 "
+        f"{statistics.mean(recalls):.4f} (min {min(recalls):.2f}) against {how}"
+    )
+    return statistics.mean(recalls)
 
 
 async def filtered_recall(
@@ -146,10 +601,11 @@ async def filtered_recall(
     over the chunks the bench user may read."""
     readable = written.readable()
     candidates = np.flatnonzero(readable)
+    vectors = written.matrix()
     scope = SearchScope("default", tuple(kb_ids), USER_PRINCIPALS)
     recalls = []
     for vector in embedder.embed_queries(queries):
-        exact = candidates[np.argsort(-(written.vectors[candidates] @ vector))[:10]]
+        exact = candidates[np.argsort(-(vectors[candidates] @ vector))[:10]]
         wanted = {written.point_ids[i] for i in exact}
         found = await store.search(VectorQuery(scope, vector, 10, mode=RetrievalMode.DENSE))
         recalls.append(len(wanted & {hit.point_id for hit in found}) / len(wanted))
@@ -161,88 +617,7 @@ async def filtered_recall(
     return statistics.mean(recalls)
 
 
-# The load this benchmark makes: one bot asking up to 32 searches at once, far above the
-# service's default per-bot rate (which would answer 429).
-LOAD_SETTINGS = {"RAGLINE_LIMITS__SEARCHES_PER_SECOND": "1000000"}
-
-
-@dataclass
-class Written:
-    """What was written, kept for an exact search: point ids, unit vectors, readers."""
-
-    point_ids: list[str]
-    vectors: NDArray[np.float32]
-    readers: list[list[str]]
-    document_ids: list[str]
-
-    def readable(self) -> NDArray[np.bool_]:
-        """Which chunks the bench user may read."""
-        return np.array([not USER_PRINCIPALS_SET.isdisjoint(r) for r in self.readers])
-
-
-async def write_chunks(
-    store: VectorStore,
-    embedder: Embedder,
-    kb_ids: list[str],
-    total: int,
-    corpus: dict[str, str],
-    readers_of: Callable[[int], list[str]] = everyone,
-) -> Written:
-    """Writes `total` chunks across the KBs: the corpus's chunks, again and again, each copy's
-    vector moved a little, readable by `readers_of(n)`."""
-    chunks = base_chunks(corpus)
-    texts = [chunk.text for chunk in chunks]
-    embedded = [chunk.embedding_text for chunk in chunks]
-    started = time.time()
-    vectors = embedder.embed_documents(embedded)
-    print(f"embedded {len(texts)} distinct chunks in {time.time() - started:.0f} s")
-    encoder = SparseEncoder()
-    sparse = [encoder.document(text) for text in embedded]
-    rng = np.random.default_rng(7)
-    started = time.time()
-    batch: list[ChunkPoint] = []
-    written = Written([], np.zeros((total, vectors.shape[1]), dtype=np.float32), [], [])
-    for n in range(total):
-        base = n % len(texts)
-        document_id = f"doc_bench{n // len(texts):03d}{base:05d}"
-        noisy = vectors[base] + rng.normal(scale=0.02, size=384).astype(np.float32)
-        written.vectors[n] = noisy / np.linalg.norm(noisy)
-        written.point_ids.append(chunk_point_id(document_id, 0))
-        written.readers.append(readers_of(n))
-        written.document_ids.append(document_id)
-        batch.append(
-            ChunkPoint(
-                point_id=written.point_ids[-1],
-                dense=written.vectors[n],
-                sparse=sparse[base],
-                payload=ChunkPayload(
-                    tenant_id="default",
-                    kb_id=kb_ids[n % len(kb_ids)],
-                    document_id=document_id,
-                    chunk_id=chunk_id(document_id, 0),
-                    chunk_index=0,
-                    chunk_text=texts[base],
-                    context=chunks[base].context,
-                    active=True,
-                    readers=written.readers[-1],
-                    source_name=f"{document_id}.md",
-                    document_title=document_id,
-                    page=None,
-                    heading_path=[],
-                    start=0,
-                    end=len(texts[base]),
-                    source_key=f"file:{document_id}.md",
-                    version=1,
-                    url=None,
-                ),
-            )
-        )
-        if len(batch) == 1000:
-            await store.upsert(batch)
-            batch = []
-    await store.upsert(batch)
-    print(f"wrote {total} chunks in {time.time() - started:.0f} s")
-    return written
+# -- the load -------------------------------------------------------------------------------
 
 
 class Connection:
@@ -271,6 +646,13 @@ class Connection:
                 length = int(value)
         payload = await self._reader.readexactly(length)
         return int(status_line.split()[1]), payload
+
+    async def close(self) -> None:
+        """Closes the connection."""
+        if self._writer is not None:
+            self._writer.close()
+            await self._writer.wait_closed()
+            self._writer = None
 
 
 @dataclass(frozen=True)
@@ -335,35 +717,38 @@ async def load(
 
     async def worker() -> None:
         connection = Connection("127.0.0.1", port)
-        while pending:
-            _, query = pending.pop()
-            started = time.perf_counter()
-            status, payload = await connection.post(form.path, form.encode(query), form.headers)
-            latencies.append((time.perf_counter() - started) * 1000)
-            if status != 200:
-                raise RuntimeError(f"search answered {status}: {payload[:200]!r}")
-            if breakdown is not None:
-                breakdown.append(json.loads(payload)["metrics"])
-            if answers is not None:
-                answers.append(json.loads(payload))
+        try:
+            while pending:
+                _, query = pending.pop()
+                started = time.perf_counter()
+                status, payload = await connection.post(form.path, form.encode(query), form.headers)
+                latencies.append((time.perf_counter() - started) * 1000)
+                if status != 200:
+                    raise RuntimeError(f"search answered {status}: {payload[:200]!r}")
+                if breakdown is not None:
+                    breakdown.append(json.loads(payload)["metrics"])
+                if answers is not None:
+                    answers.append(json.loads(payload))
+        finally:
+            await connection.close()
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return latencies, len(queries) / (time.perf_counter() - started)
 
 
-def percentile(values: list[float], q: float) -> float:
+def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0..100), interpolated."""
     return float(np.percentile(values, q))
 
 
-async def measure(port: int, bot_id: str, questions: list[str]) -> dict[str, Any]:
+async def measure(port: int, bot_id: str, questions: list[str], scale: Scale) -> dict[str, Any]:
     """Every concurrency level, uncached then cached."""
-    figures: dict[str, Any] = {}
+    figures: dict[str, tuple[list[float], float]] = {}
     fresh = iter(questions)
     form = bot_form(bot_id)
     for level in LEVELS:
-        count = 200 if level == 1 else 400
+        count = scale.requests if level == 1 else 2 * scale.requests
         uncached = [next(fresh) for _ in range(count)]
         breakdown: list[dict[str, Any]] = []
         latencies, rps = await load(port, form, uncached, level, breakdown)
@@ -381,14 +766,16 @@ async def measure(port: int, bot_id: str, questions: list[str]) -> dict[str, Any
     return summarise(figures)
 
 
-async def measure_mcp(port: int, bot_id: str, token: str, questions: list[str]) -> dict[str, Any]:
+async def measure_mcp(
+    port: int, bot_id: str, token: str, questions: list[str], rounds: int
+) -> dict[str, Any]:
     """The same bot's search through the HTTP contract and through MCP `knowledge_search`,
     uncached, concurrency 1, in alternating rounds of fresh queries: what MCP adds."""
     forms = {"contract": bot_form(bot_id), "mcp": mcp_form(token)}
     fresh = iter(reversed(questions))  # queries `measure` did not ask
     timings: dict[str, list[float]] = {name: [] for name in forms}
     spent: dict[str, float] = dict.fromkeys(forms, 0.0)
-    for _ in range(60):
+    for _ in range(rounds):
         for name, form in forms.items():
             batch = [next(fresh) for _ in range(5)]
             latencies, rps = await load(port, form, batch, 1)
@@ -421,13 +808,25 @@ def summarise(figures: dict[str, tuple[list[float], float]]) -> dict[str, Any]:
     return result
 
 
-def suffix(chunks: int) -> str:
-    """The JSON keys' suffix of a store size: none for 100,000 (the reference), else `_1m`..."""
-    if chunks == 100_000:
-        return ""
-    if chunks % 1_000_000 == 0:
-        return f"_{chunks // 1_000_000}m"
-    return f"_{chunks // 1000}k"
+def measure_encoder(embedder: Embedder, queries: Sequence[str]) -> dict[str, float]:
+    """The query encoder alone: `embed_queries` one query at a time (p50/p95 ms) and in
+    batches of 32 (queries/s), over the same queries."""
+    embedder.embed_queries(list(queries[:8]))  # warm-up
+    single = []
+    for query in queries:
+        started = time.perf_counter()
+        embedder.embed_queries([query])
+        single.append((time.perf_counter() - started) * 1000)
+    batches = [list(queries[i : i + 32]) for i in range(0, len(queries), 32)]
+    started = time.perf_counter()
+    for batch in batches:
+        embedder.embed_queries(batch)
+    rate = len(queries) / (time.perf_counter() - started)
+    return {
+        "encoder_p50_ms_c1": round(percentile(single, 50), 2),
+        "encoder_p95_ms_c1": round(percentile(single, 95), 2),
+        "encoder_qps_batch32": round(rate, 1),
+    }
 
 
 def directory_mb(path: Path) -> float:
@@ -435,50 +834,101 @@ def directory_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
 
-def measure_size(chunks: int, data: dict[str, Any], questions: list[str]) -> dict[str, Any]:
-    """One store size: fill, start the API, time the searches."""
-    with tempfile.TemporaryDirectory(prefix="ragline-search-") as tmp:
-        work = Path(tmp)
-        with LocalServices.on_free_ports(work / "services") as services:
-            env = {
-                **pipeline_env(services, work / "run", TOKEN, SECRET),
-                "RAGLINE_LOG_LEVEL": "WARNING",
-                **LOAD_SETTINGS,
-            }
-            # The settings the API will read, so the store is filled where it looks.
-            os.environ.update(env)
-            kb_ids, _, _ = asyncio.run(fill_store(Settings(), chunks, data["corpus"]))
-            port = free_port()
-            pipeline = Pipeline(work / "run", env, api_port=port)
-            try:
-                pipeline.start(workers=False)
-                with httpx.Client(
-                    base_url=pipeline.api_url, headers={"Authorization": f"Bearer {TOKEN}"}
-                ) as http:
-                    knowledge = {"enabled": True, "kb_ids": kb_ids[:ATTACHED]}
-                    bot = http.post("/api/v1/bots", json={"name": "bench", "knowledge": knowledge})
-                    bot.raise_for_status()
-                    bot_id = bot.json()["id"]
-                    issued = http.post(f"/api/v1/bots/{bot_id}/tokens", json={"name": "bench"})
-                    issued.raise_for_status()
-                    bot_token = issued.json()["token"]
-                print(
-                    f"store: {chunks} chunks in {KBS} KBs; the bot searches {ATTACHED} of "
-                    f"them (about {chunks * ATTACHED // KBS} chunks), hybrid, top 4"
-                )
-                result = asyncio.run(measure(port, bot_id, questions))
-                if chunks == 100_000:
-                    result |= asyncio.run(measure_mcp(port, bot_id, bot_token, questions))
-                api = next(p for p in pipeline.processes if p.name == "api")
-                result["api_peak_rss_mb"] = round(peak_rss_mb(api.pid), 1)
-                result["store_disk_mb"] = round(directory_mb(work / "run" / "vectors"), 1)
-                print(
-                    f"API process peak RSS {result['api_peak_rss_mb']} MB, "
-                    f"store {result['store_disk_mb']} MB on disk"
-                )
-            finally:
-                pipeline.stop()
+# -- one store, end to end ------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """What every store of a run shares: the servers, the material, the encoder."""
+
+    services: LocalServices
+    work: Path
+    material: Material
+    encoder: Embedder
+    scale: Scale
+    stores_measured: int = 0
+
+    def env(self, name: str) -> dict[str, str]:
+        """A store's stack: its own run directory, MongoDB database and Redis database."""
+        self.stores_measured += 1
+        redis = f"redis://127.0.0.1:{self.services.redis_port}/{self.stores_measured % 16}"
+        return {
+            **pipeline_env(self.services, self.work / name, TOKEN, SECRET),
+            "RAGLINE_MONGO__DATABASE": f"bench_{name}",
+            "RAGLINE_REDIS__URL": redis,
+            "RAGLINE_LOG_LEVEL": "WARNING",
+            **LOAD_SETTINGS,
+        }
+
+
+def measure_store(run: Run, store_kind: str, chunks: int) -> dict[str, Any]:
+    """One store at one size: fill, recall, start the API, time the searches."""
+    name = f"{store_kind}-{chunks}"
+    print(f"\n== {store_kind} store, {chunks} chunks ==", flush=True)
+    env = run.env(name)
+    # The settings the API will read, so the store is filled where it looks.
+    os.environ.update(env)
+    questions = run.material.questions
+    filled = asyncio.run(
+        fill_store(
+            Settings(),
+            store_kind,
+            chunks,
+            run.material,
+            questions[-run.scale.recall_queries :],
+            run.encoder,
+        )
+    )
+    written = filled.written
+    result: dict[str, Any] = {
+        "fill_s": round(filled.seconds),
+        "recall_at_10_quantised": round(filled.recall or 0.0, 4),
+        "max_copies_of_a_text": max(written.copies.values()),
+        "real_chunks": written.real,
+        "made_chunks": written.made,
+    }
+    print(
+        f"store: {chunks} chunks ({written.real} real, {written.made} made), each text stored "
+        f"at most {result['max_copies_of_a_text']} times, in {KBS} KBs; the bot searches "
+        f"{ATTACHED} of them (about {chunks * ATTACHED // KBS} chunks), hybrid, top 4"
+    )
+    del written
+    filled.written = Written(keep=False)  # the vectors are no longer needed
+    port = free_port()
+    pipeline = Pipeline(run.work / name, env, api_port=port)
+    try:
+        pipeline.start(workers=False)
+        bot_id, bot_token = create_bot(pipeline.api_url, filled.kb_ids[:ATTACHED])
+        result |= asyncio.run(measure(port, bot_id, questions, run.scale))
+        if store_kind == DUPLICATES and chunks < LARGE_CHUNKS:
+            result |= asyncio.run(
+                measure_mcp(port, bot_id, bot_token, questions, run.scale.mcp_rounds)
+            )
+        api = next(p for p in pipeline.processes if p.name == "api")
+        result["api_peak_rss_mb"] = round(peak_rss_mb(api.pid), 1)
+        result["store_disk_mb"] = round(directory_mb(run.work / name / "vectors"), 1)
+        print(
+            f"API process peak RSS {result['api_peak_rss_mb']} MB, "
+            f"store {result['store_disk_mb']} MB on disk"
+        )
+    finally:
+        pipeline.stop()
     return result
+
+
+def create_bot(api_url: str, kb_ids: list[str]) -> tuple[str, str]:
+    """A bot over the KBs, and a token of it."""
+    with httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        knowledge = {"enabled": True, "kb_ids": kb_ids}
+        bot = http.post("/api/v1/bots", json={"name": "bench", "knowledge": knowledge})
+        bot.raise_for_status()
+        bot_id = str(bot.json()["id"])
+        issued = http.post(f"/api/v1/bots/{bot_id}/tokens", json={"name": "bench"})
+        issued.raise_for_status()
+        return bot_id, str(issued.json()["token"])
+
+
+# -- the user form --------------------------------------------------------------------------
 
 
 async def add_bench_user(settings: Settings) -> str:
@@ -492,12 +942,19 @@ async def add_bench_user(settings: Settings) -> str:
 
 
 async def measure_user_form(
-    port: int, token: str, kb_ids: list[str], questions: list[str], readable: frozenset[str]
+    port: int,
+    token: str,
+    kb_ids: list[str],
+    questions: list[str],
+    readable: frozenset[str],
+    rounds: int,
 ) -> dict[str, Any]:
     """Uncached searches at concurrency 1: the user's (dense, hybrid) beside the unfiltered
     tenant form's over the same KBs. The user's answers must hold only documents in `readable`
     (the benchmark's documents are titled by their ids); short answers are counted."""
     user = {"Authorization": f"Bearer {token}"}
+    internal = {"X-Internal-Secret": SECRET}
+    tenant_wide = {"tenant_id": "default", "kb_ids": kb_ids, "top_k": 10}
     forms = {
         "user_dense": Form(
             "/api/v1/knowledge/search", user, {"top_k": 10, "retrieval_mode": "dense"}
@@ -507,23 +964,23 @@ async def measure_user_form(
         ),
         "unfiltered_dense": Form(
             "/api/v1/internal/knowledge/search",
-            {"X-Internal-Secret": SECRET},
-            {"tenant_id": "default", "kb_ids": kb_ids, "top_k": 10, "retrieval_mode": "dense"},
+            internal,
+            {**tenant_wide, "retrieval_mode": "dense"},
         ),
         "unfiltered_hybrid": Form(
             "/api/v1/internal/knowledge/search",
-            {"X-Internal-Secret": SECRET},
-            {"tenant_id": "default", "kb_ids": kb_ids, "top_k": 10, "retrieval_mode": "hybrid"},
+            internal,
+            {**tenant_wide, "retrieval_mode": "hybrid"},
         ),
     }
     fresh = iter(questions)
     for form in forms.values():  # warm-up, on queries of its own
         await load(port, form, [next(fresh) for _ in range(5)], 1)
-    # Alternating rounds of 5 queries never asked before, 150 per form: drift hits all alike.
+    # Alternating rounds of 5 queries never asked before: drift hits all alike.
     timings: dict[str, list[float]] = {name: [] for name in forms}
     spent: dict[str, float] = dict.fromkeys(forms, 0.0)
     answers: dict[str, list[dict[str, Any]]] = {name: [] for name in forms}
-    for _ in range(30):
+    for _ in range(rounds):
         for name, form in forms.items():
             batch = [next(fresh) for _ in range(5)]
             latencies, rps = await load(port, form, batch, 1, None, answers[name])
@@ -545,68 +1002,161 @@ async def measure_user_form(
     return summarise(figures)
 
 
-def measure_user_size(chunks: int, data: dict[str, Any], questions: list[str]) -> dict[str, Any]:
+async def fill_user_store(
+    settings: Settings, chunks: int, material: Material, queries: list[str], encoder: Embedder
+) -> tuple[list[str], Written, float]:
+    """The user form's store: duplicate-heavy, one chunk in ten readable by the bench user;
+    returns the KB ids, what was written and the filtered recall@10."""
+    async with AsyncExitStack() as stack:
+        system = System(settings, stack)
+        await ensure_indexes(system.db)
+        store = await system.open_vector_store()
+        kbs = system.knowledge_bases
+        kb_ids = [(await kbs.create("default", f"KB {n}")).id for n in range(KBS)]
+        writer = Writer(store, kb_ids, chunks, keep=True)
+        await write_duplicates(writer, material, one_in_ten)
+        await writer.flush()
+        if isinstance(store, EdgeVectorStore):
+            await store.optimize()
+        recall = await filtered_recall(store, encoder, kb_ids, writer.written, queries)
+    return kb_ids, writer.written, recall
+
+
+def measure_user_size(run: Run, chunks: int) -> dict[str, Any]:
     """The user form: fill with one chunk in ten readable by the bench user, measure the
     filtered recall in-process, then start the API and time both forms."""
-    with tempfile.TemporaryDirectory(prefix="ragline-search-") as tmp:
-        work = Path(tmp)
-        with LocalServices.on_free_ports(work / "services") as services:
-            env = {
-                **pipeline_env(services, work / "run", TOKEN, SECRET),
-                "RAGLINE_LOG_LEVEL": "WARNING",
-                **LOAD_SETTINGS,
-            }
-            os.environ.update(env)
-            settings = Settings()
-            recall_queries = questions[-RECALL_QUERIES:]
-            kb_ids, written, recall = asyncio.run(
-                fill_store(settings, chunks, data["corpus"], one_in_ten, recall_queries)
-            )
-            mask = written.readable()
-            share = float(mask.mean())
-            readable = frozenset(d for d, ok in zip(written.document_ids, mask, strict=True) if ok)
-            del written, mask  # the vectors are no longer needed
-            token = asyncio.run(add_bench_user(settings))
-            port = free_port()
-            pipeline = Pipeline(work / "run", env, api_port=port)
-            try:
-                pipeline.start(workers=False)
-                print(
-                    f"store: {chunks} chunks in {KBS} KBs; the user may read one in ten; "
-                    "top 10, uncached, concurrency 1"
-                )
-                result = asyncio.run(measure_user_form(port, token, kb_ids, questions, readable))
-            finally:
-                pipeline.stop()
-    result["recall_at_10_user_filtered"] = round(recall or 0.0, 4)
+    name = f"user-{chunks}"
+    env = run.env(name)
+    os.environ.update(env)
+    settings = Settings()
+    questions = run.material.questions
+    kb_ids, written, recall = asyncio.run(
+        fill_user_store(
+            settings, chunks, run.material, questions[-run.scale.recall_queries :], run.encoder
+        )
+    )
+    mask = written.readable()
+    share = float(mask.mean())
+    readable = frozenset(d for d, ok in zip(written.document_ids, mask, strict=True) if ok)
+    del written, mask  # the vectors are no longer needed
+    token = asyncio.run(add_bench_user(settings))
+    port = free_port()
+    pipeline = Pipeline(run.work / name, env, api_port=port)
+    try:
+        pipeline.start(workers=False)
+        print(
+            f"store: {chunks} chunks in {KBS} KBs; the user may read one in ten; "
+            "top 10, uncached, concurrency 1"
+        )
+        result = asyncio.run(
+            measure_user_form(port, token, kb_ids, questions, readable, run.scale.user_rounds)
+        )
+    finally:
+        pipeline.stop()
+    result["recall_at_10_user_filtered"] = round(recall, 4)
     result["user_readable_share"] = round(share, 4)
     return result
+
+
+# -- the run --------------------------------------------------------------------------------
+
+
+def stores_at(chunks: int, large_stores: Sequence[str]) -> list[str]:
+    """The stores measured at a size: both below a million, else those asked for."""
+    return list(STORES) if chunks < LARGE_CHUNKS else [s for s in STORES if s in large_stores]
+
+
+def encoder_settings() -> EmbeddingSettings:
+    """The embedder's settings as the API process has them (one model copy: its queries come
+    one by one)."""
+    return Settings().embedding.model_copy(update={"parallelism": 1})
+
+
+def print_goals(goals: dict[str, dict[str, Any]]) -> None:
+    """Each goal beside its figure: met, missed, or not measured in this run."""
+    for name, verdict in goals.items():
+        if verdict["met"] is None:
+            print(f"goal {name}: not measured in this run")
+        else:
+            print(f"goal {name}: {verdict['value']} {'met' if verdict['met'] else 'MISSED'}")
 
 
 def main() -> None:
     """Runs the benchmark and prints its figures; the last line is JSON."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.search")
-    parser.add_argument("--chunks", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--chunks", type=int, nargs="+", help="store sizes (100000 1000000)")
+    parser.add_argument(
+        "--large-stores",
+        nargs="+",
+        choices=STORES,
+        default=[DISTINCT],
+        help="the stores measured at a million chunks or more (both below)",
+    )
     parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
+    parser.add_argument("--cache-dir", type=Path, default=Path(".ragline/bench-cache"))
+    parser.add_argument(
+        "--tiny", action="store_true", help="2,000 chunks, few requests: the run `make test` does"
+    )
+    parser.add_argument(
+        "--prepare",
+        action="store_true",
+        help="only embed the real chunks into the vector cache (the first run's long part)",
+    )
     parser.add_argument(
         "--user-form",
         action="store_true",
         help="measure people's permission-filtered search instead (100,000 chunks)",
     )
     args = parser.parse_args()
-    data = json.loads(args.eval.read_text())
-    questions = list(data["queries"].values())
-    print(f"stack settings: {LOAD_SETTINGS}")
-    # Enough distinct questions for every uncached request.
-    questions = [f"{q} ({n})" if n else q for n in range(3) for q in questions]
-    if args.user_form:
-        print(json.dumps(measure_user_size(100_000, data, questions)))
-        return
+    scale = TINY if args.tiny else Scale()
+    if args.chunks:
+        scale = dataclasses.replace(scale, chunks=tuple(args.chunks))
+    # One export of the query model to ONNX for this run's API processes (each store has a run
+    # directory of its own) and the next runs, unless one is set already.
+    os.environ.setdefault(ONNX_DIR, str((args.cache_dir / "onnx").resolve()))
+    announce({**LOAD_SETTINGS, ONNX_DIR: os.environ[ONNX_DIR]})
+    # Enough distinct questions for every uncached request: each store asks the same ones.
+    needed = 5 * scale.requests + 10 * max(scale.mcp_rounds, scale.user_rounds + 1)
+    material = load_material(args.eval, scale, needed)
+    encoder = build_embedder(encoder_settings())
     result: dict[str, Any] = {}
-    for chunks in args.chunks:
-        figures = measure_size(chunks, data, questions)
-        result.update({f"{key}{suffix(chunks)}": value for key, value in figures.items()})
-    result["chunks"] = args.chunks
+    if not args.user_form:
+        result |= measure_encoder(encoder, material.questions[: scale.encoder_queries])
+        print(
+            f"encoder alone ({encoder.model_id}): one query p50 {result['encoder_p50_ms_c1']} "
+            f"ms, p95 {result['encoder_p95_ms_c1']} ms; batches of 32: "
+            f"{result['encoder_qps_batch32']} queries/s"
+        )
+    # Keyed by the model the API's embedder names (the document model is the same one).
+    embed_material(material, VectorCache(args.cache_dir, encoder.model_id))
+    if args.prepare:
+        print(json.dumps({"real_chunks": len(material.real), "sources": material.sources}))
+        return
+    with (
+        tempfile.TemporaryDirectory(prefix="ragline-search-") as tmp,
+        LocalServices.on_free_ports(Path(tmp) / "services") as services,
+    ):
+        run = Run(services, Path(tmp), material, encoder, scale)
+        if args.user_form:
+            print(json.dumps(measure_user_size(run, scale.chunks[0])))
+            return
+        stores: dict[str, list[str]] = {}
+        for chunks in scale.chunks:
+            stores[str(chunks)] = stores_at(chunks, args.large_stores)
+            for store_kind in stores[str(chunks)]:
+                figures = measure_store(run, store_kind, chunks)
+                figures["ratio_uncached_c32_to_encoder"] = round(
+                    figures["rps_uncached_c32"] / result["encoder_qps_batch32"], 3
+                )
+                end = suffix(store_kind, chunks)
+                result.update({f"{key}{end}": value for key, value in figures.items()})
+    result["chunks"] = list(scale.chunks)
+    result["stores"] = stores
+    result["sources"] = material.sources
+    result["exact_reference"] = "store" if EXACT_QUERIES else "numpy"
+    result["goals"] = judge(result)
+    print()
+    print_goals(result["goals"])
     print(json.dumps(result))
 
 

@@ -1,9 +1,10 @@
 """Soak: mixed upload / delete / search load at fixed rates on a whole local stack.
 
 Starts its own stack (the Kafka, MongoDB and Redis stand-ins, the API with the index stage, the
-relay and one worker per stage), creates a KB, a bot over it and a person's token, and then
-drives, on an open-loop schedule (each request is sent at its time, however long the earlier
-ones take):
+relay and one worker per stage the load goes through: records, extract, chunk, embed; every
+setting at its default, which the load stays well under), creates a KB, a bot over it and a
+person's token, and then drives, on an open-loop schedule (each request is sent at its time,
+however long the earlier ones take):
 
 - uploads, `--upload-rate` per second: text notes through `/documents/text` (45%), Markdown
   files (28%), the PDFs of `tests/fixtures` (12%), a DOCX (6%), batches of 4 connector records
@@ -11,11 +12,12 @@ ones take):
   distinct: notes, Markdown, records and the DOCX carry a reference code of their own (such
   as `soak-3f2a-00042`), every file a name of its own, PDFs a trailing comment with the code;
 - deletes, `--delete-rate` per second, each of the oldest indexed document still there (a
-  tick is skipped while fewer than `MIN_INDEXED` are indexed, so searches keep targets);
+  tick is skipped while no more than `--min-indexed` are indexed, so searches keep targets);
 - searches, `--search-rate` per second: 3 in 4 a bot's through the internal contract, 1 in 4
   a person's (`POST /api/v1/knowledge/search`, user token). 40% ask for a live document's
   reference code, which must be found; 20% for a deleted document's code; 40% a man-page
-  question (`../shared/eval/manpages.json`, which also supplies the notes' text).
+  question (`../shared/eval/manpages.json`, which also supplies the notes' text; where it is
+  absent, the paraphrase set's questions, and its answer passages as the notes' text).
 
 Every search answer is checked: no hit (nor a folded copy in `also_in`) may name a document
 whose delete was answered before the search was sent. Every document is polled until it ends
@@ -23,6 +25,8 @@ whose delete was answered before the search was sent. Every document is polled u
 
     .venv/bin/python -m benchmarks.soak [--minutes 30] [--upload-rate 0.5] [--search-rate 1]
                                         [--delete-rate 0.4] [--warmup-minutes 2] [--grace-s 300]
+                                        [--min-indexed 30]
+    .venv/bin/python -m benchmarks.soak --tiny    # 24 s of load, no warm-up (`make test`)
 
 Defaults: 0.5 uploads/s (about 0.6 documents and 1.7 chunks a second), 0.4 deletes/s, 1
 search/s. The embedding model does about 30 chunks/s on a quiet 2-core machine and the
@@ -46,7 +50,10 @@ pipeline to finish: error counts, documents uploaded / indexed / failed / delete
 documents (uploaded, not deleted, and neither indexed nor failed after the grace period), the
 KB's counts against the documents, and, with the stack stopped, its vector store: a deleted
 document must hold no point, an indexed one exactly its chunk count, and nothing else may be
-there. The last line printed is one JSON object.
+there. The last line printed is one JSON object: among others `errors` and `errors_by_kind`,
+`lost_documents`, `deleted_documents_returned`, `deleted_documents_with_points`, `documents`,
+`requests`, `max_rss_growth_pct`, `rss_growth_pct`, `private_growth_pct`, `cpu_pct_of_a_core`,
+`p95_ms_upload`, `p95_ms_search`, their per-minute lists and `load_average_at_end`.
 """
 
 from __future__ import annotations
@@ -77,8 +84,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from benchmarks.ingest import SECRET, TOKEN
+from benchmarks.stack import RECORD_STAGES, announce, bench_stack
 from core.filters import chunks_where
-from devstack.launcher import LocalServices, Pipeline, isolated_stack
+from devstack.launcher import LocalServices, Pipeline
 from infra.vectorstore.edge import EdgeVectorStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
@@ -104,7 +112,19 @@ BATCH_RECORDS = 4
 PEOPLE_SHARE = 0.25
 # Searches: a live document's code, a deleted document's code, else a man-page question.
 LIVE_PROBE, DELETED_PROBE = 0.4, 0.2
-MIN_INDEXED = 30
+EVAL_DIR = Path(__file__).parent / "eval"
+# Every setting at its default.
+STACK_SETTINGS: dict[str, str] = {}
+# `--tiny`: minutes, uploads/s, searches/s, deletes/s, grace seconds, minimum indexed.
+TINY = {
+    "minutes": 0.4,
+    "warmup_minutes": 0,
+    "upload_rate": 1.0,
+    "search_rate": 2.0,
+    "delete_rate": 0.5,
+    "grace_s": 90.0,
+    "min_indexed": 0,
+}
 POLL_EVERY_S = 2.0
 REQUEST_TIMEOUT_S = 30.0
 FINAL = ("indexed", "failed")
@@ -158,9 +178,21 @@ class Corpus:
     """The text the load is made of: man-page passages for notes and Markdown, questions."""
 
     def __init__(self, path: Path, rng: random.Random) -> None:
-        data = json.loads(path.read_text())
-        self.pages: list[tuple[str, str]] = sorted(data["corpus"].items())
-        self.questions: list[str] = list(data["queries"].values())
+        if path.is_file():
+            data = json.loads(path.read_text())
+            self.pages: list[tuple[str, str]] = sorted(data["corpus"].items())
+            self.questions: list[str] = list(data["queries"].values())
+        else:
+            questions = json.loads((EVAL_DIR / "paraphrase.json").read_text())["questions"]
+            self.pages = [
+                (qid, " ".join(answer["text"] for answer in question["answers"]))
+                for qid, question in sorted(questions.items())
+            ]
+            self.questions = [question["text"] for question in questions.values()]
+            print(
+                f"{path} not found (the man-page corpus): the notes are made of the paraphrase "
+                f"set's {len(self.pages)} answer passages, and its questions are asked"
+            )
         self._rng = rng
         self._pdfs = {name: (FIXTURES / name).read_bytes() for name in (*PDFS, ENCRYPTED_PDF)}
 
@@ -412,7 +444,7 @@ class Soak:
 
     async def delete(self, tick: int) -> None:
         """Deletes the oldest indexed document, unless too few are indexed."""
-        if len(self.indexed_order) <= MIN_INDEXED:
+        if len(self.indexed_order) <= self.args.min_indexed:
             self.minute().skipped_deletes += 1
             return
         doc = self.docs[self.indexed_order.pop(0)]
@@ -874,7 +906,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Starts the stack, drives the load, checks the outcome; everything stops on the way out."""
     rng = random.Random(args.seed)
     corpus = Corpus(args.eval, rng)
-    with isolated_stack(work, TOKEN, SECRET) as (services, pipeline):
+    with bench_stack(work, TOKEN, SECRET, STACK_SETTINGS, RECORD_STAGES) as (services, pipeline):
         print(f"stack up: {', '.join(p.name for p in [*services.processes, *pipeline.processes])}")
 
         async def drive() -> tuple[Soak, dict[str, Any]]:
@@ -904,12 +936,26 @@ def main() -> None:
     parser.add_argument("--search-rate", type=float, default=1.0, help="searches per second")
     parser.add_argument("--delete-rate", type=float, default=0.4, help="deletes per second")
     parser.add_argument("--grace-s", type=float, default=300.0)
+    parser.add_argument(
+        "--min-indexed",
+        type=int,
+        default=30,
+        help="deletes wait until more documents than this are indexed (searches keep targets)",
+    )
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="24 s at 1 upload/s and 2 searches/s, no warm-up: the run `make test` does",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
     parser.add_argument(
         "--work-dir", type=Path, default=None, help="keep the stack's data and logs here"
     )
     args = parser.parse_args()
+    if args.tiny:
+        vars(args).update(TINY)
+    announce(STACK_SETTINGS)
     print(
         f"soak: {args.warmup_minutes} min warm-up + {args.minutes:g} min at "
         f"{args.upload_rate:g} uploads/s, {args.delete_rate:g} deletes/s, "

@@ -1,0 +1,59 @@
+"""The stacks the benchmarks start: the local servers, the API, and only the stages they use.
+
+`devstack.launcher.isolated_stack` starts every stage worker; a benchmark that never crawls or
+sends connector records has no use for those workers, and each one costs seconds of two
+shared cores while the stack starts (a whole stack about 38 s on a quiet machine, the API with
+the relay, extract, chunk and embed workers about 17 s). So each benchmark names the stages
+its load goes through, and prints the settings its stack overrides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from devstack.launcher import LocalServices, Pipeline, free_port, pipeline_env
+
+# Uploaded files and text: the relay, extraction, chunking and embedding (the API indexes).
+FILE_STAGES = ("relay", "extract", "chunk", "embed")
+# Connector records (the batch endpoint) come in through the records worker.
+RECORD_STAGES = ("relay", "records", "extract", "chunk", "embed")
+CRAWL_STAGES = ("relay", "crawl", "extract", "chunk", "embed")
+
+
+def announce(settings: Mapping[str, str]) -> None:
+    """Prints the settings a benchmark's stack overrides (the rest are the defaults)."""
+    shown = dict(settings) if settings else "none (every setting at its default)"
+    print(f"stack settings: {shown}", flush=True)
+
+
+@contextlib.contextmanager
+def bench_stack(
+    work_dir: Path,
+    admin_token: str,
+    internal_secret: str,
+    settings: Mapping[str, str] | None = None,
+    stages: Sequence[str] = FILE_STAGES,
+    embed_workers: int = 1,
+) -> Iterator[tuple[LocalServices, Pipeline]]:
+    """Servers on free ports, the API and one worker per stage in `stages` (`embed_workers`
+    embed workers), settled, under `work_dir`; everything is stopped on exit."""
+    with LocalServices.on_free_ports(work_dir / "services") as services:
+        env = {
+            **pipeline_env(services, work_dir / "run", admin_token, internal_secret),
+            **(settings or {}),
+        }
+        pipeline = Pipeline(
+            work_dir / "run", env, api_port=free_port(), embed_workers=embed_workers
+        )
+        try:
+            # Workers first: they load while the API does (`start` waits for the API only).
+            for stage in stages:
+                for _ in range(embed_workers if stage == "embed" else 1):
+                    pipeline.add_worker(stage)
+            pipeline.start(workers=False)
+            pipeline.wait_settled(partitions=int(env.get("RAGLINE_KAFKA__PARTITIONS", "6")))
+            yield services, pipeline
+        finally:
+            pipeline.stop()

@@ -1,0 +1,179 @@
+"""Every benchmark runs at its tiny size, as its docstring says, and ends with the JSON object it
+promises: a change that breaks a benchmark fails here. The figures are not judged (a few
+seconds of load on a shared machine say nothing), only that each benchmark ran its main path:
+its stack started with the settings it prints, its load went through, its figures came out.
+
+Each benchmark runs as a user runs it (`python -m benchmarks.<name> --tiny` from the
+repository's root), in a process of its own with stacks of its own. Two run at a time: much of
+a benchmark's time is spent waiting (Kafka group joins, documents going through the pipeline,
+the soak's fixed-rate schedule), which the other one fills.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.search_stores import GOALS
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+REPO = Path(__file__).resolve().parents[2]
+AT_ONCE = 2
+RUN_TIMEOUT_S = 600
+
+SEARCH_KEYS = {
+    f"{figure}{store}_2k"
+    for figure in (
+        "p50_ms_uncached_c1",
+        "p95_ms_uncached_c1",
+        "rps_uncached_c32",
+        "p95_ms_uncached_c32",
+        "p95_ms_cached_c1",
+        "rps_cached_c32",
+        "api_peak_rss_mb",
+        "recall_at_10_quantised",
+        "ratio_uncached_c32_to_encoder",
+        "max_copies_of_a_text",
+        "fill_s",
+    )
+    for store in ("", "_distinct")
+} | {
+    "mcp_added_p95_ms_2k",
+    "encoder_p50_ms_c1",
+    "encoder_p95_ms_c1",
+    "encoder_qps_batch32",
+    "chunks",
+    "stores",
+    "goals",
+}
+QUALITY_KEYS = {
+    f"fixtures_{metric}_{mode}"
+    for metric in ("recall4", "recall10", "mrr10", "ndcg10")
+    for mode in ("dense", "sparse", "hybrid")
+} | {"fixtures_queries", "ingest_s", "kbs", "goals", "total_s"}
+INGEST_KEYS = {
+    "chunks",
+    "e2e_chunks_per_s",
+    "model_chunks_per_s",
+    "ratio",
+    "ratio_ceiling_cpu",
+    "model_plain_chunks_per_s",
+    "e2e_chunks_per_s_text_copies",
+    "model_chunks_per_s_text_copies",
+    "ratio_text_copies",
+    "embed_workers",
+    "peak_rss_mb",
+    "stage_seconds",
+}
+CRAWL_KEYS = {
+    "pages",
+    "chunks",
+    "crawl_seconds",
+    "pages_per_s",
+    "chunks_per_s",
+    "recrawl_seconds",
+    "recrawl_pages_per_s",
+    "recrawl_counts",
+    "model_alone_chunks",
+    "model_alone_chunks_per_s",
+    "model_alone_pages_per_s",
+    "ratio",
+    "first_counts",
+}
+SOAK_KEYS = {
+    "errors",
+    "errors_by_kind",
+    "lost_documents",
+    "deleted_documents_returned",
+    "deleted_documents_with_points",
+    "documents",
+    "requests",
+    "max_rss_growth_pct",
+    "rss_growth_pct",
+    "private_growth_pct",
+    "cpu_pct_of_a_core",
+    "p95_ms_upload",
+    "p95_ms_search",
+    "p95_ms_search_per_minute",
+    "load_average_at_end",
+}
+# name: (arguments, keys of the last line), the longest first.
+BENCHMARKS: dict[str, tuple[list[str], set[str]]] = {
+    "search": (["--tiny"], SEARCH_KEYS),
+    "soak": (["--tiny"], SOAK_KEYS),
+    "ingest": (["--tiny"], INGEST_KEYS),
+    "quality": (["--tiny"], QUALITY_KEYS),
+    "crawl": (["--tiny"], CRAWL_KEYS),
+    "large_inputs": (["--tiny"], {"pdf_2_pages"}),
+}
+
+
+def run_benchmark(name: str) -> subprocess.CompletedProcess[str]:
+    """Runs one benchmark at its tiny size, as its docstring says."""
+    arguments, _ = BENCHMARKS[name]
+    return subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{name}", *arguments],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def runs() -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
+    """Every benchmark's run, started at once, `AT_ONCE` at a time."""
+    with ThreadPoolExecutor(AT_ONCE, thread_name_prefix="benchmark") as pool:
+        yield {name: pool.submit(run_benchmark, name) for name in BENCHMARKS}
+
+
+def last_json(name: str, run: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The benchmark's last line, which must be one JSON object, after a clean exit."""
+    tail = f"stdout:\n{run.stdout[-3000:]}\nstderr:\n{run.stderr[-3000:]}"
+    assert run.returncode == 0, f"benchmarks.{name} exited {run.returncode}\n{tail}"
+    lines = run.stdout.strip().splitlines()
+    assert lines, f"benchmarks.{name} printed nothing\n{tail}"
+    figures = json.loads(lines[-1])
+    assert isinstance(figures, dict), tail
+    assert any(line.startswith("stack settings: ") for line in lines), tail
+    return figures
+
+
+@pytest.mark.parametrize("name", list(BENCHMARKS))
+def test_benchmark_runs_at_tiny_size(
+    name: str, runs: dict[str, Future[subprocess.CompletedProcess[str]]]
+) -> None:
+    figures = last_json(name, runs[name].result())
+    _, keys = BENCHMARKS[name]
+    assert keys <= set(figures), sorted(keys - set(figures))
+
+
+def test_search_benchmark_measures_both_stores_and_judges_every_goal(
+    runs: dict[str, Future[subprocess.CompletedProcess[str]]],
+) -> None:
+    figures = last_json("search", runs["search"].result())
+    assert figures["stores"] == {"2000": ["duplicates", "distinct"]}
+    # The distinct store holds every text once; the duplicate-heavy one many times over.
+    assert figures["max_copies_of_a_text_distinct_2k"] == 1
+    assert figures["max_copies_of_a_text_2k"] > 2
+    assert figures["real_chunks_distinct_2k"] + figures["made_chunks_distinct_2k"] == 2000
+    # Every goal is listed; at this size none of their figures is measured.
+    assert set(figures["goals"]) == {goal.name for goal in GOALS}
+    assert all(verdict["met"] is None for verdict in figures["goals"].values())
+
+
+def test_large_inputs_reports_each_process_of_its_stack(
+    runs: dict[str, Future[subprocess.CompletedProcess[str]]],
+) -> None:
+    figures = last_json("large_inputs", runs["large_inputs"].result())["pdf_2_pages"]
+    assert {"input_mb", "chunks", "seconds", "peak_rss_mb"} <= set(figures)
+    assert {"api", "embed-1"} <= set(figures["peak_rss_mb"])
