@@ -60,6 +60,24 @@ class QdrantSettings(BaseModel):
     # readable loses recall at the engine's default (0.995 recall@10 at 100,000 chunks);
     # 256 restores 1.000 at no measurable latency (benchmarks/search.py --user-form).
     search_ef: int = Field(default=256, ge=16, le=4096)
+    # Dense vectors: "int8" keeps scalar-quantised copies in RAM (a quarter of the floats) and
+    # the float originals on disk, read to rescore each query's candidates; "none" keeps the
+    # floats in RAM. A store made with the other setting is converted in place by its next
+    # optimisation (the server's own optimiser; the embedded engine's idle one): nothing is
+    # re-embedded.
+    quantization: Literal["int8", "none"] = "int8"
+    # A quantised dense query takes this many times its limit in candidates and rescores them
+    # with the original vectors.
+    oversampling: float = Field(default=2.0, ge=1.0, le=16.0)
+    # Searches ranking at the same moment go to the store as one batch (one pass over the
+    # segments): at most this many searches a batch. A lone search goes out at once; a batch
+    # forms from the searches that queued while the previous one ran.
+    rank_batch_max: int = Field(default=32, ge=1, le=256)
+    # How long the first search of a burst waits for others to join its batch (0: not at all).
+    rank_batch_wait_ms: float = Field(default=0.0, ge=0, le=2.0)
+    # Ranking batches a Qdrant server is sent at once (it answers several in parallel); the
+    # embedded engine runs one call at a time, so it sends one.
+    rank_batches_in_flight: int = Field(default=2, ge=1, le=32)
 
 
 class RedisSettings(BaseModel):

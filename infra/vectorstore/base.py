@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,6 +26,9 @@ from schemas.chunks import ChunkPayload
 
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "sparse"
+# How dense vectors are held: int8 scalar-quantised copies in RAM with the float originals on
+# disk (read to rescore a query's candidates), or the floats in RAM.
+Quantization = Literal["int8", "none"]
 # The payload field a probe reads (`VectorStore.rank`).
 DOCUMENT_ID = "document_id"
 
@@ -163,6 +166,9 @@ class VectorQuery:
     dense: by cosine similarity, with `score_threshold` as the minimum cosine.
     sparse: by BM25 (sparse vectors with IDF), no threshold.
     (Hybrid retrieval fuses the two rankings in the search service: see `VectorStore.rank`.)
+    exact: a dense query compares every vector in scope with the original (float) vectors,
+    ignoring the HNSW index and the quantised vectors: slow, the reference that approximate
+    search's recall is measured against.
     """
 
     scope: SearchScope
@@ -171,6 +177,7 @@ class VectorQuery:
     score_threshold: float | None = None
     mode: RetrievalMode = RetrievalMode.DENSE
     sparse: SparseVector | None = None
+    exact: bool = False
 
 
 @dataclass(frozen=True)
@@ -241,7 +248,7 @@ class VectorStore(Protocol):
         ...
 
     async def search(self, query: VectorQuery) -> list[ScoredChunk]:
-        """The best active chunks in scope, best first."""
+        """The best active chunks in scope, best first (by exact search if `query.exact`)."""
         ...
 
     async def rank(

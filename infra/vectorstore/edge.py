@@ -2,8 +2,28 @@
 
 The engine is single-process (it holds a lock on its write-ahead log), so exactly one process
 opens it; in the local default that is the API process, which serves search and runs the index
-stage. Its Python binding holds the GIL during every call, so calls run in a worker thread one
-at a time, and HNSW optimisation runs only once writes have been idle for a while.
+stage. HNSW optimisation runs only once writes have been idle for a while.
+
+Concurrency. The engine itself lets searches run while another thread writes or optimises (its
+segments sit behind a read-write lock, and an optimisation works on proxies of the segments it
+rebuilds). Its Python binding (0.9.0) holds the GIL for the whole of every call, `optimize()`
+included, so within this process calls never overlap, and while one runs no other Python code
+does: every single call is atomic as seen by every other. (Were the binding to let go of the
+GIL, a search could see a write to several segments half done, as on a Qdrant server.) The
+store adds one rule of its own: a write made of several calls (`publish_document`) holds the
+store exclusively, so no search sees the state between its steps, whatever the binding does;
+every other call (searches, single-call writes, the optimiser) shares the store. Calls run on
+the store's own two threads, not the default executor.
+
+Searches' rankings that wait at the same moment go to the engine as one `query_batch`
+(`coalescing.Coalescer`): one pass over the segments for all of them.
+
+Dense vectors are stored as int8 scalar-quantised copies in RAM with the float originals on
+disk (memory-mapped, read to rescore the candidates) unless `quantization="none"`. Payloads are
+on disk too: a search filters by payload indexes (in RAM) and reads only the payloads of the
+few dozen points it returns. The configuration is given each time the shard is opened: an
+existing shard takes the new one, and its segments are rebuilt to it by the next optimisation
+(the vectors stay as they are; nothing is re-embedded).
 """
 
 from __future__ import annotations
@@ -12,7 +32,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,6 +60,7 @@ from infra.vectorstore.base import (
     ChunkPoint,
     IndexKind,
     PublishedDocument,
+    Quantization,
     Rankings,
     RetrievalMode,
     ScoredChunk,
@@ -46,6 +68,7 @@ from infra.vectorstore.base import (
     VectorQuery,
     holder,
 )
+from infra.vectorstore.coalescing import Coalescer
 from schemas.chunks import ChunkPayload
 
 log = logging.getLogger(__name__)
@@ -58,6 +81,67 @@ _EDGE_INDEX = {
 }
 
 
+# Threads the store's calls run on. The binding runs one call at a time anyway (it holds the
+# GIL); more than one lets a call be under way the moment another returns, and would let reads
+# overlap if the binding let go of the GIL.
+_THREADS = 2
+
+
+class _Gate:
+    """Shared or exclusive use of the store: any number of shared holders at once, or one
+    exclusive holder. An exclusive holder waiting goes before shared ones arriving after it,
+    so a stream of searches cannot hold a publication back."""
+
+    def __init__(self) -> None:
+        self._shared = 0
+        self._exclusive = False
+        self._exclusive_waiting = 0
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @contextlib.asynccontextmanager
+    async def shared(self) -> AsyncIterator[None]:
+        """Held alongside other shared holders."""
+        await self._until(lambda: not self._exclusive and not self._exclusive_waiting)
+        self._shared += 1
+        try:
+            yield
+        finally:
+            self._shared -= 1
+            self._wake()
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        """Held alone."""
+        self._exclusive_waiting += 1
+        try:
+            await self._until(lambda: not self._exclusive and self._shared == 0)
+        finally:
+            self._exclusive_waiting -= 1
+            self._wake()
+        self._exclusive = True
+        try:
+            yield
+        finally:
+            self._exclusive = False
+            self._wake()
+
+    async def _until(self, ready: Callable[[], bool]) -> None:
+        while not ready():
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
 class EdgeVectorStore:
     """A `VectorStore` on an embedded Qdrant shard in a local directory."""
 
@@ -68,18 +152,45 @@ class EdgeVectorStore:
         optimize_idle_s: float = 5.0,
         search_ef: int = 256,
         optimize_every_s: float = 120.0,
+        quantization: Quantization = "int8",
+        oversampling: float = 2.0,
+        rank_batch_max: int = 32,
+        rank_batch_wait_s: float = 0.0,
+        indexing_threshold_kb: int | None = None,
     ) -> None:
+        """`indexing_threshold_kb`: the size of vectors a segment takes before the optimiser
+        indexes (and quantises) it; None keeps the engine's (10 MB, ~6,500 vectors of 384
+        floats). Tests set it low to get indexed segments from a few points."""
         self._path = path
-        self._dense_params = qe.SearchParams(hnsw_ef=search_ef)
         self._dimensions = dimensions
+        self._quantization: Quantization = quantization
+        self._indexing_threshold_kb = indexing_threshold_kb
+        self._dense_params = qe.SearchParams(
+            hnsw_ef=search_ef,
+            quantization=(
+                qe.QuantizationSearchParams(rescore=True, oversampling=oversampling)
+                if quantization == "int8"
+                else None
+            ),
+        )
+        self._exact_params = qe.SearchParams(
+            exact=True, quantization=qe.QuantizationSearchParams(ignore=True)
+        )
         self._optimize_idle_s = optimize_idle_s
         self._optimize_every_s = optimize_every_s
         self._last_optimized = time.monotonic()
         self._shard: qe.EdgeShard | None = None
-        # One call at a time: the binding holds the GIL anyway, and a sequence of writes
-        # (e.g. activate one document, delete another) must not interleave with a search.
-        self._lock = asyncio.Lock()
-        self._dirty = False
+        self._gate = _Gate()
+        self._threads: ThreadPoolExecutor | None = None
+        self._rankings: Coalescer[qe.QueryRequest, list[Any]] = Coalescer(
+            self._query_batch,
+            max_batch=rank_batch_max,
+            max_wait_s=rank_batch_wait_s,
+            isolate=(ServiceUnavailable,),
+        )
+        # Writes made, and how many of them the last optimisation had seen when it began.
+        self._writes = 0
+        self._optimized_writes = 0
         self._last_write = 0.0
         self._optimizer: asyncio.Task[None] | None = None
 
@@ -87,30 +198,45 @@ class EdgeVectorStore:
         """Opens (or creates) the shard and its payload indexes; starts the idle optimiser."""
         if self._shard is not None:
             return
-        self._shard = await asyncio.to_thread(self._open)
+        shard = await asyncio.to_thread(self._open)
+        self._threads = ThreadPoolExecutor(_THREADS, thread_name_prefix="edge-store")
+        self._shard = shard
         self._optimizer = asyncio.create_task(self._optimize_when_idle())
 
-    def _open(self) -> qe.EdgeShard:
-        config = qe.EdgeConfig(
-            vectors={
-                DENSE_VECTOR: qe.EdgeVectorParams(
-                    size=self._dimensions, distance=qe.Distance.Cosine
-                )
-            },
+    def _config(self) -> qe.EdgeConfig:
+        if self._quantization == "int8":
+            dense = qe.EdgeVectorParams(
+                size=self._dimensions,
+                distance=qe.Distance.Cosine,
+                # The originals are read only to rescore a query's candidates.
+                memory=qe.Memory.Cold,
+                quantization_config=qe.ScalarQuantizationConfig(
+                    type=qe.ScalarType.Int8, quantile=0.99, memory=qe.Memory.Pinned
+                ),
+            )
+        else:
+            dense = qe.EdgeVectorParams(size=self._dimensions, distance=qe.Distance.Cosine)
+        optimizers = None
+        if self._indexing_threshold_kb is not None:
+            optimizers = qe.EdgeOptimizersConfig(indexing_threshold=self._indexing_threshold_kb)
+        return qe.EdgeConfig(
+            vectors={DENSE_VECTOR: dense},
             sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            payload_memory=qe.Memory.Cold,
+            optimizers=optimizers,
         )
+
+    def _open(self) -> qe.EdgeShard:
+        config = self._config()
         try:
             if self._path.exists() and any(self._path.iterdir()):
-                shard = qe.EdgeShard.load(str(self._path))
-                existing = shard.info()
-                size = shard_dense_size(shard)
-                if size is not None and size != self._dimensions:
-                    shard.close()
-                    raise PermanentError(
-                        f"vector store at {self._path} holds {size}-dimensional vectors; "
-                        f"the embedding model makes {self._dimensions}"
-                    )
-                log.info("opened vector store at %s (%d points)", self._path, existing.points_count)
+                shard = self._load(config)
+                log.info(
+                    "opened vector store at %s (%d points, dense vectors: %s)",
+                    self._path,
+                    shard.info().points_count,
+                    self._quantization,
+                )
             else:
                 self._path.mkdir(parents=True, exist_ok=True)
                 shard = qe.EdgeShard.create(str(self._path), config)
@@ -123,6 +249,25 @@ class EdgeVectorStore:
             if name not in indexed:
                 shard.update(qe.UpdateOperation.create_field_index(name, _EDGE_INDEX[kind]))
         return shard
+
+    def _load(self, config: qe.EdgeConfig) -> qe.EdgeShard:
+        """Opens an existing shard with `config` (a shard made with other storage settings
+        takes them; its vectors are kept), or says why its vectors do not fit."""
+        try:
+            return qe.EdgeShard.load(str(self._path), config)
+        except Exception as exc:
+            if "incompatible" not in str(exc):
+                raise
+            refused = exc
+        shard = qe.EdgeShard.load(str(self._path))
+        size = shard_dense_size(shard)
+        shard.close()
+        if size is not None and size != self._dimensions:
+            raise PermanentError(
+                f"vector store at {self._path} holds {size}-dimensional vectors; "
+                f"the embedding model makes {self._dimensions}"
+            )
+        raise PermanentError(f"vector store at {self._path} does not fit: {refused}")
 
     async def upsert(self, points: Sequence[ChunkPoint]) -> None:
         """Writes points; an existing id is overwritten."""
@@ -141,8 +286,9 @@ class EdgeVectorStore:
         await self._write(lambda shard: shard.update(qe.UpdateOperation.upsert_points(edge_points)))
 
     async def publish_document(self, document: PublishedDocument) -> None:
-        """Shows the document, drops older versions and its own stale tail, atomically: all
-        three run under the store's lock, so no search sees a state in between."""
+        """Shows the document, drops older versions and its own stale tail, atomically: the
+        three calls hold the store exclusively, so no search sees a state in between (an older
+        version beside the new one, or the stale tail shown)."""
         shown, older, tail = (edge_filter(selector) for selector in document.selections())
         operations = [
             qe.UpdateOperation.set_payload_by_filter(shown, document.shown_payload()),
@@ -154,7 +300,7 @@ class EdgeVectorStore:
             for operation in operations:
                 shard.update(operation)
 
-        await self._write(apply)
+        await self._write(apply, exclusive=True)
 
     async def delete(self, selector: Filter) -> None:
         """Deletes the points the filter selects."""
@@ -200,7 +346,7 @@ class EdgeVectorStore:
                     break
             return payloads
 
-        found = await self._call(scroll)
+        found = await self._read(scroll)
         return sorted(found, key=lambda payload: payload.chunk_index)
 
     async def search(self, query: VectorQuery) -> list[ScoredChunk]:
@@ -222,11 +368,11 @@ class EdgeVectorStore:
                 limit=query.limit,
                 query=_dense_query(query.dense),
                 filter=edge_filter(query.scope.filter()),
-                params=self._dense_params,
+                params=self._exact_params if query.exact else self._dense_params,
                 score_threshold=query.score_threshold,
                 with_payload=True,
             )
-        points = await self._call(lambda shard: shard.query(request))
+        points = await self._read(lambda shard: shard.query(request))
         return [ScoredChunk.from_point(p) for p in points]
 
     async def rank(
@@ -238,7 +384,8 @@ class EdgeVectorStore:
         probes: Sequence[int] = (),
         probe_limit: int = 0,
     ) -> Rankings:
-        """Both retrievers' best ids and scores, in one batch call to the engine."""
+        """Both retrievers' best ids and scores and the probes' holders, in one batch call to
+        the engine, shared with the searches ranking at the same moment."""
         if not scope.kb_ids:
             return Rankings([], [])
         selector = edge_filter(scope.filter())
@@ -257,14 +404,17 @@ class EdgeVectorStore:
                     limit=probe_limit, query=probe, filter=selector, with_payload=[DOCUMENT_ID]
                 )
             )
-        batch = qe.QueryBatchRequest(requests)
-        answers = await self._call(lambda shard: shard.query_batch(batch))
+        answers = await self._rankings.submit(requests)
         retrievers = len(answers) - len(probes)
         return Rankings.from_batch(
             [[(str(p.id), float(p.score)) for p in points] for points in answers[:retrievers]],
             [[holder(p) for p in points] for points in answers[retrievers:]],
             probes,
         )
+
+    async def _query_batch(self, requests: list[qe.QueryRequest]) -> list[list[Any]]:
+        batch = qe.QueryBatchRequest(requests)
+        return await self._read(lambda shard: shard.query_batch(batch))
 
     async def sparse_rank(
         self, scope: SearchScope, sparse: SparseVector, depth: int
@@ -274,7 +424,7 @@ class EdgeVectorStore:
         if query is None or not scope.kb_ids:
             return []
         request = qe.QueryRequest(limit=depth, query=query, filter=edge_filter(scope.filter()))
-        points = await self._call(lambda shard: shard.query(request))
+        points = await self._read(lambda shard: shard.query(request))
         return [(str(p.id), float(p.score)) for p in points]
 
     async def fetch(
@@ -287,7 +437,7 @@ class EdgeVectorStore:
         if not point_ids or not scope.kb_ids:
             return []
         ids: list[Any] = list(point_ids)
-        records = await self._call(
+        records = await self._read(
             lambda shard: shard.retrieve(ids, True, [DENSE_VECTOR, SPARSE_VECTOR])
         )
         return ScoredChunk.from_records(records, dense, scope)
@@ -295,41 +445,62 @@ class EdgeVectorStore:
     async def count(self, selector: Filter) -> int:
         """How many points the filter selects (exact)."""
         request = qe.CountRequest(filter=edge_filter(selector), exact=True)
-        return await self._call(lambda shard: shard.count(request))
+        return await self._read(lambda shard: shard.count(request))
 
     async def optimize(self) -> None:
-        """Builds the HNSW index now and drops deleted points (blocks other calls while it
-        runs). The flush that follows releases the segments the optimisation replaced: until
-        then their files stay on disk and mapped in memory, one more after every run."""
+        """Builds the HNSW index (and the quantised vectors) now and drops deleted points.
+
+        The engine would let searches and writes go on meanwhile, and the store does not hold
+        them back; but the binding holds the GIL until the optimisation ends, so nothing else
+        in this process runs until then. The flush that follows releases the segments the
+        optimisation replaced: until then their files stay on disk and mapped in memory, one
+        more after every run."""
+        writes = self._writes
         await self._call(_optimize_and_flush)
-        self._dirty = False
+        self._optimized_writes = max(self._optimized_writes, writes)
         self._last_optimized = time.monotonic()
 
     async def close(self) -> None:
-        """Stops the optimiser, flushes and closes the shard."""
+        """Answers the rankings under way, stops the optimiser, flushes and closes the shard."""
+        await self._rankings.close()
         if self._optimizer is not None:
             self._optimizer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._optimizer
             self._optimizer = None
         if self._shard is not None:
-            async with self._lock:
+            async with self._gate.exclusive():
                 shard, self._shard = self._shard, None
                 await asyncio.to_thread(_flush_and_close, shard)
+        if self._threads is not None:
+            self._threads.shutdown(wait=False)
+            self._threads = None
 
-    async def _write(self, fn: Callable[[qe.EdgeShard], T]) -> T:
-        result = await self._call(fn)
-        self._dirty = True
+    async def _read(self, fn: Callable[[qe.EdgeShard], T]) -> T:
+        return await self._call(fn)
+
+    async def _write(self, fn: Callable[[qe.EdgeShard], T], exclusive: bool = False) -> T:
+        result = await self._call(fn, exclusive)
+        self._writes += 1
         self._last_write = time.monotonic()
         return result
 
-    async def _call(self, fn: Callable[[qe.EdgeShard], T]) -> T:
-        async with self._lock:
-            shard = self._shard
-            if shard is None:
+    async def _call(self, fn: Callable[[qe.EdgeShard], T], exclusive: bool = False) -> T:
+        gate = self._gate.exclusive() if exclusive else self._gate.shared()
+        async with gate:
+            shard, threads = self._shard, self._threads
+            if shard is None or threads is None:
                 raise ServiceUnavailable("vector store", "the embedded store is not open")
+            call = asyncio.get_running_loop().run_in_executor(threads, fn, shard)
             try:
-                return await asyncio.to_thread(fn, shard)
+                return await asyncio.shield(call)
+            except asyncio.CancelledError:
+                # A call under way cannot be stopped: the store stays in use until it returns
+                # (so a publication or the closing waits for it), and its outcome is dropped.
+                await asyncio.wait([call])
+                if not call.cancelled():
+                    call.exception()
+                raise
             except (PermanentError, ServiceUnavailable):
                 raise
             except Exception as exc:
@@ -340,7 +511,7 @@ class EdgeVectorStore:
         `optimize_every_s` while they never do (else the store grows without end)."""
         while True:
             await asyncio.sleep(min(1.0, self._optimize_idle_s))
-            if not self._dirty:
+            if self._writes == self._optimized_writes:
                 continue
             now = time.monotonic()
             if now - self._last_write >= self._optimize_idle_s:

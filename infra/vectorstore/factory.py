@@ -18,6 +18,10 @@ async def open_vector_store(settings: Settings) -> VectorStore:
             optimize_idle_s=settings.qdrant.optimize_idle_s,
             optimize_every_s=settings.qdrant.optimize_every_s,
             search_ef=settings.qdrant.search_ef,
+            quantization=settings.qdrant.quantization,
+            oversampling=settings.qdrant.oversampling,
+            rank_batch_max=settings.qdrant.rank_batch_max,
+            rank_batch_wait_s=settings.qdrant.rank_batch_wait_ms / 1000,
         )
     else:
         from qdrant_client import AsyncQdrantClient
@@ -33,6 +37,11 @@ async def open_vector_store(settings: Settings) -> VectorStore:
             settings.qdrant.collection,
             settings.embedding.dimensions,
             search_ef=settings.qdrant.search_ef,
+            quantization=settings.qdrant.quantization,
+            oversampling=settings.qdrant.oversampling,
+            rank_batch_max=settings.qdrant.rank_batch_max,
+            rank_batch_wait_s=settings.qdrant.rank_batch_wait_ms / 1000,
+            rank_batches_in_flight=settings.qdrant.rank_batches_in_flight,
         )
     await store.ensure_collection()
     return store

@@ -1,4 +1,14 @@
-"""Vector store on a Qdrant server, through qdrant-client (production)."""
+"""Vector store on a Qdrant server, through qdrant-client (production).
+
+Searches' rankings that wait at the same moment go to the server as one `query_batch_points`
+request (`coalescing.Coalescer`), a few requests in flight at once.
+
+Dense vectors are stored as int8 scalar-quantised copies in RAM with the float originals on
+disk (read to rescore the candidates) unless `quantization="none"`, and payloads on disk: a
+search filters by payload indexes (in RAM) and reads only the payloads of the few dozen points
+it returns. An existing collection with other settings is updated in place (the server
+rebuilds its segments in the background; the vectors stay as they are).
+"""
 
 from __future__ import annotations
 
@@ -31,6 +41,7 @@ from infra.vectorstore.base import (
     ChunkPoint,
     IndexKind,
     PublishedDocument,
+    Quantization,
     Rankings,
     RetrievalMode,
     ScoredChunk,
@@ -38,6 +49,7 @@ from infra.vectorstore.base import (
     VectorQuery,
     holder,
 )
+from infra.vectorstore.coalescing import Coalescer
 from schemas.chunks import ChunkPayload
 
 _QDRANT_INDEX = {
@@ -59,43 +71,100 @@ async def _qdrant_errors() -> AsyncIterator[None]:
         raise ServiceUnavailable("qdrant", str(exc)) from exc
 
 
+_INT8 = qm.ScalarQuantization(
+    scalar=qm.ScalarQuantizationConfig(type=qm.ScalarType.INT8, quantile=0.99, always_ram=True)
+)
+
+
 class QdrantServerStore:
     """A `VectorStore` on one collection of a Qdrant server."""
 
     def __init__(
-        self, client: AsyncQdrantClient, collection: str, dimensions: int, search_ef: int = 256
+        self,
+        client: AsyncQdrantClient,
+        collection: str,
+        dimensions: int,
+        search_ef: int = 256,
+        quantization: Quantization = "int8",
+        oversampling: float = 2.0,
+        rank_batch_max: int = 32,
+        rank_batch_wait_s: float = 0.0,
+        rank_batches_in_flight: int = 2,
     ) -> None:
         self._client = client
-        self._dense_params = qm.SearchParams(hnsw_ef=search_ef)
+        self._quantized = quantization == "int8"
+        self._dense_params = qm.SearchParams(
+            hnsw_ef=search_ef,
+            quantization=(
+                qm.QuantizationSearchParams(rescore=True, oversampling=oversampling)
+                if self._quantized
+                else None
+            ),
+        )
+        self._exact_params = qm.SearchParams(
+            exact=True, quantization=qm.QuantizationSearchParams(ignore=True)
+        )
         self._collection = collection
         self._dimensions = dimensions
+        self._rankings: Coalescer[qm.QueryRequest, qm.QueryResponse] = Coalescer(
+            self._query_batch,
+            max_batch=rank_batch_max,
+            max_wait_s=rank_batch_wait_s,
+            in_flight=rank_batches_in_flight,
+            isolate=(PermanentError,),
+        )
 
     async def ensure_collection(self) -> None:
-        """Creates the collection (cosine dense + IDF sparse) and its payload indexes."""
+        """Creates the collection (cosine dense + IDF sparse) and its payload indexes, or
+        brings an existing one's storage settings (quantisation, what is on disk) to these."""
         async with _qdrant_errors():
             if await self._client.collection_exists(self._collection):
-                info = await self._client.get_collection(self._collection)
-                vectors = info.config.params.vectors
-                size = vectors[DENSE_VECTOR].size if isinstance(vectors, dict) else None
-                if size != self._dimensions:
-                    raise PermanentError(
-                        f"collection {self._collection!r} holds {size}-dimensional vectors; "
-                        f"the embedding model makes {self._dimensions}"
-                    )
+                await self._update_collection()
             else:
                 await self._client.create_collection(
                     self._collection,
                     vectors_config={
                         DENSE_VECTOR: qm.VectorParams(
-                            size=self._dimensions, distance=qm.Distance.COSINE
+                            size=self._dimensions,
+                            distance=qm.Distance.COSINE,
+                            # The originals are read only to rescore a query's candidates.
+                            on_disk=self._quantized,
+                            quantization_config=_INT8 if self._quantized else None,
                         )
                     },
                     sparse_vectors_config={
                         SPARSE_VECTOR: qm.SparseVectorParams(modifier=qm.Modifier.IDF)
                     },
+                    on_disk_payload=True,
                 )
             for name, kind in PAYLOAD_INDEXES:
                 await self._client.create_payload_index(self._collection, name, _QDRANT_INDEX[kind])
+
+    async def _update_collection(self) -> None:
+        info = await self._client.get_collection(self._collection)
+        vectors = info.config.params.vectors
+        dense = vectors.get(DENSE_VECTOR) if isinstance(vectors, dict) else None
+        size = dense.size if dense is not None else None
+        if dense is None or size != self._dimensions:
+            raise PermanentError(
+                f"collection {self._collection!r} holds {size}-dimensional vectors; "
+                f"the embedding model makes {self._dimensions}"
+            )
+        quantized = dense.quantization_config is not None
+        if quantized != self._quantized or bool(dense.on_disk) != self._quantized:
+            await self._client.update_collection(
+                self._collection,
+                vectors_config={
+                    DENSE_VECTOR: qm.VectorParamsDiff(
+                        on_disk=self._quantized,
+                        quantization_config=_INT8 if self._quantized else qm.Disabled.DISABLED,
+                    )
+                },
+            )
+        if info.config.params.on_disk_payload is False:
+            await self._client.update_collection(
+                self._collection, collection_params=qm.CollectionParamsDiff(on_disk_payload=True)
+            )
 
     async def upsert(self, points: Sequence[ChunkPoint]) -> None:
         """Writes points; an existing id is overwritten."""
@@ -205,7 +274,7 @@ class QdrantServerStore:
                     query=query.dense.tolist(),
                     using=DENSE_VECTOR,
                     query_filter=qdrant_filter(query.scope.filter()),
-                    search_params=self._dense_params,
+                    search_params=self._exact_params if query.exact else self._dense_params,
                     limit=query.limit,
                     score_threshold=query.score_threshold,
                     with_payload=True,
@@ -221,7 +290,8 @@ class QdrantServerStore:
         probes: Sequence[int] = (),
         probe_limit: int = 0,
     ) -> Rankings:
-        """Both retrievers' best ids and scores, in one batch request."""
+        """Both retrievers' best ids and scores and the probes' holders, in one batch request
+        shared with the searches ranking at the same moment."""
         if not scope.kb_ids:
             return Rankings([], [])
         selector = qdrant_filter(scope.filter())
@@ -251,14 +321,17 @@ class QdrantServerStore:
                     with_payload=[DOCUMENT_ID],
                 )
             )
-        async with _qdrant_errors():
-            answers = await self._client.query_batch_points(self._collection, requests)
+        answers = await self._rankings.submit(requests)
         retrievers = len(answers) - len(probes)
         return Rankings.from_batch(
             [[(str(p.id), float(p.score)) for p in a.points] for a in answers[:retrievers]],
             [[holder(p) for p in a.points] for a in answers[retrievers:]],
             probes,
         )
+
+    async def _query_batch(self, requests: list[qm.QueryRequest]) -> list[qm.QueryResponse]:
+        async with _qdrant_errors():
+            return await self._client.query_batch_points(self._collection, requests)
 
     async def sparse_rank(
         self, scope: SearchScope, sparse: SparseVector, depth: int
@@ -305,7 +378,8 @@ class QdrantServerStore:
         return result.count
 
     async def close(self) -> None:
-        """Closes the client."""
+        """Answers the rankings under way and closes the client."""
+        await self._rankings.close()
         await self._client.close()
 
 
