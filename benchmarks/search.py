@@ -42,8 +42,9 @@ timed beside the HTTP contract. The stores share one set of servers (each its ow
 database, Redis database and run directory, so no answer or query vector is cached across
 stores).
 
-Before the stores, the encoder alone: the product's embedder built as the API builds it, its
-`embed_queries` one query at a time (p50/p95 ms) and in batches of 32 (queries/s). Then
+Before the stores, the encoder alone (`benchmarks.encoder.measure_encoder`): the product's
+embedder built as the API builds it, its `embed_queries` one query at a time (p50/p95 ms) and
+in batches of 32 (queries/s). Then
 `ratio_uncached_c32_to_encoder` = uncached requests/s at concurrency 32 over the encoder's
 batched queries/s.
 
@@ -120,6 +121,7 @@ from numpy.typing import NDArray
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from benchmarks.encoder import measure_encoder
 from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb
 from benchmarks.search_stores import (
     DISTINCT,
@@ -180,9 +182,6 @@ EVAL_DIR = Path(__file__).parent / "eval"
 # service's default per-bot rate (which would answer 429).
 LOAD_SETTINGS = {"RAGLINE_LIMITS__SEARCHES_PER_SECOND": "1000000"}
 ONNX_DIR = "RAGLINE_EMBEDDING__ONNX_DIR"
-# Whether the vector query can ask for an exact search (`VectorQuery.exact`); without it the
-# exact answer is computed here from the vectors written (numpy).
-EXACT_QUERIES = "exact" in {f.name for f in dataclasses.fields(VectorQuery)}
 
 
 @dataclass(frozen=True)
@@ -335,15 +334,14 @@ def embed_material(material: Material, cache: VectorCache) -> None:
 
 @dataclass
 class Written:
-    """What was written: point ids, readers and documents; with `keep`, the unit vectors and
-    each chunk's KB (for an exact search here)."""
+    """What was written: point ids, readers, documents, how often each text; with `keep`, the
+    unit vectors (for an exact search here)."""
 
     keep: bool
     point_ids: list[str] = field(default_factory=list)
     readers: list[list[str]] = field(default_factory=list)
     document_ids: list[str] = field(default_factory=list)
     vectors: list[NDArray[np.float32]] = field(default_factory=list)
-    kbs: list[int] = field(default_factory=list)
     copies: Counter[int] = field(default_factory=Counter)
     real: int = 0
     made: int = 0
@@ -393,7 +391,6 @@ class Writer:
         written.copies[text_hash(record.text)] += 1
         if written.keep:
             written.vectors.append(chunk.vector)
-            written.kbs.append(chunk.kb)
         self.batch.append(
             ChunkPoint(
                 point_id=point_id,
@@ -527,7 +524,6 @@ async def fill_store(
     queries: list[str],
     encoder: Embedder,
     readers_of: Callable[[int], list[str]] = everyone,
-    keep: bool = not EXACT_QUERIES,
 ) -> Filled:
     """Creates the KBs and writes `total` chunks of the kind across them (the API is not
     running yet: this process owns the store), builds the HNSW index, and with `queries`
@@ -539,7 +535,7 @@ async def fill_store(
         kbs = system.knowledge_bases
         kb_ids = [(await kbs.create("default", f"KB {n}")).id for n in range(KBS)]
         started = time.perf_counter()
-        writer = Writer(store, kb_ids, total, keep)
+        writer = Writer(store, kb_ids, total, keep=False)
         if store_kind == DUPLICATES:
             await write_duplicates(writer, material, readers_of)
         else:
@@ -554,38 +550,25 @@ async def fill_store(
         filled = Filled(kb_ids, writer.written, time.perf_counter() - started)
         if queries:
             scope = SearchScope("default", tuple(kb_ids[:ATTACHED]), BOT_PRINCIPALS)
-            filled.recall = await dense_recall(store, encoder, scope, filled, queries)
+            filled.recall = await dense_recall(store, encoder, scope, queries)
     return filled
 
 
 async def dense_recall(
-    store: VectorStore, encoder: Embedder, scope: SearchScope, filled: Filled, queries: list[str]
+    store: VectorStore, encoder: Embedder, scope: SearchScope, queries: list[str]
 ) -> float:
-    """Mean recall@10 of the store's dense search against an exact search in the same scope:
-    the store's own (`VectorQuery.exact`) where there is one, else numpy over the vectors
-    written."""
-    written = filled.written
+    """Mean recall@10 of the store's dense search against its exact search (no HNSW index, no
+    quantised vectors: `VectorQuery.exact`) in the same scope."""
     recalls = []
-    exact_rows: NDArray[np.intp] = np.zeros(0, dtype=np.intp)
-    matrix: NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
-    if not EXACT_QUERIES:
-        attached = np.array(written.kbs) < ATTACHED
-        exact_rows = np.flatnonzero(attached)
-        matrix = written.matrix()[exact_rows]
     for vector in encoder.embed_queries(queries):
         query = VectorQuery(scope, vector, 10, mode=RetrievalMode.DENSE)
         found = {hit.point_id for hit in await store.search(query)}
-        if EXACT_QUERIES:
-            exact: dict[str, Any] = {"exact": True}
-            wanted = {h.point_id for h in await store.search(dataclasses.replace(query, **exact))}
-        else:
-            best = exact_rows[np.argsort(-(matrix @ vector))[:10]]
-            wanted = {written.point_ids[row] for row in best}
+        exact = await store.search(dataclasses.replace(query, exact=True))
+        wanted = {hit.point_id for hit in exact}
         recalls.append(len(wanted & found) / max(1, len(wanted)))
-    how = "the store's exact search" if EXACT_QUERIES else "numpy over the vectors written"
     print(
         f"dense search, {len(queries)} queries in the bot's {ATTACHED} KBs: recall@10 "
-        f"{statistics.mean(recalls):.4f} (min {min(recalls):.2f}) against {how}"
+        f"{statistics.mean(recalls):.4f} (min {min(recalls):.2f}) against the exact search"
     )
     return statistics.mean(recalls)
 
@@ -806,27 +789,6 @@ def summarise(figures: dict[str, tuple[list[float], float]]) -> dict[str, Any]:
         result[f"p99_ms_{name}"] = round(p99, 2)
         result[f"rps_{name}"] = round(rps, 1)
     return result
-
-
-def measure_encoder(embedder: Embedder, queries: Sequence[str]) -> dict[str, float]:
-    """The query encoder alone: `embed_queries` one query at a time (p50/p95 ms) and in
-    batches of 32 (queries/s), over the same queries."""
-    embedder.embed_queries(list(queries[:8]))  # warm-up
-    single = []
-    for query in queries:
-        started = time.perf_counter()
-        embedder.embed_queries([query])
-        single.append((time.perf_counter() - started) * 1000)
-    batches = [list(queries[i : i + 32]) for i in range(0, len(queries), 32)]
-    started = time.perf_counter()
-    for batch in batches:
-        embedder.embed_queries(batch)
-    rate = len(queries) / (time.perf_counter() - started)
-    return {
-        "encoder_p50_ms_c1": round(percentile(single, 50), 2),
-        "encoder_p95_ms_c1": round(percentile(single, 95), 2),
-        "encoder_qps_batch32": round(rate, 1),
-    }
 
 
 def directory_mb(path: Path) -> float:
@@ -1153,7 +1115,6 @@ def main() -> None:
     result["chunks"] = list(scale.chunks)
     result["stores"] = stores
     result["sources"] = material.sources
-    result["exact_reference"] = "store" if EXACT_QUERIES else "numpy"
     result["goals"] = judge(result)
     print()
     print_goals(result["goals"])
