@@ -112,6 +112,10 @@ class EmbeddingSettings(BaseModel):
     # Where the ONNX export of the local model is cached (keyed by a hash of its weights and
     # tokenizer); unset means `onnx` under the data directory (`run_dir`).
     onnx_dir: Path | None = None
+    # Threads a burst of search queries is shared out to, each running a part on the one
+    # onnxruntime session (one core each); 0 means one per CPU this process may use. One by
+    # default: on two cores the API's other core is busy with the store and the requests.
+    query_threads: int = Field(default=1, ge=0, le=32)
     gemini_model: str = "gemini-embedding-001"
     gemini_api_key: SecretStr | None = None
     # Only for pointing the client at a compatible endpoint (tests, proxies).

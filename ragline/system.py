@@ -159,7 +159,9 @@ class System:
     async def open_embedder(self) -> Embedder:
         """Loads the embedding model (once; its dimensions checked against the settings)."""
         if self._embedder is None:
-            embedder = await asyncio.to_thread(build_embedder, self.settings.embedding)
+            embedder = await asyncio.to_thread(
+                build_embedder, self.settings.embedding, self.settings.run_dir
+            )
             if embedder.dimensions != self.settings.embedding.dimensions:
                 raise PermanentError(
                     f"the embedding model makes {embedder.dimensions}-dimensional vectors; set "

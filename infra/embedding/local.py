@@ -121,7 +121,8 @@ class LocalEmbedder:
     def __init__(self, settings: EmbeddingSettings, onnx_dir: Path) -> None:
         path = settings.model or _packaged_model_path()
         layout = read_layout(Path(path))
-        self._queries = load_encoder(layout, onnx_dir, settings.batch_size)
+        threads = settings.query_threads or len(os.sched_getaffinity(0))
+        self._queries = load_encoder(layout, onnx_dir, settings.batch_size, threads)
         self._settings = settings
         self._documents: SentenceTransformerEmbedder | None = None
         self._loading = threading.Lock()
@@ -150,7 +151,8 @@ class LocalEmbedder:
         return self._queries.encode(texts)
 
     def close(self) -> None:
-        """Stops the torch replicas' threads, if they were started."""
+        """Stops the query threads and the torch replicas' threads, if they were started."""
+        self._queries.close()
         if self._documents is not None:
             self._documents.close()
 

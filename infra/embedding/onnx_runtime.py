@@ -23,6 +23,7 @@ import os
 import re
 import warnings
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -187,12 +188,14 @@ def ensure_exported(layout: ModelLayout, directory: Path) -> Path:
     return target
 
 
-def load_encoder(layout: ModelLayout, directory: Path, batch_size: int = 32) -> OnnxEncoder:
+def load_encoder(
+    layout: ModelLayout, directory: Path, batch_size: int = 32, threads: int = 1
+) -> OnnxEncoder:
     """An encoder on the model's cached export (exported first if need be). A cached file
     that onnxruntime cannot load (damaged on disk) is exported again, once."""
     model_file = ensure_exported(layout, directory)
     try:
-        return OnnxEncoder(model_file, layout, batch_size)
+        return OnnxEncoder(model_file, layout, batch_size, threads)
     except OnnxUnavailable:
         raise
     except Exception as exc:
@@ -202,7 +205,7 @@ def load_encoder(layout: ModelLayout, directory: Path, batch_size: int = 32) -> 
     with _locked(_lock_file(layout, directory)):
         model_file.unlink(missing_ok=True)
     try:
-        return OnnxEncoder(ensure_exported(layout, directory), layout, batch_size)
+        return OnnxEncoder(ensure_exported(layout, directory), layout, batch_size, threads)
     except OnnxUnavailable:
         raise
     except Exception as exc:
@@ -333,7 +336,9 @@ class OnnxEncoder:
     """Embeds texts with an exported transformer on onnxruntime: tokenised, truncated, mean
     pooled and normalised exactly as sentence-transformers does for the model."""
 
-    def __init__(self, model_file: Path, layout: ModelLayout, batch_size: int = 32) -> None:
+    def __init__(
+        self, model_file: Path, layout: ModelLayout, batch_size: int = 32, threads: int = 1
+    ) -> None:
         from tokenizers import Tokenizer
 
         self._session = _session(model_file)
@@ -350,11 +355,24 @@ class OnnxEncoder:
         self._tokenizer = tokenizer
         self._dimensions = layout.dimensions
         self._batch_size = batch_size
+        # A burst of queries is cut into one part per thread, run on the one session at once
+        # (`run` is thread-safe and releases the GIL): each part on one core.
+        self._threads = max(1, threads)
+        self._pool = (
+            ThreadPoolExecutor(self._threads, thread_name_prefix="onnx")
+            if self._threads > 1
+            else None
+        )
 
     @property
     def dimensions(self) -> int:
         """Length of each vector."""
         return self._dimensions
+
+    def close(self) -> None:
+        """Stops the threads a burst is shared out to."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
 
     def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """One normalised vector per text, shape (len(texts), dimensions)."""
@@ -364,27 +382,34 @@ class OnnxEncoder:
         encodings = self._tokenizer.encode_batch(list(texts))
         # Texts of similar length share a batch, so that little of it is padding.
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        for start in range(0, len(order), self._batch_size):
-            rows = order[start : start + self._batch_size]
-            width = max(len(encodings[i].ids) for i in rows)
-            feeds = {
-                "input_ids": np.full((len(rows), width), self._pad_id, dtype=np.int64),
-                "attention_mask": np.zeros((len(rows), width), dtype=np.int64),
-                "token_type_ids": np.zeros((len(rows), width), dtype=np.int64),
-            }
-            for row, i in enumerate(rows):
-                encoding = encodings[i]
-                length = len(encoding.ids)
-                feeds["input_ids"][row, :length] = encoding.ids
-                feeds["attention_mask"][row, :length] = encoding.attention_mask
-                feeds["token_type_ids"][row, :length] = encoding.type_ids
-            (tokens,) = self._session.run(
-                [OUTPUT_NAME], {name: feeds[name] for name in self._inputs}
-            )
-            vectors[rows] = _mean_pool(
-                np.asarray(tokens, dtype=np.float32), feeds["attention_mask"]
-            )
+        parts = min(self._threads, len(order))
+        size = min(self._batch_size, -(-len(order) // parts))
+        batches = [order[start : start + size] for start in range(0, len(order), size)]
+        if self._pool is None or len(batches) == 1:
+            for rows in batches:
+                vectors[rows] = self._run(encodings, rows)
+        else:
+            runs = [self._pool.submit(self._run, encodings, rows) for rows in batches]
+            for rows, run in zip(batches, runs, strict=True):
+                vectors[rows] = run.result()
         return normalise(vectors)
+
+    def _run(self, encodings: Sequence[Any], rows: list[int]) -> NDArray[np.float32]:
+        """The mean-pooled (not yet normalised) vectors of one batch of encoded texts."""
+        width = max(len(encodings[i].ids) for i in rows)
+        feeds = {
+            "input_ids": np.full((len(rows), width), self._pad_id, dtype=np.int64),
+            "attention_mask": np.zeros((len(rows), width), dtype=np.int64),
+            "token_type_ids": np.zeros((len(rows), width), dtype=np.int64),
+        }
+        for row, i in enumerate(rows):
+            encoding = encodings[i]
+            length = len(encoding.ids)
+            feeds["input_ids"][row, :length] = encoding.ids
+            feeds["attention_mask"][row, :length] = encoding.attention_mask
+            feeds["token_type_ids"][row, :length] = encoding.type_ids
+        (tokens,) = self._session.run([OUTPUT_NAME], {name: feeds[name] for name in self._inputs})
+        return _mean_pool(np.asarray(tokens, dtype=np.float32), feeds["attention_mask"])
 
 
 def _mean_pool(tokens: NDArray[np.float32], mask: NDArray[np.int64]) -> NDArray[np.float32]:

@@ -41,6 +41,7 @@ import numpy as np
 import qdrant_edge as qe
 from numpy.typing import NDArray
 
+from core.coalescing import Coalescer
 from core.errors import PermanentError, ServiceUnavailable
 from core.filters import (
     Condition,
@@ -68,7 +69,6 @@ from infra.vectorstore.base import (
     VectorQuery,
     holder,
 )
-from infra.vectorstore.coalescing import Coalescer
 from schemas.chunks import ChunkPayload
 
 log = logging.getLogger(__name__)

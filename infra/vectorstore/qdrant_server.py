@@ -23,6 +23,7 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
+from core.coalescing import Coalescer
 from core.errors import PermanentError, ServiceUnavailable
 from core.filters import (
     Condition,
@@ -49,7 +50,6 @@ from infra.vectorstore.base import (
     VectorQuery,
     holder,
 )
-from infra.vectorstore.coalescing import Coalescer
 from schemas.chunks import ChunkPayload
 
 _QDRANT_INDEX = {

@@ -1,13 +1,13 @@
-"""Engine requests in micro-batches: callers that wait at the same moment share one call.
+"""Requests in micro-batches: callers that wait at the same moment share one call.
 
-The pattern of `infra.embedding.batching.QueryBatcher`, for any batch call. A caller submits
-its group of requests (a search's dense, sparse and probe queries) and waits; groups queue
-while a call is running, and the next call takes every group that queued (up to `max_batch`
-groups), flattened into one batch, and hands each caller back its own answers. A lone group
-goes out at once: the queue only forms while the engine is busy, so nothing waits when the
-store is idle. `max_wait_s` adds an optional short wait to collect a batch before the first call
-of a burst. `in_flight` calls may run at once (a server answers several in parallel); further
-groups queue for the first call to finish.
+Used for query embeddings (`infra.embedding.batching`) and the stores' rankings
+(`infra.vectorstore`). A caller submits its group of requests (a search's dense, sparse and
+probe queries) and waits; groups queue while a call is running, and the next call takes every
+group that queued (up to `max_batch` groups), flattened into one batch, and hands each caller
+back its own answers. A lone group goes out at once: the queue only forms while the engine is
+busy, so nothing waits when it is idle. `max_wait_s` adds an optional short wait to collect a
+batch before the first call of a burst. `in_flight` calls may run at once (a server answers
+several in parallel); further groups queue for the first call to finish.
 """
 
 from __future__ import annotations
