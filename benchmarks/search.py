@@ -5,6 +5,7 @@ the query encoder alone, in one run.
                                           [--large-stores distinct duplicates]
     .venv/bin/python -m benchmarks.search --tiny      # 2,000 chunks, about a minute (`make test`)
     .venv/bin/python -m benchmarks.search --user-form [--tiny]
+    .venv/bin/python -m benchmarks.search --prepare   # only embed the real chunks (see below)
 
 Two stores, each filled fresh for each size (`--chunks`) in a local default's vector store
 (`benchmarks/search_stores.py` says how their texts and vectors are made):
@@ -23,10 +24,11 @@ Two stores, each filled fresh for each size (`--chunks`) in a local default's ve
 Real chunks are embedded with the product's embedder (`infra.embedding.factory`), at ~20
 chunks/s on two cores: their vectors are cached under `--cache-dir` (default
 `.ragline/bench-cache`), keyed by the hash of the model id and the text, so only the first run
-pays (about 14,000 chunks when every source is there: 12-15 minutes). Every size below a
-million measures both stores; from a million on, the stores in `--large-stores` (default the
-distinct one: the issue's goals at a million are on it; `--large-stores distinct duplicates`
-measures today's duplicate-heavy million too).
+pays (about 16,000 chunks when every source is there: 13 minutes on a quiet machine, 35 on a
+busy one; `--prepare` does only that). Every size below a million measures both stores; from a
+million on, the stores in `--large-stores` (default the distinct one: the issue's goals at a
+million are on it; `--large-stores distinct duplicates` measures today's duplicate-heavy
+million too).
 
 For each store: its KBs are created and its chunks written across 10 KBs by this process (the
 API is not running: this process owns the store), its HNSW index built, then the recall@10 of
@@ -42,11 +44,11 @@ timed beside the HTTP contract. The stores share one set of servers (each its ow
 database, Redis database and run directory, so no answer or query vector is cached across
 stores).
 
-Before the stores, the encoder alone (`benchmarks.encoder.measure_encoder`): the product's
-embedder built as the API builds it, its `embed_queries` one query at a time (p50/p95 ms) and
-in batches of 32 (queries/s). Then
-`ratio_uncached_c32_to_encoder` = uncached requests/s at concurrency 32 over the encoder's
-batched queries/s.
+Before the stores and again after them, the encoder alone
+(`benchmarks.encoder.measure_encoder`, the mean of both runs, as this machine's speed drifts):
+the product's embedder built as the API builds it, its `embed_queries` one query at a time
+(p50/p95 ms) and in batches of 32 (queries/s). Then `ratio_uncached_c32_to_encoder` = uncached
+requests/s at concurrency 32 over the encoder's batched queries/s.
 
 Queries: the man pages' descriptions (`--eval`, default `../shared/eval/manpages.json`), three
 variants of each; where that corpus is absent, the committed evaluation sets' queries
@@ -57,22 +59,22 @@ The last line printed is one JSON object. Keys `p50_ms_`, `p95_ms_`, `p99_ms_` a
 `uncached_c1`, `uncached_c8`, `uncached_c32`, `cached_c1`, `cached_c8`, `cached_c32`, and
 `api_peak_rss_mb`, `store_disk_mb`, `fill_s`, `recall_at_10_quantised`,
 `ratio_uncached_c32_to_encoder`, `max_copies_of_a_text`, `real_chunks`, `made_chunks`, each
-with its store's and size's suffix (`search_stores.suffix`): none for the duplicate-heavy
-store at 100,000 (`p95_ms_uncached_c1`, as before), `_distinct` for the distinct store at
-100,000 (`p95_ms_uncached_c1_distinct`), `_1m` for the distinct store at a million
-(`p95_ms_uncached_c1_1m`, `api_peak_rss_mb_1m`, `recall_at_10_quantised_1m`),
-`_duplicates_1m` for the duplicate-heavy one at a million, and `_<n>k` after these at other
-sizes (`--tiny`: `p95_ms_uncached_c1_2k`, `p95_ms_uncached_c1_distinct_2k`). The MCP
-comparison's `p95_ms_contract_uncached_c1`, `p95_ms_mcp_uncached_c1`, `mcp_added_p95_ms`
-(same suffixes). Once per run: `encoder_p50_ms_c1`, `encoder_p95_ms_c1`,
-`encoder_qps_batch32`, `chunks` (the sizes), `stores` (per size) and `goals`: each of the
-issue's goals (`search_stores.GOALS`: distinct 100k uncached c1 p50 <= 12 ms and p95 <= 20
-ms; duplicate-heavy p95 <= 30 ms; on both 100k stores uncached c32 >= 120 requests/s, >= 0.6
-of the encoder's batched rate and p95 <= 400 ms, cached c1 p95 <= 2 ms and c32 >= 1,000
-requests/s; distinct 1M c1 p95 <= 35 ms, API peak RSS <= 2,000 MB, recall@10 >= 0.99) with
-its figure and whether it is met (null where the run did not measure it); they are printed
-beside the figures too. The load generator is a lean asyncio HTTP/1.1 client in this process,
-on the same two cores as the server.
+with its store's and size's suffix (`search_stores.suffix`): none for the duplicate-heavy store
+at 100,000 (`p95_ms_uncached_c1`, as before), `_distinct` for the distinct store at 100,000
+(`p95_ms_uncached_c1_distinct`), `_1m` for the distinct store at a million
+(`p95_ms_uncached_c1_1m`, `api_peak_rss_mb_1m`, `recall_at_10_quantised_1m`), `_duplicates_1m`
+for the duplicate-heavy one at a million, and `_<n>k` after these at other sizes (`--tiny`:
+`p95_ms_uncached_c1_2k`, `p95_ms_uncached_c1_distinct_2k`). The MCP comparison's
+`p95_ms_contract_uncached_c1`, `p95_ms_mcp_uncached_c1`, `mcp_added_p95_ms` (same suffixes).
+Once per run: `encoder_p50_ms_c1`, `encoder_p95_ms_c1`, `encoder_qps_batch32`, `chunks` (the
+sizes), `stores` (per size), `sources` (real chunks per source) and `goals`: each of the
+issue's goals (`search_stores.GOALS`: distinct 100k uncached c1 p50 <= 12 ms and p95 <= 20 ms;
+duplicate-heavy p95 <= 30 ms; on both 100k stores uncached c32 >= 120 requests/s, >= 0.6 of the
+encoder's batched rate and p95 <= 400 ms, cached c1 p95 <= 2 ms and c32 >= 1,000 requests/s;
+distinct 1M c1 p95 <= 35 ms, API peak RSS <= 2,000 MB, recall@10 >= 0.99) with its figure and
+whether it is met (null where the run did not measure it); they are printed beside the figures
+too. The load generator is a lean asyncio HTTP/1.1 client in this process, on the same two
+cores as the server.
 
 The bot benchmark's chunks are readable by `["role:admin", "tenant"]`, so the bot (which reads
 `tenant`) and admins see all of them.
@@ -1034,6 +1036,17 @@ def encoder_settings() -> EmbeddingSettings:
     return Settings().embedding.model_copy(update={"parallelism": 1})
 
 
+def time_encoder(encoder: Embedder, queries: list[str]) -> dict[str, float]:
+    """One run of the encoder alone, printed."""
+    figures = measure_encoder(encoder, queries)
+    print(
+        f"encoder alone ({encoder.model_id}): one query p50 {figures['encoder_p50_ms_c1']} ms, "
+        f"p95 {figures['encoder_p95_ms_c1']} ms; batches of 32: "
+        f"{figures['encoder_qps_batch32']} queries/s"
+    )
+    return figures
+
+
 def print_goals(goals: dict[str, dict[str, Any]]) -> None:
     """Each goal beside its figure: met, missed, or not measured in this run."""
     for name, verdict in goals.items():
@@ -1081,14 +1094,9 @@ def main() -> None:
     needed = 5 * scale.requests + 10 * max(scale.mcp_rounds, scale.user_rounds + 1)
     material = load_material(args.eval, scale, needed)
     encoder = build_embedder(encoder_settings())
+    encoder_queries = material.questions[: scale.encoder_queries]
     result: dict[str, Any] = {}
-    if not args.user_form:
-        result |= measure_encoder(encoder, material.questions[: scale.encoder_queries])
-        print(
-            f"encoder alone ({encoder.model_id}): one query p50 {result['encoder_p50_ms_c1']} "
-            f"ms, p95 {result['encoder_p95_ms_c1']} ms; batches of 32: "
-            f"{result['encoder_qps_batch32']} queries/s"
-        )
+    encoder_runs = [] if args.user_form else [time_encoder(encoder, encoder_queries)]
     # Keyed by the model the API's embedder names (the document model is the same one).
     embed_material(material, VectorCache(args.cache_dir, encoder.model_id))
     if args.prepare:
@@ -1107,11 +1115,19 @@ def main() -> None:
             stores[str(chunks)] = stores_at(chunks, args.large_stores)
             for store_kind in stores[str(chunks)]:
                 figures = measure_store(run, store_kind, chunks)
-                figures["ratio_uncached_c32_to_encoder"] = round(
-                    figures["rps_uncached_c32"] / result["encoder_qps_batch32"], 3
-                )
                 end = suffix(store_kind, chunks)
                 result.update({f"{key}{end}": value for key, value in figures.items()})
+    encoder_runs.append(time_encoder(encoder, encoder_queries))
+    result |= {
+        key: round(statistics.mean(figures[key] for figures in encoder_runs), 2)
+        for key in encoder_runs[0]
+    }
+    for size, kinds in stores.items():
+        for store_kind in kinds:
+            end = suffix(store_kind, int(size))
+            result[f"ratio_uncached_c32_to_encoder{end}"] = round(
+                result[f"rps_uncached_c32{end}"] / result["encoder_qps_batch32"], 3
+            )
     result["chunks"] = list(scale.chunks)
     result["stores"] = stores
     result["sources"] = material.sources
