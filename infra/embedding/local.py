@@ -156,6 +156,10 @@ class LocalEmbedder:
         if self._documents is not None:
             self._documents.close()
 
+    def load_document_model(self) -> None:
+        """Loads the torch model for documents now rather than on the first batch."""
+        self._document_embedder()
+
     def _document_embedder(self) -> SentenceTransformerEmbedder:
         with self._loading:
             if self._documents is None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from faststream import FastStream
 
+from infra.embedding.local import LocalEmbedder
 from infra.settings import Settings
 from infra.sparse import SparseEncoder
 from ragline.system import System
@@ -16,9 +19,11 @@ from workers.wiring import stage_app
 
 async def build_stage(system: System) -> Stage[ChunkBatchReady]:
     """The embed stage over the process's objects (the model is loaded here)."""
-    handler = EmbedHandler(
-        system.documents, await system.open_embedder(), system.embedding_cache, SparseEncoder()
-    )
+    embedder = await system.open_embedder()
+    if isinstance(embedder, LocalEmbedder):
+        # Its document model loads on the first batch: load it now, before messages wait.
+        await asyncio.to_thread(embedder.load_document_model)
+    handler = EmbedHandler(system.documents, embedder, system.embedding_cache, SparseEncoder())
     return document_stage(
         "embed",
         ChunkBatchReady,
