@@ -7,7 +7,7 @@ embedded engine in-process (the local default). Both pass one contract test suit
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol
@@ -94,29 +94,53 @@ class ScoredChunk:
 
     @classmethod
     def from_records(
-        cls, records: Sequence[Any], query: NDArray[np.float32], scope: SearchScope
+        cls,
+        records: Sequence[Any],
+        query: NDArray[np.float32],
+        scope: SearchScope,
+        cosines: Mapping[str, float] | None = None,
     ) -> list[ScoredChunk]:
-        """From points retrieved by id with both vectors (either Qdrant API): those in
-        `scope`, scored by cosine similarity with the unit vector `query`."""
+        """From points retrieved by id (either Qdrant API): those in `scope`, scored by their
+        cosine similarity with the unit vector `query`: the one given in `cosines`, else
+        computed from the point's dense vector (retrieved for the points without one)."""
+        known = cosines or {}
         selector = scope.filter()
         visible = [record for record in records if selector.matches(record.payload or {})]
         if not visible:
             return []
         # Each record's vectors are converted once: the bindings build them anew on access.
         vectors = [record.vector if isinstance(record.vector, dict) else {} for record in visible]
-        missing = np.zeros_like(query)
-        dense = np.array([v.get(DENSE_VECTOR, missing) for v in vectors], dtype=np.float32)
-        norms = np.linalg.norm(dense, axis=1)
-        cosines = (dense @ query) / np.where(norms > 0, norms, 1.0)
+        unknown = [i for i, record in enumerate(visible) if str(record.id) not in known]
+        scores = [known.get(str(record.id), 0.0) for record in visible]
+        if unknown:
+            missing = np.zeros_like(query)
+            dense = np.array(
+                [vectors[i].get(DENSE_VECTOR, missing) for i in unknown], dtype=np.float32
+            )
+            norms = np.linalg.norm(dense, axis=1)
+            computed = (dense @ query) / np.where(norms > 0, norms, 1.0)
+            for i, cosine in zip(unknown, computed, strict=True):
+                scores[i] = float(cosine)
         return [
             cls(
                 point_id=str(record.id),
-                score=float(cosine),
+                score=score,
                 payload=ChunkPayload.from_store(record.payload),
                 terms=_terms(vector),
             )
-            for record, vector, cosine in zip(visible, vectors, cosines, strict=True)
+            for record, vector, score in zip(visible, vectors, scores, strict=True)
         ]
+
+
+def split_known(
+    point_ids: Sequence[str], cosines: Mapping[str, float] | None
+) -> tuple[list[Any], list[Any]]:
+    """The points whose cosine is given, and the others (whose dense vectors must be read)."""
+    known = cosines or {}
+    return (
+        [point for point in point_ids if point in known],
+        [point for point in point_ids if point not in known],
+    )
 
 
 def _terms(vectors: dict[str, Any]) -> frozenset[int]:
@@ -273,10 +297,16 @@ class VectorStore(Protocol):
         ...
 
     async def fetch(
-        self, scope: SearchScope, point_ids: Sequence[str], dense: NDArray[np.float32]
+        self,
+        scope: SearchScope,
+        point_ids: Sequence[str],
+        dense: NDArray[np.float32],
+        cosines: Mapping[str, float] | None = None,
     ) -> list[ScoredChunk]:
         """Those of the points that are still active chunks in scope, with their payloads,
-        their cosine similarity with `dense` as score, and their sparse terms; in no order."""
+        their cosine similarity with `dense` as score, and their sparse terms; in no order.
+        A point's cosine given in `cosines` (a dense ranking's score) is taken as it is, and
+        its dense vector is not read."""
         ...
 
     async def count(self, selector: Filter) -> int:

@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -68,6 +68,7 @@ from infra.vectorstore.base import (
     SparseVector,
     VectorQuery,
     holder,
+    split_known,
 )
 from schemas.chunks import ChunkPayload
 
@@ -428,19 +429,30 @@ class EdgeVectorStore:
         return [(str(p.id), float(p.score)) for p in points]
 
     async def fetch(
-        self, scope: SearchScope, point_ids: Sequence[str], dense: NDArray[np.float32]
+        self,
+        scope: SearchScope,
+        point_ids: Sequence[str],
+        dense: NDArray[np.float32],
+        cosines: Mapping[str, float] | None = None,
     ) -> list[ScoredChunk]:
-        """The points still in scope, scored by cosine with `dense`, with payload and terms.
+        """The points still in scope, scored by cosine with `dense` (or as `cosines` says), with
+        payload and terms.
 
         Retrieved by id and checked here: a filtered query over a list of ids costs several
-        times as much in the engine."""
+        times as much in the engine. Dense vectors are read only for the points whose cosine
+        is not known: they are on disk, and the binding builds each as a list of floats."""
         if not point_ids or not scope.kb_ids:
             return []
-        ids: list[Any] = list(point_ids)
-        records = await self._read(
-            lambda shard: shard.retrieve(ids, True, [DENSE_VECTOR, SPARSE_VECTOR])
-        )
-        return ScoredChunk.from_records(records, dense, scope)
+        known, unknown = split_known(point_ids, cosines)
+
+        def retrieve(shard: qe.EdgeShard) -> list[Any]:
+            records = list(shard.retrieve(known, True, [SPARSE_VECTOR])) if known else []
+            if unknown:
+                records += shard.retrieve(unknown, True, [DENSE_VECTOR, SPARSE_VECTOR])
+            return records
+
+        records = await self._read(retrieve)
+        return ScoredChunk.from_records(records, dense, scope, cosines)
 
     async def count(self, selector: Filter) -> int:
         """How many points the filter selects (exact)."""

@@ -12,7 +12,7 @@ rebuilds its segments in the background; the vectors stay as they are).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -49,6 +49,7 @@ from infra.vectorstore.base import (
     SparseVector,
     VectorQuery,
     holder,
+    split_known,
 )
 from schemas.chunks import ChunkPayload
 
@@ -352,22 +353,32 @@ class QdrantServerStore:
         return [(str(p.id), float(p.score)) for p in response.points]
 
     async def fetch(
-        self, scope: SearchScope, point_ids: Sequence[str], dense: NDArray[np.float32]
+        self,
+        scope: SearchScope,
+        point_ids: Sequence[str],
+        dense: NDArray[np.float32],
+        cosines: Mapping[str, float] | None = None,
     ) -> list[ScoredChunk]:
-        """The points still in scope, scored by cosine with `dense`, with payload and terms.
+        """The points still in scope, scored by cosine with `dense` (or as `cosines` says), with
+        payload and terms.
 
-        Retrieved by id and checked here: cheaper than a filtered exact query over the ids."""
+        Retrieved by id and checked here: cheaper than a filtered exact query over the ids.
+        Dense vectors (on disk when quantised) are read only for points whose cosine is not
+        known."""
         if not point_ids or not scope.kb_ids:
             return []
-        ids: list[Any] = list(point_ids)
+        records: list[Any] = []
         async with _qdrant_errors():
-            records = await self._client.retrieve(
-                self._collection,
-                ids,
-                with_payload=True,
-                with_vectors=[DENSE_VECTOR, SPARSE_VECTOR],
-            )
-        return ScoredChunk.from_records(records, dense, scope)
+            for ids, vectors in zip(
+                split_known(point_ids, cosines),
+                ([SPARSE_VECTOR], [DENSE_VECTOR, SPARSE_VECTOR]),
+                strict=True,
+            ):
+                if ids:
+                    records += await self._client.retrieve(
+                        self._collection, ids, with_payload=True, with_vectors=vectors
+                    )
+        return ScoredChunk.from_records(records, dense, scope, cosines)
 
     async def count(self, selector: Filter) -> int:
         """How many points the filter selects (exact)."""

@@ -21,7 +21,7 @@ same thing whether it searches dense or hybrid:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -70,11 +70,13 @@ class Candidate:
 
 @dataclass(frozen=True)
 class HybridRanking:
-    """A hybrid search's fused ranking and the chunks fetched for it so far (None: gone from
-    the store or out of scope since it was ranked)."""
+    """A hybrid search's fused ranking, the cosines its dense ranking found (so those chunks'
+    dense vectors need not be read again), and the chunks fetched for it so far (None: gone
+    from the store or out of scope since it was ranked)."""
 
     fused: list[Fused]
     fetched: dict[str, ScoredChunk | None]
+    cosines: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -191,15 +193,16 @@ class Retriever:
             rankings = await self._store.rank(
                 scope, vector, sparse, depth, probes, fusion.probe_limit
             )
-            return HybridRanking(fuse(rankings, params), {})
+            return HybridRanking(fuse(rankings, params), {}, dict(rankings.dense))
         rankings = await self._store.rank(scope, vector, None, depth, probes, fusion.probe_limit)
         best = [point for point, _ in rankings.dense[: feedback.chunks]]
-        found = await self._store.fetch(scope, best, vector) if best else []
+        cosines = dict(rankings.dense)
+        found = await self._store.fetch(scope, best, vector, cosines) if best else []
         widened = with_feedback(
             sparse, [chunk.terms for chunk in found], feedback.weight, feedback.min_chunks
         )
         rankings = replace(rankings, sparse=await self._store.sparse_rank(scope, widened, depth))
-        return HybridRanking(fuse(rankings, params), {c.point_id: c for c in found})
+        return HybridRanking(fuse(rankings, params), {c.point_id: c for c in found}, cosines)
 
     async def _hybrid(
         self,
@@ -213,7 +216,8 @@ class Retriever:
         best = ranking.fused[:limit]
         wanted = [f.point_id for f in best if f.point_id not in ranking.fetched]
         if wanted:
-            found = {c.point_id: c for c in await self._store.fetch(scope, wanted, vector)}
+            fetched = await self._store.fetch(scope, wanted, vector, ranking.cosines)
+            found = {c.point_id: c for c in fetched}
             ranking.fetched.update({point_id: found.get(point_id) for point_id in wanted})
         # The query's terms, as sparse-vector indices: a chunk contains a term exactly when its
         # own sparse vector has that index, so no chunk text is tokenised again here.

@@ -379,6 +379,26 @@ async def test_fetch_gives_payload_cosine_and_terms_of_the_points_in_scope_only(
     assert await store.fetch(SearchScope("t1", ("kb1",), EVERYONE), [], _unit(7)) == []
 
 
+async def test_fetch_takes_a_ranked_cosine_as_given_and_computes_the_rest(
+    store: VectorStore,
+) -> None:
+    await store.upsert([_text_point("doc_ranked", "the heron", 3), _text_point("doc_not", "x", 4)])
+    scope = SearchScope("t1", ("kb1",), EVERYONE)
+    query = _unit(3)
+    ranked = dict((await store.rank(scope, query, None, depth=10)).dense)
+    ranked_id, other_id = chunk_point_id("doc_ranked", 0), chunk_point_id("doc_not", 0)
+    # The ranking's scores are the cosines a fetch computes, so a search can pass them on.
+    plain = {c.point_id: c.score for c in await store.fetch(scope, [ranked_id, other_id], query)}
+    assert plain[ranked_id] == pytest.approx(ranked[ranked_id], abs=1e-4)
+    # A cosine given is used as it is (the dense vector is not read); the others computed.
+    given = await store.fetch(scope, [ranked_id, other_id], query, {ranked_id: 0.25})
+    by_id = {chunk.point_id: chunk for chunk in given}
+    assert by_id[ranked_id].score == 0.25
+    assert by_id[ranked_id].payload.document_id == "doc_ranked"
+    assert term_index("heron") in by_id[ranked_id].terms
+    assert by_id[other_id].score == pytest.approx(float(_unit(4) @ query), abs=1e-4)
+
+
 async def test_embedded_store_keeps_points_across_restarts(tmp_path: Path) -> None:
     first = EdgeVectorStore(tmp_path / "v", DIM)
     await first.ensure_collection()
