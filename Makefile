@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-containers lint typecheck unit clean system-packages benchmark-documents
+.PHONY: install run test test-containers lint typecheck unit clean system-packages benchmark-documents docs docs-serve
 
 # Debian packages the tests drive: a headless browser and its driver (the console's tests),
 # promtool (the alert rules are checked with it) and tmux (the CLI's progress display).
@@ -13,12 +13,12 @@ SYSTEM_PACKAGES := chromium chromium-driver prometheus tmux
 BENCHMARK_PACKAGES := debian-policy debian-reference-en python3.11-doc
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml cli/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	# The CPU build of torch lies on this machine's disk; pin it before anything pulls torch in.
 	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[local,dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[local,dev]' -e ./cli
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -47,6 +47,13 @@ typecheck: $(STAMP)
 test: system-packages lint typecheck
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
+# The documentation site, built from docs/ into site/ (broken links and missing pages fail).
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --quiet
+
+docs-serve: $(STAMP)
+	$(VENV)/bin/mkdocs serve
+
 # The integration and end-to-end suites against the real engines in containers (needs a Docker
 # engine; says so and fails where there is none).
 test-containers: $(STAMP)
@@ -54,4 +61,4 @@ test-containers: $(STAMP)
 	RAGLINE_TEST_SERVERS=containers $(VENV)/bin/pytest tests/integration tests/e2e -m "not local_servers" $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .ragline .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .ragline .mypy_cache .ruff_cache .pytest_cache site

@@ -20,7 +20,7 @@ import redis
 from typer.testing import CliRunner, Result
 
 from devstack.launcher import free_port
-from ragline.cli import app
+from ragline_cli import app
 from tests.conftest import FIXTURES, RunningPipeline, unique
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragline.cli.errors import NotConfigured, UsageError
+from ragline_cli.errors import NotConfigured, UsageError
 
 URL_ENV = "RAGLINE_URL"
 TOKEN_ENV = "RAGLINE_TOKEN"  # noqa: S105  (the variable's name, not a secret)

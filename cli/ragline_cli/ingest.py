@@ -7,13 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
-from ragline.cli import output
-from ragline.cli.client import Client
-from ragline.cli.context import JsonFlag, KbOption, client_of
-from ragline.cli.errors import Invalid, TooLarge, UnreadableFile, UnsupportedType
-from ragline.cli.files import LocalFile, Selection, select, sha256_of
-from ragline.cli.models import Document, KnowledgeBase
-from ragline.cli.progress import (
+from ragline_cli import output
+from ragline_cli.client import Client
+from ragline_cli.context import JsonFlag, KbOption, client_of
+from ragline_cli.errors import Invalid, TooLarge, UnreadableFile, UnsupportedType
+from ragline_cli.files import LocalFile, Selection, select, sha256_of
+from ragline_cli.models import Document, KnowledgeBase
+from ragline_cli.progress import (
     Follower,
     Item,
     Outcome,

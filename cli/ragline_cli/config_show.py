@@ -6,10 +6,10 @@ import os
 
 import typer
 
-from ragline.cli import output
-from ragline.cli.config import Setting, how_to_configure, resolve
-from ragline.cli.context import JsonFlag, globals_of
-from ragline.cli.errors import NotConfigured
+from ragline_cli import output
+from ragline_cli.config import Setting, how_to_configure, resolve
+from ragline_cli.context import JsonFlag, globals_of
+from ragline_cli.errors import NotConfigured
 
 
 def _masked(token: str) -> str:

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
-from ragline.cli import output
-from ragline.cli.context import JsonFlag, client_of
-from ragline.cli.models import KnowledgeBase
+from ragline_cli import output
+from ragline_cli.context import JsonFlag, client_of
+from ragline_cli.models import KnowledgeBase
 
 app = typer.Typer(help="Create, list and show knowledge bases.", no_args_is_help=True)
 

@@ -15,7 +15,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ragline.cli.errors import CliError
+from ragline_cli.errors import CliError
 
 
 def stdout() -> Console:

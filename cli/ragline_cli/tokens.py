@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
-from ragline.cli import output
-from ragline.cli.context import JsonFlag, client_of
-from ragline.cli.errors import UsageError
+from ragline_cli import output
+from ragline_cli.context import JsonFlag, client_of
+from ragline_cli.errors import UsageError
 
 app = typer.Typer(help="Issue, list and revoke API tokens (admin token).", no_args_is_help=True)
 

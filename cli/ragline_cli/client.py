@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, ValidationError
 
-from ragline.cli.config import Config
-from ragline.cli.errors import ApiError, ApiUnreachable, RateLimited, UnreadableFile, api_error
-from ragline.cli.models import (
+from ragline_cli.config import Config
+from ragline_cli.errors import ApiError, ApiUnreachable, RateLimited, UnreadableFile, api_error
+from ragline_cli.models import (
+    ApiModel,
     Applied,
     Document,
     DocumentPage,
@@ -24,6 +24,7 @@ from ragline.cli.models import (
     KnowledgeBase,
     SearchResult,
     TokenInfo,
+    UnexpectedAnswer,
 )
 
 USER_AGENT = "ragline-cli/0.1.0"
@@ -31,7 +32,7 @@ USER_AGENT = "ragline-cli/0.1.0"
 RATE_LIMIT_WAIT_S = 120.0
 PAGE_SIZE = 200
 
-Model = TypeVar("Model", bound=BaseModel)
+Model = TypeVar("Model", bound=ApiModel)
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,9 @@ def _retry_after(response: httpx.Response) -> float:
 
 def _parse(model: type[Model], data: Any, what: str) -> Model:
     try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise ApiError(200, f"unexpected answer to {what}: {exc.errors()[0]['msg']}") from exc
+        return model.from_json(data)
+    except UnexpectedAnswer as exc:
+        raise ApiError(200, f"unexpected answer to {what}: {exc}") from exc
 
 
 class Client:

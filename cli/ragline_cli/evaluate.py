@@ -10,10 +10,10 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from ragline.cli import output
-from ragline.cli.context import JsonFlag, KbOption, client_of
-from ragline.cli.errors import ApiError, ExitCode, Invalid, UsageError
-from ragline.cli.models import Applied, ConfigResult, Evaluation
+from ragline_cli import output
+from ragline_cli.context import JsonFlag, KbOption, client_of
+from ragline_cli.errors import ApiError, ExitCode, Invalid, UsageError
+from ragline_cli.models import Applied, ConfigResult, Evaluation
 
 
 def read_cases(path: Path) -> tuple[list[dict[str, Any]], list[int]]:

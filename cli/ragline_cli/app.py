@@ -8,11 +8,11 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from ragline.cli import docs, evaluate, ingest, kb, output, search, tokens
-from ragline.cli.client import RATE_LIMIT_WAIT_S
-from ragline.cli.config_show import config
-from ragline.cli.context import Globals, globals_of
-from ragline.cli.errors import CliError, ExitCode, Unauthorized
+from ragline_cli import docs, evaluate, ingest, kb, output, search, tokens
+from ragline_cli.client import RATE_LIMIT_WAIT_S
+from ragline_cli.config_show import config
+from ragline_cli.context import Globals, globals_of
+from ragline_cli.errors import CliError, ExitCode, Unauthorized
 
 EXIT_CODES = """Exit codes:
 

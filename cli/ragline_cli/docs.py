@@ -10,10 +10,10 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from ragline.cli import output
-from ragline.cli.context import JsonFlag, KbOption, client_of
-from ragline.cli.errors import Conflict, Forbidden, Invalid, NotFound, UsageError
-from ragline.cli.progress import (
+from ragline_cli import output
+from ragline_cli.context import JsonFlag, KbOption, client_of
+from ragline_cli.errors import Conflict, Forbidden, Invalid, NotFound, UsageError
+from ragline_cli.progress import (
     Follower,
     Item,
     Outcome,

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from ragline.cli import output
-from ragline.cli.context import JsonFlag, client_of
+from ragline_cli import output
+from ragline_cli.context import JsonFlag, client_of
 
 
 class Mode(StrEnum):

@@ -16,10 +16,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
-from ragline.cli.client import Client
-from ragline.cli.errors import ApiUnreachable, ExitCode, Interrupted, NotFound, ServerError
-from ragline.cli.models import Document
-from ragline.cli.output import plain, stdout, table
+from ragline_cli.client import Client
+from ragline_cli.errors import ApiUnreachable, ExitCode, Interrupted, NotFound, ServerError
+from ragline_cli.models import Document
+from ragline_cli.output import plain, stdout, table
 
 # Up to this many documents in progress are read one by one; more, from the KB's listing.
 ONE_BY_ONE = 5

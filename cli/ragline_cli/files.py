@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path, PurePosixPath
 
-from ragline.cli.errors import UnreadableFile, UsageError
-from schemas.formats import SUPPORTED_EXTENSIONS, is_supported
+from ragline_cli.errors import UnreadableFile, UsageError
+from ragline_cli.formats import SUPPORTED_EXTENSIONS, is_supported
 
 GLOB_CHARS = frozenset("*?[")
 

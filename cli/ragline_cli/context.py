@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ragline.cli import output
-from ragline.cli.client import RATE_LIMIT_WAIT_S, Client
-from ragline.cli.config import Config, load_from_environment
+from ragline_cli import output
+from ragline_cli.client import RATE_LIMIT_WAIT_S, Client
+from ragline_cli.config import Config, load_from_environment
 
 JsonFlag = Annotated[
     bool, typer.Option("--json", help="Print the result as JSON on stdout (for scripts).")

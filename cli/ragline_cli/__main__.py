@@ -1,0 +1,5 @@
+"""`python -m ragline_cli`."""
+
+from ragline_cli import main
+
+main()

@@ -1,5 +1,0 @@
-"""`python -m ragline.cli`."""
-
-from ragline.cli import main
-
-main()
