@@ -150,6 +150,25 @@ class Api:
                     total += float(value)
         return total
 
+    async def stage_messages(self, outcome: str | None = None) -> float:
+        """Pipeline messages the stages have handled so far (`ragline_stage_messages_total`),
+        with this outcome (`ok`, `skipped`, ...) or any: summed over every stage worker and the
+        API process (which runs the index stage when it owns the embedded vector store)."""
+        urls = [f"{self.running.url}/metrics"] + [
+            self.worker_metrics(stage, number)
+            for stage in ("extract", "chunk", "embed", "index")
+            for number in range(len(self.running.pipeline.workers(stage)))
+        ]
+        total = 0.0
+        for url in urls:
+            for line in (await self.http.get(url)).text.splitlines():
+                head, _, value = line.rpartition(" ")
+                if not head.startswith("ragline_stage_messages_total{"):
+                    continue
+                if outcome is None or f'outcome="{outcome}"' in head:
+                    total += float(value)
+        return total
+
     def worker_metrics(self, stage: str, number: int = 0) -> str:
         """The /metrics URL of one worker of a stage."""
         worker = self.running.pipeline.workers(stage)[number]

@@ -57,8 +57,11 @@ async def test_search_survives_redis_going_away(api: Api, stack: RunningPipeline
     assert await api.metric(metrics, "ragline_search_cache_errors_total") > errors_before
 
     stack.services.restart("redis")
-    await asyncio.sleep(2.5)  # the cache is skipped for 2 s after a failure
-    await ask("When does the helpdesk open?")
-    resumed = await ask("When does the helpdesk open?")
-    assert resumed["metrics"]["cache"]["result"] is True
+    # The cache is skipped for a while after a failure, then used again: an answer stored once
+    # it is back comes from it the next time.
+    async with asyncio.timeout(30):
+        while not (resumed := await ask("When does the helpdesk open?"))["metrics"]["cache"][
+            "result"
+        ]:
+            await asyncio.sleep(0.1)
     assert [h["document_id"] for h in resumed["hits"]] == [document["id"]]

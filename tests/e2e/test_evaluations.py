@@ -147,12 +147,15 @@ async def test_an_obvious_case_scores_one_and_an_absent_answer_zero(api: Api) ->
             ]
         },
     )
+    # Every configuration tried (each mode, each hybrid fusion) scores it so.
+    assert {r["config"]["retrieval_mode"] for r in found["tried"]} == {"dense", "sparse", "hybrid"}
     for result in found["tried"]:
         assert result["scores"] == {"recall_at_k": 1, "recall_at_10": 1, "mrr": 1, "ndcg_at_10": 1}
         assert result["misses"] == []
     absent = await _evaluate(
         api, kb_id, {"cases": [{"query": "opening hours", "expected": ["open on Sundays"]}]}
     )
+    assert len(absent["tried"]) == len(found["tried"])
     for result in absent["tried"]:
         assert result["scores"] == {"recall_at_k": 0, "recall_at_10": 0, "mrr": 0, "ndcg_at_10": 0}
 

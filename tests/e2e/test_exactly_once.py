@@ -26,7 +26,7 @@ from schemas.domain import file_source_key, new_document_id, utcnow
 from schemas.events import RecordPublished
 from schemas.topics import ALL_TOPICS, RECORDS_INGEST, dead_letter_topic
 from tests.conftest import FIXTURES, RunningPipeline, own_stack, unique
-from tests.e2e.client import Api
+from tests.e2e.client import WAIT_S, Api
 from tests.factories import make_document
 
 pytestmark = pytest.mark.e2e
@@ -179,6 +179,7 @@ async def test_replaying_every_event_changes_nothing(api: Api, stack: RunningPip
         "documents.uploaded.v1", "documents.extracted.v1", "chunks.ready.v1", "chunks.embedded.v1",
     }  # fmt: skip
     before_embedded = await api.metric(api.worker_metrics("embed"), "ragline_chunks_embedded_total")
+    before_handled = await api.stage_messages()
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
     try:
@@ -187,7 +188,11 @@ async def test_replaying_every_event_changes_nothing(api: Api, stack: RunningPip
                 await producer.send_and_wait(topic, value, key=key)
     finally:
         await producer.stop()
-    await asyncio.sleep(4)
+    # Every replayed message handled (each stage counts the messages it takes, whatever it did
+    # with them) before anything is compared.
+    async with asyncio.timeout(WAIT_S):
+        while await api.stage_messages() < before_handled + 2 * len(messages):
+            await asyncio.sleep(0.1)
     after = await api.document(kb["id"], done["id"])
     assert after["parse_status"] == "indexed"
     assert after["chunk_count"] == done["chunk_count"]

@@ -10,7 +10,7 @@ import docx
 import pytest
 
 from tests.conftest import FIXTURES, RunningPipeline
-from tests.e2e.client import Api
+from tests.e2e.client import WAIT_S, Api
 from workers.chunk.chunking import SEGMENT_SEPARATOR, chunk_document, normalize_whitespace
 from workers.extract.extractors import extract
 
@@ -148,15 +148,26 @@ async def test_deleted_document_never_comes_back(api: Api) -> None:
 async def test_delete_while_the_pipeline_runs_leaves_nothing_behind(api: Api) -> None:
     kb = await api.create_kb()
     data = (FIXTURES / "GeoBase_NHNC1_Data_Model_UML_EN.pdf").read_bytes()
+    skipped_before = await api.stage_messages("skipped")
     uploaded = await api.upload(kb["id"], "nhn.pdf", data)
-    await asyncio.sleep(1.0)
+    # Deleted once a stage has it (12 pages, extracted in parts of 4,000 characters).
+    async with asyncio.timeout(WAIT_S):
+        while (await api.document(kb["id"], uploaded["id"]))["parse_status"] == "queued":
+            await asyncio.sleep(0.05)
     response = await api.http.delete(
         f"/api/v1/knowledge-bases/{kb['id']}/documents/{uploaded['id']}", headers=api.auth
     )
     assert response.status_code == 204
-    for _ in range(15):
+    # The pipeline still had it: a later stage meets a message of the deleted document and
+    # drops it (had it been indexed before the delete, no stage would skip anything).
+    async with asyncio.timeout(WAIT_S):
+        while await api.stage_messages("skipped") == skipped_before:
+            assert await api.search([kb["id"]], "National Hydro Network data model") == []
+            await asyncio.sleep(0.1)
+    for _ in range(5):
         assert await api.search([kb["id"]], "National Hydro Network data model") == []
-        await asyncio.sleep(0.5)
+    counted = await api.kb(kb["id"])
+    assert (counted["document_count"], counted["chunk_count"]) == (0, 0)
 
 
 async def test_encrypted_pdf_fails_with_an_actionable_reason(api: Api) -> None:
