@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 
 from benchmarks.ingest import SECRET, TOKEN, chunk_texts, model_alone, wait_all_indexed
+from benchmarks.results import add_results_option, publish
 from benchmarks.stack import CRAWL_STAGES, announce, bench_stack
 from infra.settings import EmbeddingSettings
 from tests.crawl_site import CrawlSite
@@ -96,6 +97,7 @@ def main() -> None:
     parser.add_argument(
         "--hub-only", action="store_true", help="crawl from the hub alone, not from /docs/ too"
     )
+    add_results_option(parser)
     args = parser.parse_args()
     if args.tiny:
         args.pages, args.hub_only = TINY_PAGES, True
@@ -152,6 +154,7 @@ def main() -> None:
         f"model alone {result['model_alone_chunks_per_s']} chunks/s"
     )
     print(json.dumps(result))
+    publish("crawl", result, tiny=args.tiny, results_dir=args.results_dir)
 
 
 if __name__ == "__main__":

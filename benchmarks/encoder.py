@@ -42,6 +42,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from benchmarks.results import add_results_option, publish
 from infra.embedding.base import Embedder
 from infra.embedding.factory import build_embedder
 from infra.embedding.local import SentenceTransformerEmbedder
@@ -131,6 +132,7 @@ def main() -> None:
     parser.add_argument(
         "--onnx-dir", type=Path, default=None, help="export cache to use (default: a fresh one)"
     )
+    add_results_option(parser)
     args = parser.parse_args()
     cpus = len(os.sched_getaffinity(0))
     load_before = os.getloadavg()[0]
@@ -217,6 +219,7 @@ def main() -> None:
         f"{summary[f'documents_onnx_{cpus}_threads_chunks_per_s']}/s ({cpus} threads)"
     )
     print(json.dumps(summary))
+    publish("encoder", summary, tiny=False, results_dir=args.results_dir)
 
 
 if __name__ == "__main__":

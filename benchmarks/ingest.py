@@ -46,6 +46,7 @@ import httpx
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from benchmarks.results import add_results_option, publish
 from benchmarks.stack import FILE_STAGES, announce, bench_stack
 from infra.embedding.local import SentenceTransformerEmbedder
 from infra.settings import ChunkingSettings, EmbeddingSettings
@@ -252,6 +253,7 @@ def main() -> None:
         action="store_true",
         help=f"{TINY_DOCUMENT} alone, one embed worker: the run `make test` does",
     )
+    add_results_option(parser)
     args = parser.parse_args()
     if args.tiny:
         args.documents, args.embed_workers = [TINY_DOCUMENT], [1]
@@ -328,6 +330,7 @@ def main() -> None:
         result[f"peak_rss_mb{suffix}"] = run.peak_rss_mb
         result[f"stage_seconds{suffix}"] = run.stage_seconds
     print(json.dumps(result))
+    publish("ingest", result, tiny=args.tiny, results_dir=args.results_dir)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb, wait_all_indexed
+from benchmarks.results import add_results_option, publish
 from benchmarks.stack import FILE_STAGES, announce, bench_stack
 from tests.factories import long_pdf, stock_csv
 
@@ -80,6 +81,7 @@ def main() -> None:
         action="store_true",
         help=f"one {TINY_PDF_PAGES}-page PDF, no CSV: the run `make test` does",
     )
+    add_results_option(parser)
     args = parser.parse_args()
     if args.tiny:
         args.pdf_pages, args.csv_rows = [TINY_PDF_PAGES], []
@@ -91,6 +93,7 @@ def main() -> None:
             results[label] = ingest_one(filename, data, Path(tmp))
         print(f"{label}: {results[label]}")
     print(json.dumps(results))
+    publish("large_inputs", results, tiny=args.tiny, results_dir=args.results_dir)
 
 
 if __name__ == "__main__":

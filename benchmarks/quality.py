@@ -87,6 +87,7 @@ from benchmarks.judging import (
     recall_at,
     reciprocal_rank,
 )
+from benchmarks.results import add_results_option, publish
 from benchmarks.stack import FILE_STAGES, RECORD_STAGES, announce, bench_stack
 
 MODES = ("dense", "sparse", "hybrid")
@@ -536,6 +537,7 @@ def main() -> None:
         metavar="METHOD:VALUE",
         help="more hybrid configurations to compare: convex:<dense weight>, rrf:<k>",
     )
+    add_results_option(parser)
     args = parser.parse_args()
     modes = fusion_modes(args.fusions)
     sets = {"fixtures"} if args.tiny else set(args.sets)
@@ -659,6 +661,8 @@ def main() -> None:
         args.dump.write_text(json.dumps(dump, ensure_ascii=False))
         print(f"rankings written to {args.dump}")
     print(json.dumps(results))
+    # The fixtures set alone is the tiny run, however it was asked for.
+    publish("quality", results, tiny=sets == {"fixtures"}, results_dir=args.results_dir)
 
 
 def goals(results: dict[str, Any], sets: set[str]) -> dict[str, bool]:

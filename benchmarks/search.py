@@ -125,6 +125,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from benchmarks.encoder import measure_encoder
 from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb
+from benchmarks.results import add_results_option, publish
 from benchmarks.search_stores import (
     DISTINCT,
     DUPLICATES,
@@ -1082,6 +1083,7 @@ def main() -> None:
         action="store_true",
         help="measure people's permission-filtered search instead (100,000 chunks)",
     )
+    add_results_option(parser)
     args = parser.parse_args()
     scale = TINY if args.tiny else Scale()
     if args.chunks:
@@ -1108,7 +1110,9 @@ def main() -> None:
     ):
         run = Run(services, Path(tmp), material, encoder, scale)
         if args.user_form:
-            print(json.dumps(measure_user_size(run, scale.chunks[0])))
+            user_figures = measure_user_size(run, scale.chunks[0])
+            print(json.dumps(user_figures))
+            publish("search-user-form", user_figures, tiny=args.tiny, results_dir=args.results_dir)
             return
         stores: dict[str, list[str]] = {}
         for chunks in scale.chunks:
@@ -1135,6 +1139,7 @@ def main() -> None:
     print()
     print_goals(result["goals"])
     print(json.dumps(result))
+    publish("search", result, tiny=args.tiny, results_dir=args.results_dir)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from benchmarks.ingest import SECRET, TOKEN
+from benchmarks.results import add_results_option, publish
 from benchmarks.stack import RECORD_STAGES, announce, bench_stack
 from core.filters import chunks_where
 from devstack.launcher import LocalServices, Pipeline
@@ -952,6 +953,7 @@ def main() -> None:
     parser.add_argument(
         "--work-dir", type=Path, default=None, help="keep the stack's data and logs here"
     )
+    add_results_option(parser)
     args = parser.parse_args()
     if args.tiny:
         vars(args).update(TINY)
@@ -970,6 +972,7 @@ def main() -> None:
                 result = run(args, Path(tmp))
     result["load_average_at_end"] = [round(v, 2) for v in os.getloadavg()]
     print(json.dumps(result))
+    publish("soak", result, tiny=args.tiny, results_dir=args.results_dir)
 
 
 if __name__ == "__main__":
