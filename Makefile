@@ -44,15 +44,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-test: system-packages lint typecheck
+test: system-packages lint typecheck docs
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # The documentation site, built from docs/ into site/ (broken links and missing pages fail).
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 docs-serve: $(STAMP)
-	$(VENV)/bin/mkdocs serve
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 # The integration and end-to-end suites against the real engines in containers (needs a Docker
 # engine; says so and fails where there is none).
