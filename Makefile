@@ -18,7 +18,9 @@ $(STAMP): pyproject.toml cli/pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	# The CPU build of torch lies on this machine's disk; pin it before anything pulls torch in.
 	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[local,dev]' -e ./cli
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[local,dev]'
+	# The CLI's own distribution, after the server's (an older server install owned the script).
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ./cli
 	touch $(STAMP)
 
 install: $(STAMP)
