@@ -378,8 +378,10 @@ class Pipeline:
             f"{stage}-{count + 1}", STAGE_MODULES[stage], extra, STAGE_NICENESS.get(stage, 0)
         )
 
-    def wait_settled(self, partitions: int, timeout: float = 60.0) -> None:
-        """Waits until every stage's consumer group has all input partitions assigned."""
+    def wait_settled(self, partitions: int, timeout: float = 180.0) -> None:
+        """Waits until every stage's consumer group has all input partitions assigned (an
+        embed worker loads its model first: on a loaded two-core machine that took over a
+        minute, hence the generous bound; a quiet one settles in seconds)."""
         deadline = time.monotonic() + timeout
         stages = {p.name.rsplit("-", 1)[0] for p in self.processes if p.name != "api"} - {"relay"}
         if not self.env.get("RAGLINE_QDRANT__URL"):
