@@ -46,6 +46,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
+# The suite runs on two pytest-xdist workers, whole modules each (a module shares one stack).
+PYTEST_ARGS ?= -n 2 --dist loadfile
 test: system-packages lint typecheck docs
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 

@@ -106,10 +106,19 @@ async def db(local_services: LocalServices) -> AsyncIterator[Database]:
 
 @pytest.fixture(scope="session", autouse=True)
 def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One cache of the local model's ONNX export for the whole session: it is exported once,
-    and every embedder and stack the tests start (they inherit the environment) reuses it."""
+    """One cache of the local model's ONNX export for the whole run: it is exported once,
+    and every embedder and stack the tests start (they inherit the environment) reuses it.
+    Parallel workers (pytest-xdist) share it through their common temporary directory: the
+    export is written under a lock and renamed into place, so one worker exports and the
+    others load it."""
     name = "RAGLINE_EMBEDDING__ONNX_DIR"
-    path = Path(os.environ.get(name) or tmp_path_factory.mktemp("onnx"))
+    if os.environ.get(name):
+        path = Path(os.environ[name])
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
+        path = tmp_path_factory.getbasetemp().parent / "onnx"
+        path.mkdir(exist_ok=True)
+    else:
+        path = tmp_path_factory.mktemp("onnx")
     with mock.patch.dict(os.environ, {name: str(path)}):
         yield path
 
