@@ -19,7 +19,6 @@ from urllib.parse import urlsplit
 
 from core.errors import InvalidRequest
 from core.governance import Reader
-from core.rules import ensure_changeable
 from infra.blob_store import BlobStore
 from infra.crawl import CrawlRepository, PageState
 from infra.documents import DocumentRepository
@@ -36,6 +35,7 @@ from schemas.crawl import (
     new_crawl_job_id,
 )
 from schemas.domain import new_document_id, record_source_key, utcnow
+from schemas.rules import ensure_changeable
 from services.crawl_links import Scope, canonical, is_file, page_links, sitemap_links
 from services.governance import Submission
 from services.intake import Intake, SyncRun

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from core.errors import Forbidden, InvalidRequest, NotFound
 from core.filters import Filter, Match, MatchAny
 from core.governance import Governance, GovernanceChange, Reader, Visibility
-from core.rules import ensure_changeable
 from infra.audiences import AudienceRepository
 from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
 from infra.users import UserRepository
 from infra.vectorstore.base import VectorStore
 from schemas.domain import Document, KnowledgeBase, Principal, Role, utcnow
+from schemas.rules import ensure_changeable
 from services.freshness import SearchFreshness
 
 

@@ -18,7 +18,6 @@ from enum import StrEnum
 
 from core.errors import Conflict, Forbidden, InvalidRequest, RateLimited
 from core.governance import Governance, Reader
-from core.rules import ensure_changeable
 from infra.blob_store import BlobStore, OriginalUpload, StoredUpload
 from infra.documents import DocumentRepository
 from infra.knowledge_bases import KnowledgeBaseRepository
@@ -37,6 +36,7 @@ from schemas.domain import (
     utcnow,
 )
 from schemas.formats import CONTENT_TYPES, extension_of
+from schemas.rules import ensure_changeable
 from services.freshness import SearchFreshness
 from services.governance import ItemPolicy, Submission
 

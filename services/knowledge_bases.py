@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from core.governance import Visibility
-from core.rules import ensure_changeable
 from infra.knowledge_bases import KnowledgeBaseRepository
 from schemas.domain import KbStatus, KnowledgeBase
+from schemas.rules import ensure_changeable
 from services.freshness import SearchFreshness
 from services.removal import Removal
 
