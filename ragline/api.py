@@ -28,12 +28,12 @@ from infra.logs import configure_logging
 from infra.metrics import DOCUMENTS_STALLED
 from infra.mongo import ensure_indexes
 from infra.settings import Settings
+from ragline.stages.hosting import RunnerSlot, rewinding, stage_runner, subscribe_stage
+from ragline.stages.index import build_index_stage
 from ragline.system import System
 from schemas.domain import utcnow
 from schemas.topics import ALL_TOPICS
 from services.removal import Removal
-from workers.index.app import build_stage as build_index_stage
-from workers.wiring import RunnerSlot, rewinding, stage_runner, subscribe_stage
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ down). `Reconciler` finds documents in progress that stopped moving and starts t
 again through the normal path (`DocumentLifecycle.restart`: a new generation and its event, in
 one transaction), a bounded number of times before failing them with a reason.
 
-When is a document stuck? Every stage touches the document it works on (`workers.runtime`),
+When is a document stuck? Every stage touches the document it works on (`ragline.stages.runtime`),
 so a document that has not moved for `stall_after_s` is not being worked on. It may still be
 waiting its turn behind a backlog, so documents are re-driven only when nothing in progress
 has moved for that long: a busy pipeline is never second-guessed. Each automatic restart of a

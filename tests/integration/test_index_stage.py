@@ -20,11 +20,11 @@ from infra.settings import StagePolicy
 from infra.vectorstore.base import VectorQuery, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
 from infra.vectorstore.qdrant_server import QdrantServerStore
+from ragline.stages.index import IndexHandler
+from ragline.stages.runtime import document_stage
 from schemas.domain import ChunkRecord, Document, ParseStatus, file_source_key
 from schemas.events import ChunkBatchEmbedded
 from tests.factories import make_document
-from workers.index.handler import IndexHandler
-from workers.runtime import document_stage
 
 DIM = 8
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from faststream import FastStream
 
 from infra.settings import Settings
+from ragline.stages.hosting import stage_app
+from ragline.stages.ports import StageResult
+from ragline.stages.runtime import Stage
 from ragline.system import System
 from schemas.crawl import CrawlTask
-from workers.ports import StageResult
-from workers.runtime import Stage
-from workers.wiring import stage_app
 
 # URLs one worker fetches at once (from different partitions; one host is still fetched one
 # request at a time, with its delay).

@@ -9,12 +9,12 @@ from faststream import FastStream
 from infra.embedding.local import LocalEmbedder
 from infra.settings import Settings
 from infra.sparse import SparseEncoder
+from ragline.stages.hosting import stage_app
+from ragline.stages.runtime import Stage, document_stage
 from ragline.system import System
 from schemas.domain import ParseStatus
 from schemas.events import ChunkBatchReady
 from workers.embed.handler import EmbedHandler
-from workers.runtime import Stage, document_stage
-from workers.wiring import stage_app
 
 
 async def build_stage(system: System) -> Stage[ChunkBatchReady]:

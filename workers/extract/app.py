@@ -5,14 +5,14 @@ from __future__ import annotations
 from faststream import FastStream
 
 from infra.settings import Settings
+from ragline.stages.hosting import stage_app
+from ragline.stages.runtime import Stage, document_stage
 from ragline.system import System
 from schemas.domain import ParseStatus
 from schemas.events import DocumentUploaded
 from workers.extract.extractors import ExtractionLimits, OcrPolicy
 from workers.extract.handler import ExtractHandler
 from workers.extract.sandbox import ParserSandbox
-from workers.runtime import Stage, document_stage
-from workers.wiring import stage_app
 
 
 async def build_stage(system: System) -> Stage[DocumentUploaded]:

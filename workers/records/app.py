@@ -5,12 +5,12 @@ from __future__ import annotations
 from faststream import FastStream
 
 from infra.settings import Settings
+from ragline.stages.hosting import stage_app
+from ragline.stages.runtime import Stage
 from ragline.system import System
 from schemas.events import RecordPublished
 from schemas.topics import RECORDS_INGEST
 from workers.records.handler import RecordHandler, Requeue
-from workers.runtime import Stage
-from workers.wiring import stage_app
 
 
 async def build_stage(system: System) -> Stage[RecordPublished]:

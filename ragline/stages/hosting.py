@@ -29,9 +29,9 @@ from infra.metrics import (
     serve_metrics,
 )
 from infra.settings import Settings
+from ragline.stages.runtime import Stage, StageRunner
 from ragline.system import System
 from schemas.topics import ALL_TOPICS, STAGE_INPUTS
-from workers.runtime import Stage, StageRunner
 
 log = logging.getLogger(__name__)
 
