@@ -5,7 +5,7 @@ permissions allow) or a bot's (`POST /api/v1/bots/{bot_id}/tokens`: the bot's KB
 settings). The SDK's bearer middleware asks `RaglineTokens` and answers 401 itself for no or a
 bad token. The server is stateless (each request stands alone, authorised on its own), answers
 JSON, and turns every refused or failed call into a tool error with its message: the session
-never breaks. The tools themselves are `services.agent_tools`.
+never breaks. The tools themselves are `services.agent_tool_service`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from starlette.applications import Starlette
 
 from core.errors import RaglineError, ServiceUnavailable
 from schemas.domain import Principal
-from services.agent_tools import TOOLS, Agent, AgentTools, Session, ToolSpec
-from services.people import TokenService
+from services.agent_tool_service import TOOLS, Agent, AgentToolService, Session, ToolSpec
+from services.people_service import TokenService
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +39,12 @@ class McpServices(Protocol):
     """What the MCP server calls (the API's services, or the standalone server's)."""
 
     @property
-    def tokens(self) -> TokenService:
+    def token_service(self) -> TokenService:
         """Resolves bearer tokens."""
         ...
 
     @property
-    def agent_tools(self) -> AgentTools:
+    def agent_tool_service(self) -> AgentToolService:
         """The tools' use-cases."""
         ...
 
@@ -64,7 +64,7 @@ class RaglineTokens:
         services = self._services()
         if services is None:
             return None
-        principal = await services.tokens.resolve(token)
+        principal = await services.token_service.resolve(token)
         if principal is None:
             return None
         return AccessToken(
@@ -156,11 +156,11 @@ class KnowledgeMcp:
         """Runs the transport's requests (entered for the app's lifetime)."""
         return self.server.session_manager
 
-    def _tools(self) -> AgentTools:
+    def _tools(self) -> AgentToolService:
         services = self._services()
         if services is None:
             raise ServiceUnavailable("api", "still starting")
-        return services.agent_tools
+        return services.agent_tool_service
 
     async def _agent(self) -> Agent:
         token = get_access_token()

@@ -7,22 +7,22 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
-from infra.audit import AuditRepository
+from infra.audit_repository import AuditRepository
 from infra.settings import Settings
-from services.agent_tools import AgentTools
-from services.bots import BotService
-from services.crawl import CrawlJobs
-from services.dead_letters import DeadLetters
-from services.documents import DocumentQueries
-from services.evaluation import Evaluations
-from services.governance import ItemGovernance, ItemPolicy
-from services.intake import Intake
-from services.knowledge_bases import KnowledgeBaseService
-from services.people import PeopleService, TokenService
-from services.removal import Removal
-from services.search.service import SearchService
-from services.sync import SourceSync
-from services.wiki import WikiService
+from services.agent_tool_service import AgentToolService
+from services.bot_service import BotService
+from services.crawl_service import CrawlJobService
+from services.dead_letter_service import DeadLetterService
+from services.document_service import DocumentService
+from services.evaluation_service import EvaluationService
+from services.governance_service import GovernanceService, PolicyService
+from services.intake_service import IntakeService
+from services.knowledge_base_service import KnowledgeBaseService
+from services.people_service import PeopleService, TokenService
+from services.removal_service import RemovalService
+from services.search.search_service import SearchService
+from services.sync_service import SyncService
+from services.wiki_service import WikiService
 
 # Each dependency's state: "ok" or what is wrong.
 Readiness = Callable[[], Awaitable[dict[str, str]]]
@@ -33,23 +33,23 @@ class ApiServices:
     """The services behind the routes, and the probe behind `/readyz`."""
 
     settings: Settings
-    tokens: TokenService
-    people: PeopleService
-    policy: ItemPolicy
-    governance: ItemGovernance
-    wiki: WikiService
-    agent_tools: AgentTools
-    audit: AuditRepository
-    dead_letters: DeadLetters
-    sync: SourceSync
-    crawl_jobs: CrawlJobs
-    knowledge_bases: KnowledgeBaseService
-    documents: DocumentQueries
-    intake: Intake
-    removal: Removal
-    bots: BotService
-    search: SearchService
-    evaluations: Evaluations
+    token_service: TokenService
+    people_service: PeopleService
+    policy_service: PolicyService
+    governance_service: GovernanceService
+    wiki_service: WikiService
+    agent_tool_service: AgentToolService
+    audit_repo: AuditRepository
+    dead_letter_service: DeadLetterService
+    sync_service: SyncService
+    crawl_job_service: CrawlJobService
+    knowledge_base_service: KnowledgeBaseService
+    document_service: DocumentService
+    intake_service: IntakeService
+    removal_service: RemovalService
+    bot_service: BotService
+    search_service: SearchService
+    evaluation_service: EvaluationService
     readiness: Readiness
 
 

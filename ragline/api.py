@@ -21,8 +21,7 @@ from api.app import create_app
 from api.state import ApiServices
 from core.errors import RetryableError
 from core.filters import chunks_where
-from infra.audit import AuditRepository
-from infra.documents import DocumentRepository
+from infra.document_repository import DocumentRepository
 from infra.kafka import build_broker, ensure_topics
 from infra.logs import configure_logging
 from infra.metrics import DOCUMENTS_STALLED
@@ -33,7 +32,7 @@ from ragline.stages.index import build_index_stage
 from ragline.system import System
 from schemas.domain import utcnow
 from schemas.topics import ALL_TOPICS
-from services.removal import Removal
+from services.removal_service import RemovalService
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +46,7 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
     await ensure_indexes(system.db)
     await system.open_embedder()
     store = await system.open_vector_store()
-    backfilled = await system.item_governance.backfill()
+    backfilled = await system.governance_service.backfill()
     if backfilled:
         log.info("gave %d documents stored before governance their readers", backfilled)
     if settings.embedded_vector_store:
@@ -58,9 +57,11 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
     await broker.start()
     stack.push_async_callback(broker.stop)
 
-    stalled = asyncio.create_task(_report_stalled(system.documents, settings.ingest.stall_after_s))
+    stalled = asyncio.create_task(
+        _report_stalled(system.document_repo, settings.ingest.stall_after_s)
+    )
     stack.callback(stalled.cancel)
-    sweeping = asyncio.create_task(_sweep_deletes(system.removal))
+    sweeping = asyncio.create_task(_sweep_deletes(system.removal_service))
     stack.callback(sweeping.cancel)
 
     async def readiness() -> dict[str, str]:
@@ -75,23 +76,23 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
     log.info("API ready on http://%s:%d", settings.api.host, settings.api.port)
     return ApiServices(
         settings=settings,
-        tokens=system.token_service,
-        people=system.people,
-        policy=system.policy,
-        governance=system.item_governance,
-        wiki=system.wiki,
-        agent_tools=system.agent_tools,
-        audit=AuditRepository(system.db),
-        dead_letters=system.dead_letters,
-        sync=system.source_sync,
-        crawl_jobs=system.crawl_jobs,
-        knowledge_bases=system.knowledge_bases,
-        documents=system.document_queries,
-        intake=system.intake,
-        removal=system.removal,
-        bots=system.bot_admin,
-        search=system.search,
-        evaluations=system.evaluations,
+        token_service=system.token_service,
+        people_service=system.people_service,
+        policy_service=system.policy_service,
+        governance_service=system.governance_service,
+        wiki_service=system.wiki_service,
+        agent_tool_service=system.agent_tool_service,
+        audit_repo=system.audit_repo,
+        dead_letter_service=system.dead_letter_service,
+        sync_service=system.sync_service,
+        crawl_job_service=system.crawl_job_service,
+        knowledge_base_service=system.knowledge_base_service,
+        document_service=system.document_service,
+        intake_service=system.intake_service,
+        removal_service=system.removal_service,
+        bot_service=system.bot_service,
+        search_service=system.search_service,
+        evaluation_service=system.evaluation_service,
         readiness=readiness,
     )
 
@@ -114,7 +115,7 @@ async def _report_stalled(documents: DocumentRepository, stall_after_s: float) -
         await asyncio.sleep(period)
 
 
-async def _sweep_deletes(removal: Removal) -> None:
+async def _sweep_deletes(removal: RemovalService) -> None:
     """Finishes the deletes of retired documents (closed syncs, interrupted deletes)."""
     while True:
         try:

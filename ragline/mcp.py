@@ -23,16 +23,16 @@ from infra.mongo import ensure_indexes
 from infra.settings import Settings
 from ragline.system import System
 from schemas.topics import ALL_TOPICS
-from services.agent_tools import AgentTools
-from services.people import TokenService
+from services.agent_tool_service import AgentToolService
+from services.people_service import TokenService
 
 
 @dataclass(frozen=True)
 class StandaloneServices:
     """The two services the MCP server calls."""
 
-    tokens: TokenService
-    agent_tools: AgentTools
+    token_service: TokenService
+    agent_tool_service: AgentToolService
 
 
 def build_app(settings: Settings) -> Starlette:
@@ -56,7 +56,7 @@ def build_app(settings: Settings) -> Starlette:
             await ensure_indexes(system.db)
             await system.open_embedder()
             await system.open_vector_store()
-            opened["services"] = StandaloneServices(system.token_service, system.agent_tools)
+            opened["services"] = StandaloneServices(system.token_service, system.agent_tool_service)
             async with mcp.session_manager.run():
                 yield
             opened.clear()

@@ -179,11 +179,13 @@ def stage_runner(system: System, stage: Stage[Any]) -> StageRunner[Any]:
     to_topic = kafka_dead_letter(system.broker, stage.name)
 
     async def dead_letter(raw: bytes, headers: dict[str, str]) -> None:
-        await system.dead_letter_records.add(stage.name, raw, headers)
+        await system.dead_letter_repo.add(stage.name, raw, headers)
         DEAD_LETTERS.labels(stage.name).inc()
         await to_topic(raw, headers)
 
-    return StageRunner(stage, system.documents, system.publish, dead_letter, system.settings.ingest)
+    return StageRunner(
+        stage, system.document_repo, system.publish, dead_letter, system.settings.ingest
+    )
 
 
 def stage_app(

@@ -160,18 +160,18 @@ class IndexHandler:
 async def build_index_stage(system: System) -> Stage[ChunkBatchEmbedded]:
     """The index stage over the process's objects (the vector store is opened here)."""
     handler = IndexHandler(
-        system.documents,
+        system.document_repo,
         system.lifecycle,
         await system.open_vector_store(),
         system.blobs,
-        system.freshness,
+        system.freshness_service,
     )
     return document_stage(
         "index",
         ChunkBatchEmbedded,
         ParseStatus.INDEXING,
         handler,
-        system.documents,
+        system.document_repo,
         system.settings.stages.index,
         slow_means_outage=True,
     )

@@ -10,7 +10,7 @@ import pytest
 
 from infra.blob_store import BlobStore
 from infra.context.cache import ContextCache
-from infra.documents import DocumentRepository
+from infra.document_repository import DocumentRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database
 from infra.outbox import Outbox

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 
 from infra.blob_store import BlobStore
-from infra.documents import DocumentRepository
+from infra.document_repository import DocumentRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database
 from infra.outbox import Outbox

@@ -11,8 +11,8 @@ from qdrant_client import AsyncQdrantClient
 
 from core.filters import SearchScope, chunks_where
 from infra.blob_store import BlobStore
-from infra.documents import DocumentRepository
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.document_repository import DocumentRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle, KbRevisions
 from infra.mongo import Database
 from infra.outbox import Outbox

@@ -17,9 +17,9 @@ from core.errors import NotFound, ServiceUnavailable
 from devstack.launcher import LocalServices
 from infra import blob_store
 from infra.blob_store import BlobStore
-from infra.documents import DocumentRepository
+from infra.document_repository import DocumentRepository
 from infra.kafka import build_broker, ensure_topics, kafka_dead_letter, kafka_publisher
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database, ensure_indexes
 from infra.outbox import Outbox

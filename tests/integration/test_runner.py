@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import pytest
 
 from core.errors import ExtractionFailed, ServiceUnavailable
-from infra.documents import DocumentRepository
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.document_repository import DocumentRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database
 from infra.outbox import Outbox

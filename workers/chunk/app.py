@@ -18,7 +18,7 @@ async def build_stage(system: System) -> Stage[DocumentExtracted]:
     """The chunk stage over the process's objects."""
     settings = system.settings
     handler = ChunkHandler(
-        system.documents,
+        system.document_repo,
         system.blobs,
         settings.chunking,
         batch_size=settings.embedding.batch_size,
@@ -31,7 +31,7 @@ async def build_stage(system: System) -> Stage[DocumentExtracted]:
         DocumentExtracted,
         ParseStatus.CHUNKING,
         handler,
-        system.documents,
+        system.document_repo,
         settings.stages.chunk,
     )
 

@@ -23,13 +23,13 @@ async def build_stage(system: System) -> Stage[ChunkBatchReady]:
     if isinstance(embedder, LocalEmbedder):
         # Its document model loads on the first batch: load it now, before messages wait.
         await asyncio.to_thread(embedder.load_document_model)
-    handler = EmbedHandler(system.documents, embedder, system.embedding_cache, SparseEncoder())
+    handler = EmbedHandler(system.document_repo, embedder, system.embedding_cache, SparseEncoder())
     return document_stage(
         "embed",
         ChunkBatchReady,
         ParseStatus.EMBEDDING,
         handler,
-        system.documents,
+        system.document_repo,
         system.settings.stages.embed,
     )
 

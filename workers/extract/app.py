@@ -30,7 +30,7 @@ async def build_stage(system: System) -> Stage[DocumentUploaded]:
     await parsers.start()
     system.on_close(parsers.close)
     handler = ExtractHandler(
-        system.documents,
+        system.document_repo,
         system.blobs,
         system.publish,
         ingest.extract_part_chars,
@@ -41,7 +41,7 @@ async def build_stage(system: System) -> Stage[DocumentUploaded]:
         DocumentUploaded,
         ParseStatus.EXTRACTING,
         handler,
-        system.documents,
+        system.document_repo,
         system.settings.stages.extract,
     )
 

@@ -1,4 +1,4 @@
-"""Records worker: wiring only (the logic is in handler.py and `services.intake`)."""
+"""Records worker: wiring only (the logic is in handler.py and `services.intake_service`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ async def build_stage(system: System) -> Stage[RecordPublished]:
     return Stage(
         "records",
         RecordPublished,
-        RecordHandler(system.intake, system.retiring_source_sync, requeue(system)),
+        RecordHandler(system.intake_service, system.retiring_sync_service, requeue(system)),
         system.settings.stages.records,
     )
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import Forbidden, NotFound
 from core.governance import GovernanceChange, Reader
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.domain import KnowledgeBase, Principal, Role
 from schemas.search import (
     AlsoIn,
@@ -24,11 +24,11 @@ from schemas.search import (
     SearchHit,
     SearchResponse,
 )
-from services.governance import ItemPolicy
+from services.governance_service import PolicyService
 from services.search.access import AccessGuard, BotAccess
-from services.search.events import Defer
-from services.search.service import SearchService
-from services.wiki import WikiService
+from services.search.retrieval_events import Defer
+from services.search.search_service import SearchService
+from services.wiki_service import WikiService
 
 # What seed 003's `retrieve_knowledge` returns at most, in tokens (about four characters each).
 RETRIEVE_TOKEN_BUDGET = 4000
@@ -216,14 +216,14 @@ class KnowledgeDocument(BaseModel):
     text: str
 
 
-class AgentTools:
+class AgentToolService:
     """The tools' use-cases, each as the calling agent may."""
 
     def __init__(
         self,
         search: SearchService,
         guard: AccessGuard,
-        policy: ItemPolicy,
+        policy: PolicyService,
         kbs: KnowledgeBaseRepository,
         wiki: WikiService,
     ) -> None:
@@ -447,7 +447,7 @@ class FunctionTools(BaseModel):
     system_instructions: str
 
 
-async def function_tools(tools: AgentTools, agent: Agent) -> FunctionTools:
+async def function_tools(tools: AgentToolService, agent: Agent) -> FunctionTools:
     """The agent's tools as function definitions, in both common shapes, with seed 003's
     instructions for its first KB that has a code."""
     declared = [

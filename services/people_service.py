@@ -8,10 +8,10 @@ from datetime import timedelta
 
 from core.errors import InvalidRequest, NotFound
 from core.governance import valid_name
-from infra.audiences import AudienceRepository
-from infra.bots import BotRepository
-from infra.tokens import TokenRepository
-from infra.users import UserRepository
+from infra.audience_repository import AudienceRepository
+from infra.bot_repository import BotRepository
+from infra.token_repository import TokenRepository
+from infra.user_repository import UserRepository
 from schemas.domain import Audience, Principal, Role, TokenInfo, User, utcnow
 
 
