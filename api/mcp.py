@@ -30,7 +30,7 @@ from starlette.applications import Starlette
 from core.errors import RaglineError, ServiceUnavailable
 from schemas.domain import Principal
 from services.agent_tool_service import TOOLS, Agent, AgentToolService, Session, ToolSpec
-from services.people_service import TokenService
+from services.token_service import TokenService
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,11 @@ from services.evaluation_service import EvaluationService
 from services.governance_service import GovernanceService, PolicyService
 from services.intake_service import IntakeService
 from services.knowledge_base_service import KnowledgeBaseService
-from services.people_service import PeopleService, TokenService
+from services.people_service import PeopleService
 from services.removal_service import RemovalService
 from services.search.search_service import SearchService
 from services.sync_service import SyncService
+from services.token_service import TokenService
 from services.wiki_service import WikiService
 
 # Each dependency's state: "ok" or what is wrong.

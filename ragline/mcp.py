@@ -24,7 +24,7 @@ from infra.settings import Settings
 from ragline.system import System
 from schemas.topics import ALL_TOPICS
 from services.agent_tool_service import AgentToolService
-from services.people_service import TokenService
+from services.token_service import TokenService
 
 
 @dataclass(frozen=True)

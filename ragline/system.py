@@ -70,7 +70,7 @@ from services.freshness_service import FreshnessService
 from services.governance_service import GovernanceService, PolicyService
 from services.intake_service import IntakeService
 from services.knowledge_base_service import KnowledgeBaseService
-from services.people_service import PeopleService, TokenService
+from services.people_service import PeopleService
 from services.recovery_service import ReconcilerService, RelayService
 from services.removal_service import RemovalService, retire_document
 from services.search.access import AccessGuard
@@ -78,6 +78,7 @@ from services.search.retrieval import Feedback, Retriever
 from services.search.retrieval_events import RetrievalEvents
 from services.search.search_service import SearchService
 from services.sync_service import SyncService
+from services.token_service import TokenService
 from services.wiki_service import WikiService
 
 
