@@ -154,4 +154,4 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
 
 def _audit_of(app: FastAPI) -> AuditRepository | None:
     services = getattr(app.state, "services", None)
-    return None if services is None else services.audit_repo
+    return None if services is None else services.get(AuditRepository)

@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 import mcp_types as types
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -27,6 +27,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 
+from api.state import ServiceLookup
 from core.errors import RaglineError, ServiceUnavailable
 from schemas.domain import Principal
 from services.agent_tool_service import TOOLS, Agent, AgentToolService, Session, ToolSpec
@@ -35,22 +36,8 @@ from services.token_service import TokenService
 log = logging.getLogger(__name__)
 
 
-class McpServices(Protocol):
-    """What the MCP server calls (the API's services, or the standalone server's)."""
-
-    @property
-    def token_service(self) -> TokenService:
-        """Resolves bearer tokens."""
-        ...
-
-    @property
-    def agent_tool_service(self) -> AgentToolService:
-        """The tools' use-cases."""
-        ...
-
-
 # The services of the running app (None while it starts or stops).
-ServicesNow = Callable[[], McpServices | None]
+ServicesNow = Callable[[], ServiceLookup | None]
 
 
 class RaglineTokens:
@@ -64,7 +51,7 @@ class RaglineTokens:
         services = self._services()
         if services is None:
             return None
-        principal = await services.token_service.resolve(token)
+        principal = await services.get(TokenService).resolve(token)
         if principal is None:
             return None
         return AccessToken(
@@ -160,7 +147,7 @@ class KnowledgeMcp:
         services = self._services()
         if services is None:
             raise ServiceUnavailable("api", "still starting")
-        return services.agent_tool_service
+        return services.get(AgentToolService)
 
     async def _agent(self) -> Agent:
         token = get_access_token()

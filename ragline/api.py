@@ -12,13 +12,15 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 import uvicorn
 from fastapi import FastAPI
 
 from api.app import create_app
-from api.state import ApiServices
+from api.state import ApiServices, Readiness
 from core.errors import RetryableError
 from core.filters import chunks_where
 from infra.document_repository import DocumentRepository
@@ -35,6 +37,27 @@ from schemas.topics import ALL_TOPICS
 from services.removal_service import RemovalService
 
 log = logging.getLogger(__name__)
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class OpenedServices:
+    """The HTTP app's view of the process (`api.state.ApiServices`): the system's services by
+    class, its settings and the readiness probe."""
+
+    system: System
+    readiness: Readiness
+
+    @property
+    def settings(self) -> Settings:
+        """The process's settings."""
+        return self.system.settings
+
+    def get(self, kind: type[T]) -> T:
+        """The system's service (or repository) of class `kind`."""
+        return self.system.get(kind)
 
 
 async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiServices:
@@ -74,27 +97,7 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
         return checks
 
     log.info("API ready on http://%s:%d", settings.api.host, settings.api.port)
-    return ApiServices(
-        settings=settings,
-        token_service=system.token_service,
-        people_service=system.people_service,
-        policy_service=system.policy_service,
-        governance_service=system.governance_service,
-        wiki_service=system.wiki_service,
-        agent_tool_service=system.agent_tool_service,
-        audit_repo=system.audit_repo,
-        dead_letter_service=system.dead_letter_service,
-        sync_service=system.sync_service,
-        crawl_job_service=system.crawl_job_service,
-        knowledge_base_service=system.knowledge_base_service,
-        document_service=system.document_service,
-        intake_service=system.intake_service,
-        removal_service=system.removal_service,
-        bot_service=system.bot_service,
-        search_service=system.search_service,
-        evaluation_service=system.evaluation_service,
-        readiness=readiness,
-    )
+    return OpenedServices(system, readiness)
 
 
 def build_app(settings: Settings) -> FastAPI:

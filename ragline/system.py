@@ -17,14 +17,20 @@ One name per thing:
 - other adapters (clients, the blob store, caches, the outbox, the vector store, the embedder)
   and the helpers a service is made of (a retriever, an access guard, an evaluator) keep
   descriptive names.
+
+So the list of services is this class: `get(XxxService)` finds one by its class through the
+rule, and the transports ask for what they call that way (the API's dependency aliases, the MCP
+server); a new service is written here, and in the alias of the route that calls it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from functools import cached_property
+from typing import TypeVar
 
 from faststream.kafka import KafkaBroker
 from pymongo import AsyncMongoClient
@@ -81,6 +87,19 @@ from services.sync_service import SyncService
 from services.token_service import TokenService
 from services.wiki_service import WikiService
 
+T = TypeVar("T")
+
+
+def attribute_of(kind: type) -> str:
+    """The `System` attribute holding a service or repository class, by the naming rule:
+    `XxxService` is `xxx_service`, `XxxRepository` is `xxx_repo`."""
+    words = re.sub(r"(?<!^)(?=[A-Z])", "_", kind.__name__).lower()
+    if words.endswith("_service"):
+        return words
+    if words.endswith("_repository"):
+        return words.removesuffix("_repository") + "_repo"
+    raise LookupError(f"{kind.__name__} is neither a service nor a repository")
+
 
 class System:
     """Ragline's objects for one process, built on first use and closed with `stack`.
@@ -98,6 +117,16 @@ class System:
         self._store: VectorStore | None = None
         self._context_provider: ContextProvider | None = None
         self._context_provider_built = False
+
+    def get(self, kind: type[T]) -> T:
+        """The process's one service (or repository) of class `kind`, built on first use."""
+        name = attribute_of(kind)
+        if not isinstance(getattr(type(self), name, None), cached_property):
+            raise LookupError(f"the system builds no {kind.__name__} (no {name!r})")
+        found = getattr(self, name)
+        if not isinstance(found, kind):
+            raise LookupError(f"{name!r} is a {type(found).__name__}, not a {kind.__name__}")
+        return found
 
     def on_close(self, close: Callable[[], Awaitable[object]]) -> None:
         """Runs `close` when the process's exit stack unwinds (with the clients, in reverse
