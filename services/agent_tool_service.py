@@ -18,10 +18,9 @@ from core.governance import GovernanceChange, Reader
 from infra.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.domain import KnowledgeBase, Principal, Role
 from schemas.search import (
-    AlsoIn,
+    AgentHit,
     BotSearchRequest,
     KnowledgeSearchRequest,
-    SearchHit,
     SearchResponse,
 )
 from services.governance_service import PolicyService
@@ -174,40 +173,6 @@ class KnowledgeBaseInfo(BaseModel):
     document_count: int
 
 
-class Passage(BaseModel):
-    """A `knowledge_search` hit."""
-
-    text: str
-    score: float
-    title: str
-    source: str
-    kb_id: str
-    page: int | None = None
-    heading_path: list[str] = Field(default_factory=list)
-    url: str | None = None
-    indexed_at: str | None = None
-    citation: str
-    # Other documents holding (nearly) the same passage, folded into this one.
-    also_in: list[AlsoIn] = Field(default_factory=list)
-
-    @classmethod
-    def of(cls, hit: SearchHit) -> Passage:
-        """The hit as an agent reads it."""
-        return cls(
-            text=hit.chunk_text,
-            score=hit.score,
-            title=hit.document_title,
-            source=hit.document_id,
-            kb_id=hit.kb_id,
-            page=hit.page,
-            heading_path=hit.heading_path,
-            url=hit.url,
-            indexed_at=hit.indexed_at,
-            citation=hit.cited_as,
-            also_in=hit.also_in,
-        )
-
-
 class KnowledgeDocument(BaseModel):
     """Seed 003's retrieved document."""
 
@@ -283,10 +248,10 @@ class AgentToolService:
 
     async def knowledge_search(
         self, agent: Agent, args: KnowledgeSearchArgs, session: Session
-    ) -> list[Passage]:
+    ) -> list[AgentHit]:
         """Passages for the query, as the agent may read them."""
         response = await self._run_search(agent, args.query, args.kb_ids, args.top_k, session)
-        return [Passage.of(hit) for hit in response.hits]
+        return [AgentHit.of(hit) for hit in response.hits]
 
     async def retrieve_knowledge(
         self, agent: Agent, args: RetrieveKnowledgeArgs, session: Session

@@ -11,15 +11,9 @@ from pydantic import BaseModel
 from api.deps import AdminPrincipal, BotServiceDep, SearchServiceDep
 from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.bots import Bot
-from schemas.search import BotSearchOptions, BotSearchRequest, SearchHit, SearchMetrics
+from schemas.search import BotSearchOptions, BotSearchRequest, PlaygroundHit, SearchMetrics
 
 router = APIRouter(prefix="/api/v1/bots", tags=["bots"], responses=AUTHENTICATED)
-
-
-class PlaygroundHit(SearchHit):
-    """A hit of the bot's search, with where to cite it."""
-
-    citation: str
 
 
 class PlaygroundResponse(BaseModel):
@@ -53,7 +47,7 @@ async def playground_search(
     )
     answer = await search_service.search_bot(request)
     return PlaygroundResponse(
-        hits=[PlaygroundHit(**hit.model_dump(), citation=hit.cited_as) for hit in answer.hits],
+        hits=[PlaygroundHit.of(hit) for hit in answer.hits],
         metrics=answer.metrics,
         fallback_message=answer.fallback_message,
     )

@@ -15,7 +15,7 @@ from infra.rate_limits import RateLimiter
 from infra.search_cache import SearchCache, result_key
 from infra.settings import SearchSettings
 from infra.vectorstore.base import RetrievalMode
-from schemas.events import ChunksRetrieved
+from schemas.events import ChunksRetrieved, RetrievedChunk
 from schemas.search import (
     AlsoIn,
     BotSearchRequest,
@@ -31,7 +31,7 @@ from services.governance_service import PolicyService
 from services.search.access import AccessGuard
 from services.search.fusion import FusionMethod, FusionParams
 from services.search.retrieval import Candidate, Retriever
-from services.search.retrieval_events import Defer, RetrievalEvents, retrieved_chunks
+from services.search.retrieval_events import Defer, RetrievalEvents
 from services.search.shaping import Passage, assemble, newest_versions, within_budget
 
 # Where a search came from, as its retrieval event says.
@@ -238,7 +238,7 @@ class SearchService:
                 channel=plan.channel,
                 query=plan.query,
                 retrieval_mode=plan.mode.value,
-                chunks=retrieved_chunks(response),
+                chunks=[RetrievedChunk.of(hit) for hit in response.hits],
                 latency_ms=response.metrics.total_ms,
                 cached=response.metrics.cache.result,
             )
