@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.routing import Route
 
-from api.audit import AuditMiddleware
+from api.audit_middleware import AuditMiddleware
 from api.console import routes as console
 from api.limits import BodyLimit
 from api.mcp import KnowledgeMcp

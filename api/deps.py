@@ -10,7 +10,7 @@ from typing import Annotated, TypeVar
 from fastapi import BackgroundTasks, Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from api.audit import remember_principal
+from api.audit_middleware import remember_principal
 from api.state import ApiServices
 from core.errors import Forbidden, ServiceUnavailable, Unauthorized
 from core.governance import Reader

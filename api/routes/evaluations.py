@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, status
 
-from api.audit import remember_details
+from api.audit_middleware import remember_details
 from api.deps import AdminPrincipal, EvaluationServiceDep, KbId
 from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.evaluation import Applied, ApplyRequest, Evaluation, EvaluationRequest
