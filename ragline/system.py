@@ -11,7 +11,8 @@ One name per thing:
 - a repository (`infra/`: one kind of record in MongoDB) is a class `XxxRepository` in
   `infra/xxx_repository.py`, reached as `system.xxx_repo`;
 - a service (`services/`: a use case a transport calls: an API route, an MCP tool, a worker)
-  is a class `XxxService` in `services/xxx_service.py` (or `services/<area>/xxx_service.py`),
+  is a class `XxxService` in the module of its area, `services/<area>_service.py` (the crawl
+  jobs and the crawler share `crawl_service.py`; search is `services/search/search_service.py`),
   reached as `system.xxx_service`, and as `xxx_service` wherever it is handed on (a route's
   parameter, a worker's variable);
 - other adapters (clients, the blob store, caches, the outbox, the vector store, the embedder)
