@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.routing import Route
 
-from api.audit import AuditMiddleware
+from api.audit_middleware import AuditMiddleware
 from api.console import routes as console
 from api.limits import BodyLimit
 from api.mcp import KnowledgeMcp
@@ -49,7 +49,7 @@ from core.errors import (
     Unauthorized,
     UnsupportedDocumentType,
 )
-from infra.audit import AuditRepository
+from infra.audit_repository import AuditRepository
 from infra.settings import ApiSettings
 from schemas.api import ErrorBody, FieldProblem
 
@@ -154,4 +154,4 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
 
 def _audit_of(app: FastAPI) -> AuditRepository | None:
     services = getattr(app.state, "services", None)
-    return None if services is None else services.audit
+    return None if services is None else services.get(AuditRepository)

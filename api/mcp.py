@@ -5,7 +5,7 @@ permissions allow) or a bot's (`POST /api/v1/bots/{bot_id}/tokens`: the bot's KB
 settings). The SDK's bearer middleware asks `RaglineTokens` and answers 401 itself for no or a
 bad token. The server is stateless (each request stands alone, authorised on its own), answers
 JSON, and turns every refused or failed call into a tool error with its message: the session
-never breaks. The tools themselves are `services.agent_tools`.
+never breaks. The tools themselves are `services.agent_tool_service`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 import mcp_types as types
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -27,30 +27,17 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 
+from api.state import ServiceLookup
 from core.errors import RaglineError, ServiceUnavailable
 from schemas.domain import Principal
-from services.agent_tools import TOOLS, Agent, AgentTools, Session, ToolSpec
-from services.people import TokenService
+from services.agent_tool_service import TOOLS, Agent, AgentToolService, Session, ToolSpec
+from services.token_service import TokenService
 
 log = logging.getLogger(__name__)
 
 
-class McpServices(Protocol):
-    """What the MCP server calls (the API's services, or the standalone server's)."""
-
-    @property
-    def tokens(self) -> TokenService:
-        """Resolves bearer tokens."""
-        ...
-
-    @property
-    def agent_tools(self) -> AgentTools:
-        """The tools' use-cases."""
-        ...
-
-
 # The services of the running app (None while it starts or stops).
-ServicesNow = Callable[[], McpServices | None]
+ServicesNow = Callable[[], ServiceLookup | None]
 
 
 class RaglineTokens:
@@ -64,7 +51,7 @@ class RaglineTokens:
         services = self._services()
         if services is None:
             return None
-        principal = await services.tokens.resolve(token)
+        principal = await services.get(TokenService).resolve(token)
         if principal is None:
             return None
         return AccessToken(
@@ -156,11 +143,11 @@ class KnowledgeMcp:
         """Runs the transport's requests (entered for the app's lifetime)."""
         return self.server.session_manager
 
-    def _tools(self) -> AgentTools:
+    def _tools(self) -> AgentToolService:
         services = self._services()
         if services is None:
             raise ServiceUnavailable("api", "still starting")
-        return services.agent_tools
+        return services.get(AgentToolService)
 
     async def _agent(self) -> Agent:
         token = get_access_token()

@@ -1,56 +1,45 @@
-"""What the HTTP layer calls: one service per area, built by the composition root
-(`ragline.api`) and handed to `api.app.create_app`."""
+"""What the HTTP layer calls: the process's services, opened by the composition root
+(`ragline.api`) and handed to `api.app.create_app`.
+
+The HTTP layer keeps no list of them: a route names the class it calls (a dependency alias in
+`api.deps`), and the process finds it by that class (`ragline.system.System.get`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
-from infra.audit import AuditRepository
 from infra.settings import Settings
-from services.agent_tools import AgentTools
-from services.bots import BotService
-from services.crawl import CrawlJobs
-from services.dead_letters import DeadLetters
-from services.documents import DocumentQueries
-from services.evaluation import Evaluations
-from services.governance import ItemGovernance, ItemPolicy
-from services.intake import Intake
-from services.knowledge_bases import KnowledgeBaseService
-from services.people import PeopleService, TokenService
-from services.removal import Removal
-from services.search.service import SearchService
-from services.sync import SourceSync
-from services.wiki import WikiService
+
+T = TypeVar("T")
 
 # Each dependency's state: "ok" or what is wrong.
 Readiness = Callable[[], Awaitable[dict[str, str]]]
 
 
-@dataclass(frozen=True)
-class ApiServices:
-    """The services behind the routes, and the probe behind `/readyz`."""
+class ServiceLookup(Protocol):
+    """Finds the process's service (or repository) of a class."""
 
-    settings: Settings
-    tokens: TokenService
-    people: PeopleService
-    policy: ItemPolicy
-    governance: ItemGovernance
-    wiki: WikiService
-    agent_tools: AgentTools
-    audit: AuditRepository
-    dead_letters: DeadLetters
-    sync: SourceSync
-    crawl_jobs: CrawlJobs
-    knowledge_bases: KnowledgeBaseService
-    documents: DocumentQueries
-    intake: Intake
-    removal: Removal
-    bots: BotService
-    search: SearchService
-    evaluations: Evaluations
-    readiness: Readiness
+    def get(self, kind: type[T]) -> T:
+        """The one instance of `kind` (a `LookupError` for a class the process does not
+        build)."""
+        ...
+
+
+class ApiServices(ServiceLookup, Protocol):
+    """The services behind the routes, the settings, and the probe behind `/readyz`."""
+
+    @property
+    def settings(self) -> Settings:
+        """The process's settings."""
+        ...
+
+    @property
+    def readiness(self) -> Readiness:
+        """Checks each dependency."""
+        ...
 
 
 # Opens the services for the app's lifetime (closing them with the stack).

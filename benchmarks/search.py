@@ -535,7 +535,7 @@ async def fill_store(
         system = System(settings, stack)
         await ensure_indexes(system.db)
         store = await system.open_vector_store()
-        kbs = system.knowledge_bases
+        kbs = system.knowledge_base_service
         kb_ids = [(await kbs.create("default", f"KB {n}")).id for n in range(KBS)]
         started = time.perf_counter()
         writer = Writer(store, kb_ids, total, keep=False)
@@ -901,8 +901,8 @@ async def add_bench_user(settings: Settings) -> str:
     async with AsyncExitStack() as stack:
         system = System(settings, stack)
         _, token = await system.token_service.issue("default", "bench", Role.USER, USER)
-        await system.people.put_audience("default", AUDIENCE, "the bench user's audience")
-        await system.people.set_members("default", AUDIENCE, [USER])
+        await system.people_service.put_audience("default", AUDIENCE, "the bench user's audience")
+        await system.people_service.set_members("default", AUDIENCE, [USER])
         return token
 
 
@@ -976,7 +976,7 @@ async def fill_user_store(
         system = System(settings, stack)
         await ensure_indexes(system.db)
         store = await system.open_vector_store()
-        kbs = system.knowledge_bases
+        kbs = system.knowledge_base_service
         kb_ids = [(await kbs.create("default", f"KB {n}")).id for n in range(KBS)]
         writer = Writer(store, kb_ids, chunks, keep=True)
         await write_duplicates(writer, material, one_in_ten)

@@ -18,7 +18,7 @@ from pymongo import AsyncMongoClient, ReturnDocument
 from pymongo.asynchronous.client_session import AsyncClientSession
 
 from core.errors import NotFound
-from infra.documents import RUN_FIELDS, to_document
+from infra.document_repository import RUN_FIELDS, to_document
 from infra.mongo import (
     DOCUMENTS,
     KNOWLEDGE_BASES,
@@ -33,8 +33,8 @@ from schemas.domain import Document, ParseStatus, utcnow
 from schemas.events import DocumentUploaded
 
 T = TypeVar("T")
-# The revision each KB a change touched now has: told to `services.freshness` by the caller, so
-# answers cached for older revisions are no longer served.
+# The revision each KB a change touched now has: told to `services.freshness_service` by the
+# caller, so answers cached for older revisions are no longer served.
 KbRevisions = dict[str, int]
 
 

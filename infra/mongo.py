@@ -38,7 +38,7 @@ AUDIT = "audit_log"
 CONTEXTS = "context_cache"
 # Pipeline events written with their changes, until Kafka acknowledges them (`infra.outbox`).
 OUTBOX = "event_outbox"
-# Messages a stage gave up on, for people to list and re-drive (`infra.dead_letters`).
+# Messages a stage gave up on, for people to list and re-drive (`infra.dead_letter_repository`).
 DEAD_LETTERS = "dead_letters"
 # Crawl jobs, each job's URLs, pages as last fetched, and the one active job per KB.
 CRAWL_JOBS = "crawl_jobs"

@@ -12,30 +12,52 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 import uvicorn
 from fastapi import FastAPI
 
 from api.app import create_app
-from api.state import ApiServices
+from api.state import ApiServices, Readiness
 from core.errors import RetryableError
 from core.filters import chunks_where
-from infra.audit import AuditRepository
-from infra.documents import DocumentRepository
+from infra.document_repository import DocumentRepository
 from infra.kafka import build_broker, ensure_topics
 from infra.logs import configure_logging
 from infra.metrics import DOCUMENTS_STALLED
 from infra.mongo import ensure_indexes
 from infra.settings import Settings
+from ragline.stages.hosting import RunnerSlot, rewinding, stage_runner, subscribe_stage
+from ragline.stages.index import build_index_stage
 from ragline.system import System
 from schemas.domain import utcnow
 from schemas.topics import ALL_TOPICS
-from services.removal import Removal
-from workers.index.app import build_stage as build_index_stage
-from workers.wiring import RunnerSlot, rewinding, stage_runner, subscribe_stage
+from services.removal_service import RemovalService
 
 log = logging.getLogger(__name__)
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class OpenedServices:
+    """The HTTP app's view of the process (`api.state.ApiServices`): the system's services by
+    class, its settings and the readiness probe."""
+
+    system: System
+    readiness: Readiness
+
+    @property
+    def settings(self) -> Settings:
+        """The process's settings."""
+        return self.system.settings
+
+    def get(self, kind: type[T]) -> T:
+        """The system's service (or repository) of class `kind`."""
+        return self.system.get(kind)
 
 
 async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiServices:
@@ -47,7 +69,7 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
     await ensure_indexes(system.db)
     await system.open_embedder()
     store = await system.open_vector_store()
-    backfilled = await system.item_governance.backfill()
+    backfilled = await system.governance_service.backfill()
     if backfilled:
         log.info("gave %d documents stored before governance their readers", backfilled)
     if settings.embedded_vector_store:
@@ -58,9 +80,11 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
     await broker.start()
     stack.push_async_callback(broker.stop)
 
-    stalled = asyncio.create_task(_report_stalled(system.documents, settings.ingest.stall_after_s))
+    stalled = asyncio.create_task(
+        _report_stalled(system.document_repo, settings.ingest.stall_after_s)
+    )
     stack.callback(stalled.cancel)
-    sweeping = asyncio.create_task(_sweep_deletes(system.removal))
+    sweeping = asyncio.create_task(_sweep_deletes(system.removal_service))
     stack.callback(sweeping.cancel)
 
     async def readiness() -> dict[str, str]:
@@ -73,27 +97,7 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
         return checks
 
     log.info("API ready on http://%s:%d", settings.api.host, settings.api.port)
-    return ApiServices(
-        settings=settings,
-        tokens=system.token_service,
-        people=system.people,
-        policy=system.policy,
-        governance=system.item_governance,
-        wiki=system.wiki,
-        agent_tools=system.agent_tools,
-        audit=AuditRepository(system.db),
-        dead_letters=system.dead_letters,
-        sync=system.source_sync,
-        crawl_jobs=system.crawl_jobs,
-        knowledge_bases=system.knowledge_bases,
-        documents=system.document_queries,
-        intake=system.intake,
-        removal=system.removal,
-        bots=system.bot_admin,
-        search=system.search,
-        evaluations=system.evaluations,
-        readiness=readiness,
-    )
+    return OpenedServices(system, readiness)
 
 
 def build_app(settings: Settings) -> FastAPI:
@@ -114,7 +118,7 @@ async def _report_stalled(documents: DocumentRepository, stall_after_s: float) -
         await asyncio.sleep(period)
 
 
-async def _sweep_deletes(removal: Removal) -> None:
+async def _sweep_deletes(removal: RemovalService) -> None:
     """Finishes the deletes of retired documents (closed syncs, interrupted deletes)."""
     while True:
         try:

@@ -11,33 +11,23 @@ from __future__ import annotations
 import argparse
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
 
 import uvicorn
 from starlette.applications import Starlette
 
-from api.mcp import KnowledgeMcp, McpServices
+from api.mcp import KnowledgeMcp
+from api.state import ServiceLookup
 from infra.kafka import build_broker, ensure_topics
 from infra.logs import configure_logging
 from infra.mongo import ensure_indexes
 from infra.settings import Settings
 from ragline.system import System
 from schemas.topics import ALL_TOPICS
-from services.agent_tools import AgentTools
-from services.people import TokenService
-
-
-@dataclass(frozen=True)
-class StandaloneServices:
-    """The two services the MCP server calls."""
-
-    tokens: TokenService
-    agent_tools: AgentTools
 
 
 def build_app(settings: Settings) -> Starlette:
     """The MCP app, opening the system for its lifetime."""
-    opened: dict[str, McpServices] = {}
+    opened: dict[str, ServiceLookup] = {}
     mcp = KnowledgeMcp(lambda: opened.get("services"))
     app = mcp.app(
         issuer_url=f"http://{settings.api.host}:{settings.api.port}",
@@ -56,7 +46,7 @@ def build_app(settings: Settings) -> Starlette:
             await ensure_indexes(system.db)
             await system.open_embedder()
             await system.open_vector_store()
-            opened["services"] = StandaloneServices(system.token_service, system.agent_tools)
+            opened["services"] = system
             async with mcp.session_manager.run():
                 yield
             opened.clear()

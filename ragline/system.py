@@ -1,40 +1,60 @@
 """The composition root: the one place that builds Ragline from its settings.
 
-Every process (the API, each stage worker, the token CLI, the benchmarks) opens a `System` and
-takes what it needs from it: clients, repositories and services are built on first use, once
-per process, and closed in reverse order when the process's exit stack unwinds. Nothing else
-constructs a client or wires a service, so a new entry point (an MCP server, a CLI) is a few
-lines over the same objects.
+Every process (the API, the MCP server, each stage worker, the token CLI, the benchmarks) opens
+a `System` and takes what it needs from it: clients, repositories and services are built on
+first use, once per process, and closed in reverse order when the process's exit stack unwinds.
+Nothing else constructs a client or wires a service, so a new entry point (an MCP server, a
+CLI) is a few lines over the same objects.
+
+One name per thing:
+
+- a repository (`infra/`: one kind of record in MongoDB) is a class `XxxRepository` in
+  `infra/xxx_repository.py`, reached as `system.xxx_repo`;
+- a service (`services/`: a use case a transport calls: an API route, an MCP tool, a worker)
+  is a class `XxxService` in the module of its area, `services/<area>_service.py` (the crawl
+  jobs and the crawler share `crawl_service.py`; search is `services/search/search_service.py`),
+  reached as `system.xxx_service`, and as `xxx_service` wherever it is handed on (a route's
+  parameter, a worker's variable);
+- other adapters (clients, the blob store, caches, the outbox, the vector store, the embedder)
+  and the helpers a service is made of (a retriever, an access guard, an evaluator) keep
+  descriptive names.
+
+So the list of services is this class: `get(XxxService)` finds one by its class through the
+rule, and the transports ask for what they call that way (the API's dependency aliases, the MCP
+server); a new service is written here, and in the alias of the route that calls it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from functools import cached_property
+from typing import TypeVar
 
 from faststream.kafka import KafkaBroker
 from pymongo import AsyncMongoClient
 
 from core.errors import PermanentError
 from core.governance import Reader
-from infra.audiences import AudienceRepository
+from infra.audience_repository import AudienceRepository
+from infra.audit_repository import AuditRepository
 from infra.blob_store import BlobStore
-from infra.bots import BotRepository
+from infra.bot_repository import BotRepository
 from infra.context.base import ContextProvider
 from infra.context.cache import ContextCache
 from infra.context.factory import build_context_provider
-from infra.crawl import CrawlRepository
-from infra.dead_letters import DeadLetterRepository
-from infra.documents import DocumentRepository
+from infra.crawl_repository import CrawlRepository
+from infra.dead_letter_repository import DeadLetterRepository
+from infra.document_repository import DocumentRepository
 from infra.embedding.base import Embedder
 from infra.embedding.factory import build_embedder
 from infra.embedding_cache import EmbeddingCache
-from infra.evaluations import EvaluationRepository
+from infra.evaluation_repository import EvaluationRepository
 from infra.fetcher import Fetcher
 from infra.kafka import kafka_publisher, kafka_sender
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database, MongoDoc, connect
 from infra.outbox import EventSender, Outbox
@@ -42,29 +62,44 @@ from infra.rate_limits import RateLimiter
 from infra.search_cache import SearchCache, connect_redis
 from infra.settings import Settings
 from infra.sparse import SparseEncoder
-from infra.tokens import TokenRepository
-from infra.users import UserRepository
+from infra.token_repository import TokenRepository
+from infra.user_repository import UserRepository
 from infra.vectorstore.base import VectorStore
 from infra.vectorstore.factory import open_vector_store
 from schemas.events import Event, Publish, Send
-from services.agent_tools import AgentTools
-from services.bots import BotService
-from services.crawl import Crawler, CrawlJobs
-from services.dead_letters import DeadLetters
-from services.documents import DocumentQueries
-from services.evaluation import Evaluations, Evaluator
-from services.freshness import SearchFreshness
-from services.governance import ItemGovernance, ItemPolicy
-from services.intake import Intake
-from services.knowledge_bases import KnowledgeBaseService
-from services.people import PeopleService, TokenService
-from services.removal import Removal, retire_document
+from services.agent_tool_service import AgentToolService
+from services.bot_service import BotService
+from services.crawl_service import CrawlerService, CrawlJobService
+from services.dead_letter_service import DeadLetterService
+from services.document_service import DocumentService
+from services.evaluation_service import EvaluationService, Evaluator
+from services.freshness_service import FreshnessService
+from services.governance_service import GovernanceService, PolicyService
+from services.intake_service import IntakeService
+from services.knowledge_base_service import KnowledgeBaseService
+from services.people_service import PeopleService
+from services.recovery_service import ReconcilerService, RelayService
+from services.removal_service import RemovalService, retire_document
 from services.search.access import AccessGuard
-from services.search.events import RetrievalEvents
 from services.search.retrieval import Feedback, Retriever
-from services.search.service import SearchService
-from services.sync import SourceSync
-from services.wiki import WikiService
+from services.search.retrieval_events import RetrievalEvents
+from services.search.search_service import SearchService
+from services.sync_service import SyncService
+from services.token_service import TokenService
+from services.wiki_service import WikiService
+
+T = TypeVar("T")
+
+
+def attribute_of(kind: type) -> str:
+    """The `System` attribute holding a service or repository class, by the naming rule:
+    `XxxService` is `xxx_service`, `XxxRepository` is `xxx_repo`."""
+    words = re.sub(r"(?<!^)(?=[A-Z])", "_", kind.__name__).lower()
+    if words.endswith("_service"):
+        return words
+    if words.endswith("_repository"):
+        return words.removesuffix("_repository") + "_repo"
+    raise LookupError(f"{kind.__name__} is neither a service nor a repository")
 
 
 class System:
@@ -83,6 +118,16 @@ class System:
         self._store: VectorStore | None = None
         self._context_provider: ContextProvider | None = None
         self._context_provider_built = False
+
+    def get(self, kind: type[T]) -> T:
+        """The process's one service (or repository) of class `kind`, built on first use."""
+        name = attribute_of(kind)
+        if not isinstance(getattr(type(self), name, None), cached_property):
+            raise LookupError(f"the system builds no {kind.__name__} (no {name!r})")
+        found = getattr(self, name)
+        if not isinstance(found, kind):
+            raise LookupError(f"{name!r} is a {type(found).__name__}, not a {kind.__name__}")
+        return found
 
     def on_close(self, close: Callable[[], Awaitable[object]]) -> None:
         """Runs `close` when the process's exit stack unwinds (with the clients, in reverse
@@ -146,16 +191,6 @@ class System:
         """Sends outbox entries at once (the relay sends what Kafka refused)."""
         return EventSender(self.outbox, self.send, self.settings.kafka.send_timeout_s)
 
-    @cached_property
-    def dead_letter_records(self) -> DeadLetterRepository:
-        """Messages stages gave up on."""
-        return DeadLetterRepository(self.db)
-
-    @cached_property
-    def dead_letters(self) -> DeadLetters:
-        """Lists and re-drives dead letters."""
-        return DeadLetters(self.dead_letter_records, self.intake, self.events)
-
     async def open_embedder(self) -> Embedder:
         """Loads the embedding model (once; its dimensions checked against the settings)."""
         if self._embedder is None:
@@ -204,36 +239,56 @@ class System:
     # --- repositories -------------------------------------------------------------------------
 
     @cached_property
-    def documents(self) -> DocumentRepository:
+    def document_repo(self) -> DocumentRepository:
         """Documents and their pipeline status."""
         return DocumentRepository(self.db, self.settings.ingest.parse_error_max_chars)
 
     @cached_property
-    def kbs(self) -> KnowledgeBaseRepository:
+    def knowledge_base_repo(self) -> KnowledgeBaseRepository:
         """Knowledge-base records."""
         return KnowledgeBaseRepository(self.db)
 
     @cached_property
-    def bots(self) -> BotRepository:
+    def bot_repo(self) -> BotRepository:
         """Bot records."""
         return BotRepository(self.db)
 
     @cached_property
-    def tokens(self) -> TokenRepository:
+    def token_repo(self) -> TokenRepository:
         """API tokens (and the bootstrap admin token of the settings)."""
         return TokenRepository(
             self.db, self.settings.admin_token.get_secret_value(), self.settings.bootstrap_tenant
         )
 
     @cached_property
-    def users(self) -> UserRepository:
+    def user_repo(self) -> UserRepository:
         """The tenants' users."""
         return UserRepository(self.db)
 
     @cached_property
-    def audiences(self) -> AudienceRepository:
+    def audience_repo(self) -> AudienceRepository:
         """The tenants' audiences and their members."""
         return AudienceRepository(self.db)
+
+    @cached_property
+    def dead_letter_repo(self) -> DeadLetterRepository:
+        """Messages stages gave up on."""
+        return DeadLetterRepository(self.db)
+
+    @cached_property
+    def crawl_repo(self) -> CrawlRepository:
+        """Crawl jobs, their frontiers and page states."""
+        return CrawlRepository(self.mongo, self.db, self.outbox)
+
+    @cached_property
+    def audit_repo(self) -> AuditRepository:
+        """Who did what through the API."""
+        return AuditRepository(self.db)
+
+    @cached_property
+    def evaluation_repo(self) -> EvaluationRepository:
+        """Retrieval evaluations run."""
+        return EvaluationRepository(self.db)
 
     @cached_property
     def blobs(self) -> BlobStore:
@@ -258,116 +313,138 @@ class System:
     # --- services -----------------------------------------------------------------------------
 
     @cached_property
-    def freshness(self) -> SearchFreshness:
+    def freshness_service(self) -> FreshnessService:
         """The owner of KB revisions and bots' cached access."""
-        return SearchFreshness(self.search_cache, self.kbs, self.bots)
+        return FreshnessService(self.search_cache, self.knowledge_base_repo, self.bot_repo)
 
     @cached_property
-    def policy(self) -> ItemPolicy:
+    def policy_service(self) -> PolicyService:
         """Who a caller is as a reader; who owns and may read what is added."""
-        return ItemPolicy(self.users, self.audiences)
+        return PolicyService(self.user_repo, self.audience_repo)
 
     @cached_property
-    def item_governance(self) -> ItemGovernance:
+    def governance_service(self) -> GovernanceService:
         """Changes of items' ownership and visibility (vector store included)."""
-        return ItemGovernance(self.policy, self.documents, self.kbs, self.store, self.freshness)
+        return GovernanceService(
+            self.policy_service,
+            self.document_repo,
+            self.knowledge_base_repo,
+            self.store,
+            self.freshness_service,
+        )
 
     @cached_property
     def token_service(self) -> TokenService:
         """Issuing, listing and revoking API tokens."""
-        return TokenService(self.tokens, self.users, self.bots)
+        return TokenService(self.token_repo, self.user_repo, self.bot_repo)
 
     @cached_property
-    def people(self) -> PeopleService:
+    def people_service(self) -> PeopleService:
         """Users and audiences."""
-        return PeopleService(self.users, self.audiences)
+        return PeopleService(self.user_repo, self.audience_repo)
 
     @cached_property
-    def wiki(self) -> WikiService:
+    def wiki_service(self) -> WikiService:
         """Wiki pages."""
-        return WikiService(self.documents, self.kbs, self.intake, self.removal, self.blobs)
+        return WikiService(
+            self.document_repo,
+            self.knowledge_base_repo,
+            self.intake_service,
+            self.removal_service,
+            self.blobs,
+        )
 
     @cached_property
-    def intake(self) -> Intake:
+    def intake_service(self) -> IntakeService:
         """Uploads, texts and records into the pipeline."""
-        return Intake(
-            self.documents,
-            self.kbs,
+        return IntakeService(
+            self.document_repo,
+            self.knowledge_base_repo,
             self.lifecycle,
             self.blobs,
             self.events,
-            self.freshness,
-            self.policy,
+            self.freshness_service,
+            self.policy_service,
             self.settings.ingest.max_upload_bytes,
             self.rate_limiter,
             self.settings.limits.uploads_per_minute,
         )
 
     @cached_property
-    def removal(self) -> Removal:
+    def removal_service(self) -> RemovalService:
         """Deletes documents and KBs (from the vector store first)."""
-        return Removal(
-            self.documents, self.kbs, self.lifecycle, self.blobs, self.store, self.freshness
+        return RemovalService(
+            self.document_repo,
+            self.knowledge_base_repo,
+            self.lifecycle,
+            self.blobs,
+            self.store,
+            self.freshness_service,
         )
 
     @cached_property
-    def source_sync(self) -> SourceSync:
+    def sync_service(self) -> SyncService:
         """Full syncs of a source (connectors, crawls), deleting what they drop at once."""
-        return SourceSync(self.intake, self.documents, self.removal.delete_document)
+        return SyncService(
+            self.intake_service, self.document_repo, self.removal_service.delete_document
+        )
 
     @cached_property
-    def retiring_source_sync(self) -> SourceSync:
+    def retiring_sync_service(self) -> SyncService:
         """Full syncs in a process without the vector store: what they drop is retired, and
-        the API process finishes the deletes (`Removal.sweep`)."""
+        the API process finishes the deletes (`RemovalService.sweep`)."""
 
         async def retire(tenant_id: str, kb_id: str, document_id: str, reader: Reader) -> None:
-            await retire_document(self.documents, tenant_id, kb_id, document_id, reader)
+            await retire_document(self.document_repo, tenant_id, kb_id, document_id, reader)
 
-        return SourceSync(self.intake, self.documents, retire)
-
-    @cached_property
-    def crawl_jobs_repository(self) -> CrawlRepository:
-        """Crawl jobs, their frontiers and page states."""
-        return CrawlRepository(self.mongo, self.db, self.outbox)
+        return SyncService(self.intake_service, self.document_repo, retire)
 
     @cached_property
-    def crawl_jobs(self) -> CrawlJobs:
+    def crawl_job_service(self) -> CrawlJobService:
         """Starts, lists and cancels crawls."""
-        return CrawlJobs(self.crawl_jobs_repository, self.kbs, self.events, self.settings.crawl)
+        return CrawlJobService(
+            self.crawl_repo, self.knowledge_base_repo, self.events, self.settings.crawl
+        )
 
-    def open_crawler(self) -> Crawler:
+    def open_crawler_service(self) -> CrawlerService:
         """The crawl worker's logic, with an HTTP client closed with the process."""
         fetcher = Fetcher(self.settings.crawl)
         self._stack.push_async_callback(fetcher.close)
-        return Crawler(
-            self.crawl_jobs_repository,
-            self.documents,
-            self.intake,
+        return CrawlerService(
+            self.crawl_repo,
+            self.document_repo,
+            self.intake_service,
             self.blobs,
-            self.retiring_source_sync,
+            self.retiring_sync_service,
             fetcher,
             self.events,
         )
 
     @cached_property
-    def knowledge_bases(self) -> KnowledgeBaseService:
+    def knowledge_base_service(self) -> KnowledgeBaseService:
         """KB administration."""
-        return KnowledgeBaseService(self.kbs, self.removal, self.freshness)
-
-    @cached_property
-    def bot_admin(self) -> BotService:
-        """Bot administration."""
-        return BotService(self.bots, self.kbs, self.freshness)
-
-    @cached_property
-    def document_queries(self) -> DocumentQueries:
-        """What admins see of documents."""
-        return DocumentQueries(
-            self.documents, self.kbs, self.store, self.blobs, self.settings.ingest.stall_after_s
+        return KnowledgeBaseService(
+            self.knowledge_base_repo, self.removal_service, self.freshness_service
         )
 
     @cached_property
-    def search(self) -> SearchService:
+    def bot_service(self) -> BotService:
+        """Bot administration."""
+        return BotService(self.bot_repo, self.knowledge_base_repo, self.freshness_service)
+
+    @cached_property
+    def document_service(self) -> DocumentService:
+        """What admins see of documents."""
+        return DocumentService(
+            self.document_repo,
+            self.knowledge_base_repo,
+            self.store,
+            self.blobs,
+            self.settings.ingest.stall_after_s,
+        )
+
+    @cached_property
+    def search_service(self) -> SearchService:
         """Search: access guard, answer cache, hybrid retrieval, result shaping."""
         search = self.settings.search
         retriever = Retriever(
@@ -382,11 +459,11 @@ class System:
         )
         return SearchService(
             self.access_guard,
-            self.kbs,
+            self.knowledge_base_repo,
             retriever,
             self.search_cache,
-            self.freshness,
-            self.policy,
+            self.freshness_service,
+            self.policy_service,
             self.retrieval_events,
             self.settings.search,
             self.rate_limiter,
@@ -408,21 +485,49 @@ class System:
     @cached_property
     def access_guard(self) -> AccessGuard:
         """Which KBs a bot may search (through the access cache)."""
-        return AccessGuard(self.bots, self.kbs, self.freshness)
+        return AccessGuard(self.bot_repo, self.knowledge_base_repo, self.freshness_service)
 
     @cached_property
-    def agent_tools(self) -> AgentTools:
+    def agent_tool_service(self) -> AgentToolService:
         """The tools agents call (MCP, function calling)."""
-        return AgentTools(self.search, self.access_guard, self.policy, self.kbs, self.wiki)
+        return AgentToolService(
+            self.search_service,
+            self.access_guard,
+            self.policy_service,
+            self.knowledge_base_repo,
+            self.wiki_service,
+        )
 
     @cached_property
-    def evaluations(self) -> Evaluations:
+    def evaluation_service(self) -> EvaluationService:
         """Retrieval evaluations of a KB."""
-        return Evaluations(
-            self.kbs,
-            self.documents,
-            Evaluator(self.search),
-            EvaluationRepository(self.db),
-            self.bot_admin,
-            self.knowledge_bases,
+        return EvaluationService(
+            self.knowledge_base_repo,
+            self.document_repo,
+            Evaluator(self.search_service),
+            self.evaluation_repo,
+            self.bot_service,
+            self.knowledge_base_service,
+        )
+
+    @cached_property
+    def dead_letter_service(self) -> DeadLetterService:
+        """Lists and re-drives dead letters."""
+        return DeadLetterService(self.dead_letter_repo, self.intake_service, self.events)
+
+    @cached_property
+    def relay_service(self) -> RelayService:
+        """Sends the outbox's events that their writer could not send."""
+        relay = self.settings.relay
+        return RelayService(self.outbox, self.send, relay.batch, relay.send_after_s)
+
+    @cached_property
+    def reconciler_service(self) -> ReconcilerService:
+        """Re-drives documents that stopped moving."""
+        return ReconcilerService(
+            self.document_repo,
+            self.lifecycle,
+            self.events,
+            self.settings.ingest.stall_after_s,
+            self.settings.relay.max_redrives,
         )

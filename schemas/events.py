@@ -13,8 +13,9 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.governance import GovernanceChange
-from schemas.domain import ChunkRecord, Document, Record, utcnow
+from schemas.domain import ChunkRecord, Document, Record, chunk_id, utcnow
 from schemas.formats import extraction_name
+from schemas.search import SearchHit
 
 
 class Event(BaseModel):
@@ -219,6 +220,16 @@ class RetrievedChunk(BaseModel):
     document_id: str
     kb_id: str
     score: float
+
+    @classmethod
+    def of(cls, hit: SearchHit) -> RetrievedChunk:
+        """The hit as the retrieval event names it."""
+        return cls(
+            chunk_id=chunk_id(hit.document_id, hit.chunk_index),
+            document_id=hit.document_id,
+            kb_id=hit.kb_id,
+            score=hit.score,
+        )
 
 
 class ChunksRetrieved(BaseModel):

@@ -120,6 +120,9 @@ class SearchHit(BaseModel):
     """One retrieved passage: adjacent chunks of a document come merged as one, and copies of
     it in other documents are listed in `also_in` instead of taking places of their own."""
 
+    # The one model of a hit: the bot contract answers with it as it is, and every other shape
+    # a hit takes is made from it (below, and `schemas.events.RetrievedChunk`).
+
     score: float
     chunk_text: str
     document_id: str
@@ -174,6 +177,12 @@ class SearchResponse(BaseModel):
     fallback_message: str | None = None
 
 
+# A hit's other shapes, each made from a `SearchHit` by its `of` (and nowhere else): a person's
+# search over REST (`KnowledgeResult`), the admin's playground (`PlaygroundHit`), an agent's
+# `knowledge_search` over MCP (`AgentHit`), and the retrieval event
+# (`schemas.events.RetrievedChunk`).
+
+
 class KnowledgeResult(BaseModel):
     """One hit of a person's search: seed 002's fields, then where to cite it."""
 
@@ -206,6 +215,51 @@ class KnowledgeResult(BaseModel):
             page=hit.page,
             heading_path=hit.heading_path,
             url=hit.url,
+            citation=hit.cited_as,
+            also_in=hit.also_in,
+        )
+
+
+class PlaygroundHit(SearchHit):
+    """A hit of the bot's search, with where to cite it."""
+
+    citation: str
+
+    @classmethod
+    def of(cls, hit: SearchHit) -> PlaygroundHit:
+        """The hit as the playground shows it: the bot's hit and its citation."""
+        return cls(**hit.model_dump(), citation=hit.cited_as)
+
+
+class AgentHit(BaseModel):
+    """A hit of an agent's `knowledge_search` (MCP, function calling)."""
+
+    text: str
+    score: float
+    title: str
+    source: str
+    kb_id: str
+    page: int | None = None
+    heading_path: list[str] = Field(default_factory=list)
+    url: str | None = None
+    indexed_at: str | None = None
+    citation: str
+    # Other documents holding (nearly) the same passage, folded into this one.
+    also_in: list[AlsoIn] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, hit: SearchHit) -> AgentHit:
+        """The hit as an agent reads it."""
+        return cls(
+            text=hit.chunk_text,
+            score=hit.score,
+            title=hit.document_title,
+            source=hit.document_id,
+            kb_id=hit.kb_id,
+            page=hit.page,
+            heading_path=hit.heading_path,
+            url=hit.url,
+            indexed_at=hit.indexed_at,
             citation=hit.cited_as,
             also_in=hit.also_in,
         )

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import AdminPrincipal, Audit
+from api.deps import AdminPrincipal, AuditRepositoryDep
 from api.responses import AUTHENTICATED, refusals
 from schemas.api import AuditPage
 
@@ -17,9 +17,9 @@ router = APIRouter(prefix="/api/v1/audit", tags=["audit"], responses=AUTHENTICAT
 @router.get("", responses=refusals(422))
 async def audit_log(
     principal: AdminPrincipal,
-    audit: Audit,
+    audit_repo: AuditRepositoryDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     before: Annotated[datetime | None, Query(description="entries older than this")] = None,
 ) -> AuditPage:
     """Who changed what in the tenant, and how it ended, newest first."""
-    return AuditPage(items=await audit.page(principal.tenant_id, limit, before))
+    return AuditPage(items=await audit_repo.page(principal.tenant_id, limit, before))

@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from api.deps import AdminPrincipal, CrawlJobsDep, KbId
+from api.deps import AdminPrincipal, CrawlJobServiceDep, KbId
 from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.api import CrawlJobCreate, CrawlJobList, CrawlJobQueued
 from schemas.crawl import CrawlJob
-from services.crawl import CrawlRequest
+from services.crawl_service import CrawlRequest
 
 router = APIRouter(tags=["crawl jobs"], responses=AUTHENTICATED)
 
@@ -21,7 +21,10 @@ router = APIRouter(tags=["crawl jobs"], responses=AUTHENTICATED)
     responses=refusals(404, 409, *BODY),
 )
 async def start_crawl(
-    kb_id: KbId, body: CrawlJobCreate, principal: AdminPrincipal, jobs: CrawlJobsDep
+    kb_id: KbId,
+    body: CrawlJobCreate,
+    principal: AdminPrincipal,
+    crawl_job_service: CrawlJobServiceDep,
 ) -> CrawlJobQueued:
     """Queues a crawl of the KB's site (409 while another crawl of it is queued or running):
     pages within the start URLs' host and path, robots.txt obeyed, sitemaps read, links
@@ -35,7 +38,7 @@ async def start_crawl(
         include=body.include,
         exclude=body.exclude,
     )
-    job = await jobs.start(principal.tenant_id, kb_id, request)
+    job = await crawl_job_service.start(principal.tenant_id, kb_id, request)
     return CrawlJobQueued(job_id=job.id, job=job)
 
 
@@ -43,22 +46,26 @@ async def start_crawl(
 async def list_crawls(
     kb_id: KbId,
     principal: AdminPrincipal,
-    jobs: CrawlJobsDep,
+    crawl_job_service: CrawlJobServiceDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> CrawlJobList:
     """The KB's crawl jobs, newest first."""
-    return CrawlJobList(items=await jobs.of_kb(principal.tenant_id, kb_id, limit))
+    return CrawlJobList(items=await crawl_job_service.of_kb(principal.tenant_id, kb_id, limit))
 
 
 @router.get("/api/v1/crawl-jobs/{job_id}", responses=refusals(404))
-async def get_crawl(job_id: str, principal: AdminPrincipal, jobs: CrawlJobsDep) -> CrawlJob:
+async def get_crawl(
+    job_id: str, principal: AdminPrincipal, crawl_job_service: CrawlJobServiceDep
+) -> CrawlJob:
     """A crawl job: state, timestamps, counts (seen, fetched, unchanged, failed, removed) and
     why URLs were not taken."""
-    return await jobs.get(principal.tenant_id, job_id)
+    return await crawl_job_service.get(principal.tenant_id, job_id)
 
 
 @router.post("/api/v1/crawl-jobs/{job_id}/cancel", responses=refusals(404, 409))
-async def cancel_crawl(job_id: str, principal: AdminPrincipal, jobs: CrawlJobsDep) -> CrawlJob:
+async def cancel_crawl(
+    job_id: str, principal: AdminPrincipal, crawl_job_service: CrawlJobServiceDep
+) -> CrawlJob:
     """Cancels a queued or running crawl: its remaining URLs are passed over; what it indexed
     stays (409 if it already ended)."""
-    return await jobs.cancel(principal.tenant_id, job_id)
+    return await crawl_job_service.cancel(principal.tenant_id, job_id)

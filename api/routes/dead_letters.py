@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, status
 
-from api.deps import AdminPrincipal, DeadLettersDep
+from api.deps import AdminPrincipal, DeadLetterServiceDep
 from api.responses import AUTHENTICATED, refusals
 from schemas.api import DeadLetterPage, RedriveAllOut, RedriveOut
 
@@ -19,14 +19,14 @@ StageName = Literal["records", "extract", "chunk", "embed", "index"]
 @router.get("", responses=refusals(422))
 async def list_dead_letters(
     principal: AdminPrincipal,
-    letters: DeadLettersDep,
+    dead_letter_service: DeadLetterServiceDep,
     stage: Annotated[StageName | None, Query(description="only this stage's")] = None,
     include_redriven: bool = False,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     before: Annotated[datetime | None, Query(description="letters older than this")] = None,
 ) -> DeadLetterPage:
     """Messages the pipeline gave up on (with the error and the document), newest first."""
-    items = await letters.page(
+    items = await dead_letter_service.page(
         principal.tenant_id, limit, stage=stage, include_redriven=include_redriven, before=before
     )
     return DeadLetterPage(items=items)
@@ -35,11 +35,11 @@ async def list_dead_letters(
 @router.post("/redrive", status_code=status.HTTP_202_ACCEPTED, responses=refusals(422))
 async def redrive_all(
     principal: AdminPrincipal,
-    letters: DeadLettersDep,
+    dead_letter_service: DeadLetterServiceDep,
     stage: Annotated[StageName | None, Query(description="only this stage's")] = None,
 ) -> RedriveAllOut:
     """Starts every letter not re-driven yet again (up to 500 a call)."""
-    done = await letters.redrive_all(principal.tenant_id, stage)
+    done = await dead_letter_service.redrive_all(principal.tenant_id, stage)
     return RedriveAllOut(
         items=[
             RedriveOut(id=r.letter.id, stage=r.letter.stage, document_id=r.document_id)
@@ -51,8 +51,10 @@ async def redrive_all(
 @router.post(
     "/{letter_id}/redrive", status_code=status.HTTP_202_ACCEPTED, responses=refusals(404, 422)
 )
-async def redrive(letter_id: str, principal: AdminPrincipal, letters: DeadLettersDep) -> RedriveOut:
+async def redrive(
+    letter_id: str, principal: AdminPrincipal, dead_letter_service: DeadLetterServiceDep
+) -> RedriveOut:
     """Starts one letter's work again: its document is re-indexed (a connector's record is
     published again)."""
-    done = await letters.redrive(principal.tenant_id, letter_id)
+    done = await dead_letter_service.redrive(principal.tenant_id, letter_id)
     return RedriveOut(id=done.letter.id, stage=done.letter.stage, document_id=done.document_id)

@@ -11,12 +11,12 @@ from api.bodies import TEXT_BODY, UPLOAD_BODY
 from api.deps import (
     AdminPrincipal,
     CallerDep,
-    Documents,
-    GovernanceDep,
-    IntakeDep,
+    DocumentServiceDep,
+    GovernanceServiceDep,
+    IntakeServiceDep,
     KbId,
-    RemovalDep,
-    SyncDep,
+    RemovalServiceDep,
+    SyncServiceDep,
 )
 from api.responses import AUTHENTICATED, BODY, refusals
 from api.uploads import receive_upload
@@ -40,9 +40,9 @@ from schemas.api import (
 )
 from schemas.domain import ParseStatus, Record, new_document_id
 from schemas.formats import CONTENT_TYPES, SUPPORTED_EXTENSIONS, extension_of
-from services.documents import DocumentQueries
-from services.governance import Submission
-from services.intake import Ingested, Outcome
+from services.document_service import DocumentService
+from services.governance_service import Submission
+from services.intake_service import Ingested, Outcome
 
 # Every route names a KB, which may not exist.
 router = APIRouter(
@@ -75,9 +75,9 @@ def _form_governance(fields: dict[str, str]) -> GovernanceChange:
     return governance_change(values)
 
 
-def _answer(documents: DocumentQueries, ingested: Ingested) -> JSONResponse:
+def _answer(document_service: DocumentService, ingested: Ingested) -> JSONResponse:
     """202 when work was started, 200 when the content was already there."""
-    body = DocumentOut.of(ingested.document, documents.stalled_before())
+    body = DocumentOut.of(ingested.document, document_service.stalled_before())
     code = 200 if ingested.outcome is Outcome.UNCHANGED else 202
     return JSONResponse(body.model_dump(mode="json"), status_code=code)
 
@@ -99,8 +99,8 @@ async def upload_document(
     kb_id: KbId,
     request: Request,
     caller: CallerDep,
-    intake: IntakeDep,
-    documents: Documents,
+    intake_service: IntakeServiceDep,
+    document_service: DocumentServiceDep,
     reindex: Annotated[bool, Query(description="re-run the pipeline on identical bytes")] = False,
 ) -> JSONResponse:
     """Stores the file (multipart field `file`) and queues it for ingestion; answers at once.
@@ -111,8 +111,8 @@ async def upload_document(
     `tags`); left out, an admin's upload takes the KB's default visibility and a user's is
     private to them.
     """
-    await intake.writable_kb(caller.tenant_id, kb_id)
-    await intake.admit(caller.tenant_id)
+    await intake_service.writable_kb(caller.tenant_id, kb_id)
+    await intake_service.admit(caller.tenant_id)
     document_id = new_document_id()
     try:
         received = await receive_upload(
@@ -120,10 +120,10 @@ async def upload_document(
             request.headers.get("content-length"),
             request.stream(),
             file_field="file",
-            max_bytes=intake.max_upload_bytes,
+            max_bytes=intake_service.max_upload_bytes,
             check_filename=_check_supported,
-            open_sink=lambda filename: intake.open_original(filename, document_id),
-            discard=intake.discard,
+            open_sink=lambda filename: intake_service.open_original(filename, document_id),
+            discard=intake_service.discard,
         )
     except Exception:
         UPLOADS.labels("rejected").inc()
@@ -131,9 +131,9 @@ async def upload_document(
     try:
         change = _form_governance(received.fields)
     except InvalidRequest:
-        await intake.discard(received.stored)
+        await intake_service.discard(received.stored)
         raise
-    ingested = await intake.accept_file(
+    ingested = await intake_service.accept_file(
         caller.tenant_id,
         kb_id,
         document_id,
@@ -144,7 +144,7 @@ async def upload_document(
         reindex=reindex,
     )
     UPLOADS.labels("duplicate" if ingested.outcome is Outcome.UNCHANGED else "accepted").inc()
-    return _answer(documents, ingested)
+    return _answer(document_service, ingested)
 
 
 @router.post(
@@ -161,16 +161,16 @@ async def ingest_text(
     kb_id: KbId,
     request: Request,
     caller: CallerDep,
-    intake: IntakeDep,
-    documents: Documents,
+    intake_service: IntakeServiceDep,
+    document_service: DocumentServiceDep,
 ) -> JSONResponse:
     """Indexes a text (`title`, `content`; optional `external_id`, `url`, `metadata` and the
     governance fields), as JSON or as form fields."""
     body = await _text_body(request)
     by = Submission(caller.reader, body.governance())
-    await intake.admit(caller.tenant_id)
-    ingested = await intake.accept_record(caller.tenant_id, kb_id, body.record(), by)
-    return _answer(documents, ingested)
+    await intake_service.admit(caller.tenant_id)
+    ingested = await intake_service.accept_record(caller.tenant_id, kb_id, body.record(), by)
+    return _answer(document_service, ingested)
 
 
 async def _text_body(request: Request) -> TextDocumentIn:
@@ -195,14 +195,14 @@ async def _text_body(request: Request) -> TextDocumentIn:
 
 @router.post("/batch", status_code=status.HTTP_202_ACCEPTED, responses=refusals(409, 429, *BODY))
 async def ingest_batch(
-    kb_id: KbId, body: BatchIn, caller: CallerDep, intake: IntakeDep
+    kb_id: KbId, body: BatchIn, caller: CallerDep, intake_service: IntakeServiceDep
 ) -> BatchOut:
     """Upserts up to 1,000 records by `external_id`; unchanged records cost nothing. The
     governance fields apply to every record (`confirm_tenant_wide: true` is required to make
     them `shared` without an audience)."""
     by = Submission(caller.reader, body.governance(), body.confirm_tenant_wide)
-    await intake.admit(caller.tenant_id, len(body.records))
-    ingested = await intake.accept_records(caller.tenant_id, kb_id, body.records, by)
+    await intake_service.admit(caller.tenant_id, len(body.records))
+    ingested = await intake_service.accept_records(caller.tenant_id, kb_id, body.records, by)
     return BatchOut(
         results=[
             IngestResult(
@@ -218,13 +218,17 @@ async def ingest_batch(
 
 @router.post("/sync", status_code=status.HTTP_202_ACCEPTED, responses=refusals(409, *BODY))
 async def sync_source(
-    kb_id: KbId, body: SyncIn, principal: AdminPrincipal, caller: CallerDep, sync: SyncDep
+    kb_id: KbId,
+    body: SyncIn,
+    principal: AdminPrincipal,
+    caller: CallerDep,
+    sync_service: SyncServiceDep,
 ) -> SyncOut:
     """Makes the KB's documents of `source` exactly these records (seed 004's full sync): new
     ones are added, changed ones re-indexed (the old version stays searchable until the new
     one is indexed), and the source's documents not named here are deleted."""
     by = Submission(caller.reader, body.governance(), body.confirm_tenant_wide)
-    synced = await sync.sync(principal.tenant_id, kb_id, body.source, body.records, by)
+    synced = await sync_service.sync(principal.tenant_id, kb_id, body.source, body.records, by)
     return SyncOut(
         run=synced.run,
         removed=synced.removed,
@@ -254,23 +258,23 @@ async def replace_record(
     document_id: str,
     body: RecordReplace,
     caller: CallerDep,
-    intake: IntakeDep,
-    documents: Documents,
+    intake_service: IntakeServiceDep,
+    document_service: DocumentServiceDep,
 ) -> JSONResponse:
     """Replaces a record's title, body and URL: a new version that takes the old one's place
     once indexed (200 with the document if nothing changed). Files get 409: upload a new
     version instead."""
     record = Record(title=body.title, content=body.content, url=body.url, metadata=body.metadata)
     by = Submission(caller.reader, GovernanceChange())
-    ingested = await intake.replace_record(caller.tenant_id, kb_id, document_id, record, by)
-    return _answer(documents, ingested)
+    ingested = await intake_service.replace_record(caller.tenant_id, kb_id, document_id, record, by)
+    return _answer(document_service, ingested)
 
 
 @router.get("", responses=refusals(422))
 async def list_documents(
     kb_id: KbId,
     caller: CallerDep,
-    documents: Documents,
+    document_service: DocumentServiceDep,
     status_filter: Annotated[
         ParseStatus | Literal["stalled"] | None,
         Query(alias="status", description="a parse status, or `stalled`"),
@@ -282,7 +286,7 @@ async def list_documents(
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
 ) -> DocumentList:
     """The knowledge base's documents the caller may see, newest first, a page at a time."""
-    page = await documents.list_page(
+    page = await document_service.list_page(
         caller.tenant_id,
         kb_id,
         caller.reader,
@@ -292,7 +296,7 @@ async def list_documents(
         limit=limit,
         cursor=cursor,
     )
-    stalled_before = documents.stalled_before()
+    stalled_before = document_service.stalled_before()
     return DocumentList(
         items=[DocumentOut.of(d, stalled_before) for d in page.items],
         next_cursor=page.next_cursor,
@@ -301,12 +305,12 @@ async def list_documents(
 
 @router.get("/{document_id}")
 async def get_document(
-    kb_id: KbId, document_id: str, caller: CallerDep, documents: Documents
+    kb_id: KbId, document_id: str, caller: CallerDep, document_service: DocumentServiceDep
 ) -> DocumentOut:
     """One document with its pipeline status and governance (404 if the caller may not
     read it)."""
-    document = await documents.get(caller.tenant_id, kb_id, document_id, caller.reader)
-    return DocumentOut.of(document, documents.stalled_before())
+    document = await document_service.get(caller.tenant_id, kb_id, document_id, caller.reader)
+    return DocumentOut.of(document, document_service.stalled_before())
 
 
 @router.patch("/{document_id}", responses=refusals(409, *BODY))
@@ -315,22 +319,22 @@ async def change_governance(
     document_id: str,
     body: GovernanceChange,
     caller: CallerDep,
-    governance: GovernanceDep,
-    documents: Documents,
+    governance_service: GovernanceServiceDep,
+    document_service: DocumentServiceDep,
 ) -> DocumentOut:
     """Changes who owns and who may read the item (every version of it), or archives it
     (`archived: true`). Search sees the change when this returns; nothing is re-embedded."""
-    document = await governance.change(caller.principal, kb_id, document_id, body)
-    return DocumentOut.of(document, documents.stalled_before())
+    document = await governance_service.change(caller.principal, kb_id, document_id, body)
+    return DocumentOut.of(document, document_service.stalled_before())
 
 
 @router.get("/{document_id}/content")
 async def document_content(
-    kb_id: KbId, document_id: str, caller: CallerDep, documents: Documents
+    kb_id: KbId, document_id: str, caller: CallerDep, document_service: DocumentServiceDep
 ) -> DocumentContent:
     """The item's text (404 if the caller may not read it)."""
-    document = await documents.get(caller.tenant_id, kb_id, document_id, caller.reader)
-    content = await documents.content(caller.tenant_id, kb_id, document_id, caller.reader)
+    document = await document_service.get(caller.tenant_id, kb_id, document_id, caller.reader)
+    content = await document_service.content(caller.tenant_id, kb_id, document_id, caller.reader)
     return DocumentContent(document_id=document.id, title=document.title, content=content)
 
 
@@ -339,11 +343,13 @@ async def document_chunks(
     kb_id: KbId,
     document_id: str,
     caller: CallerDep,
-    documents: Documents,
+    document_service: DocumentServiceDep,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> StoredChunks:
     """The document's chunks as the vector store holds them (what search can return)."""
-    payloads = await documents.chunks(caller.tenant_id, kb_id, document_id, caller.reader, limit)
+    payloads = await document_service.chunks(
+        caller.tenant_id, kb_id, document_id, caller.reader, limit
+    )
     return StoredChunks(items=[StoredChunk.of(payload) for payload in payloads])
 
 
@@ -351,18 +357,18 @@ async def document_chunks(
     "/{document_id}/reindex", status_code=status.HTTP_202_ACCEPTED, responses=refusals(409)
 )
 async def reindex_document(
-    kb_id: KbId, document_id: str, caller: CallerDep, intake: IntakeDep
+    kb_id: KbId, document_id: str, caller: CallerDep, intake_service: IntakeServiceDep
 ) -> DocumentOut:
     """Runs the pipeline again on the stored original; what is indexed stays searchable."""
-    document = await intake.reindex(caller.tenant_id, kb_id, document_id, caller.reader)
+    document = await intake_service.reindex(caller.tenant_id, kb_id, document_id, caller.reader)
     return DocumentOut.of(document)
 
 
 @router.delete("/{document_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_document(
-    kb_id: KbId, document_id: str, caller: CallerDep, removal: RemovalDep
+    kb_id: KbId, document_id: str, caller: CallerDep, removal_service: RemovalServiceDep
 ) -> Response:
     """Deletes the document (its owner or an admin): gone from search when this returns,
     then its files."""
-    await removal.delete_document(caller.tenant_id, kb_id, document_id, caller.reader)
+    await removal_service.delete_document(caller.tenant_id, kb_id, document_id, caller.reader)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, status
 
-from api.audit import remember_details
-from api.deps import AdminPrincipal, EvaluationsDep, KbId
+from api.audit_middleware import remember_details
+from api.deps import AdminPrincipal, EvaluationServiceDep, KbId
 from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.evaluation import Applied, ApplyRequest, Evaluation, EvaluationRequest
 
@@ -20,31 +20,37 @@ router = APIRouter(
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=refusals(409, *BODY))
 async def evaluate(
-    kb_id: KbId, body: EvaluationRequest, principal: AdminPrincipal, evaluations: EvaluationsDep
+    kb_id: KbId,
+    body: EvaluationRequest,
+    principal: AdminPrincipal,
+    evaluation_service: EvaluationServiceDep,
 ) -> Evaluation:
     """Runs the cases (`{query, expected: [document ids or text snippets]}`) through every
     retrieval mode; answers with recall@k, MRR and nDCG@10 per mode, the misses with what came
     back instead, and the configuration a bot should use. The result is kept."""
-    return await evaluations.evaluate(principal.tenant_id, kb_id, body)
+    return await evaluation_service.evaluate(principal.tenant_id, kb_id, body)
 
 
 @router.get("", responses=refusals(422))
 async def list_evaluations(
     kb_id: KbId,
     principal: AdminPrincipal,
-    evaluations: EvaluationsDep,
+    evaluation_service: EvaluationServiceDep,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> list[Evaluation]:
     """The knowledge base's evaluations, newest first."""
-    return await evaluations.list_recent(principal.tenant_id, kb_id, limit)
+    return await evaluation_service.list_recent(principal.tenant_id, kb_id, limit)
 
 
 @router.get("/{evaluation_id}")
 async def get_evaluation(
-    kb_id: KbId, evaluation_id: str, principal: AdminPrincipal, evaluations: EvaluationsDep
+    kb_id: KbId,
+    evaluation_id: str,
+    principal: AdminPrincipal,
+    evaluation_service: EvaluationServiceDep,
 ) -> Evaluation:
     """One kept evaluation."""
-    return await evaluations.get(principal.tenant_id, kb_id, evaluation_id)
+    return await evaluation_service.get(principal.tenant_id, kb_id, evaluation_id)
 
 
 @router.post("/{evaluation_id}/apply", responses=refusals(409, *BODY))
@@ -53,7 +59,7 @@ async def apply_evaluation(
     evaluation_id: str,
     body: ApplyRequest,
     principal: AdminPrincipal,
-    evaluations: EvaluationsDep,
+    evaluation_service: EvaluationServiceDep,
     request: Request,
 ) -> Applied:
     """Applies a configuration the evaluation measured (`config`; left out, its best) to a
@@ -64,6 +70,6 @@ async def apply_evaluation(
     the same."""
     asked = body.model_dump(mode="json", exclude_none=True)
     remember_details(request.scope, {"evaluation_id": evaluation_id, "kb_id": kb_id, **asked})
-    applied = await evaluations.apply(principal.tenant_id, kb_id, evaluation_id, body)
+    applied = await evaluation_service.apply(principal.tenant_id, kb_id, evaluation_id, body)
     remember_details(request.scope, applied.model_dump(mode="json"))
     return applied

@@ -5,24 +5,27 @@ from __future__ import annotations
 from fastapi import APIRouter, BackgroundTasks, Response, status
 from fastapi.responses import JSONResponse
 
-from api.deps import CallerDep, Search, Wiki, after_response
+from api.deps import CallerDep, SearchServiceDep, WikiServiceDep, after_response
 from api.responses import AUTHENTICATED, BODY, refusals
 from core.errors import InvalidRequest
 from schemas.api import WikiPageIn, WikiPageList, WikiPageOut
 from schemas.search import KnowledgeResult, KnowledgeSearchRequest, KnowledgeSearchResponse
-from services.intake import Outcome
+from services.intake_service import Outcome
 
 router = APIRouter(prefix="/api/v1/knowledge", tags=["knowledge"], responses=AUTHENTICATED)
 
 
 @router.post("/search", responses=refusals(429, *BODY))
 async def knowledge_search(
-    body: KnowledgeSearchRequest, caller: CallerDep, search: Search, background: BackgroundTasks
+    body: KnowledgeSearchRequest,
+    caller: CallerDep,
+    search_service: SearchServiceDep,
+    background: BackgroundTasks,
 ) -> KnowledgeSearchResponse:
     """Searches the caller's tenant's active KBs (those named, if any), returning only
     passages of items the caller may read; with a `session_id` or `turn_id`, announces what
     it retrieved after the answer."""
-    response = await search.search_reader(
+    response = await search_service.search_reader(
         caller.tenant_id, caller.reader, body, after_response(background)
     )
     return KnowledgeSearchResponse(
@@ -39,12 +42,14 @@ async def knowledge_search(
         **refusals(404, 409, *BODY),
     },
 )
-async def write_wiki_page(body: WikiPageIn, caller: CallerDep, wiki: Wiki) -> JSONResponse:
+async def write_wiki_page(
+    body: WikiPageIn, caller: CallerDep, wiki_service: WikiServiceDep
+) -> JSONResponse:
     """Creates a page, or a new version of it (its owner or an admin); it is indexed like a
     document and replaces the old version once indexed."""
     if body.tenant_id not in (None, caller.tenant_id):
         raise InvalidRequest("tenant_id is not the caller's tenant")
-    ingested = await wiki.write(
+    ingested = await wiki_service.write(
         caller.tenant_id,
         caller.reader,
         kb_id=body.kb_id,
@@ -60,21 +65,23 @@ async def write_wiki_page(body: WikiPageIn, caller: CallerDep, wiki: Wiki) -> JS
 
 
 @router.get("/wiki")
-async def list_wiki_pages(caller: CallerDep, wiki: Wiki) -> WikiPageList:
+async def list_wiki_pages(caller: CallerDep, wiki_service: WikiServiceDep) -> WikiPageList:
     """The wiki pages the caller may read (newest versions, without their text)."""
-    pages = await wiki.list_pages(caller.tenant_id, caller.reader)
+    pages = await wiki_service.list_pages(caller.tenant_id, caller.reader)
     return WikiPageList(items=[WikiPageOut.of(page) for page in pages])
 
 
 @router.get("/wiki/{topic}", responses=refusals(404))
-async def read_wiki_page(topic: str, caller: CallerDep, wiki: Wiki) -> WikiPageOut:
+async def read_wiki_page(
+    topic: str, caller: CallerDep, wiki_service: WikiServiceDep
+) -> WikiPageOut:
     """A page with its Markdown (404 if the caller may not read it)."""
-    page, content = await wiki.read(caller.tenant_id, caller.reader, topic)
+    page, content = await wiki_service.read(caller.tenant_id, caller.reader, topic)
     return WikiPageOut.of(page, content)
 
 
 @router.delete("/wiki/{topic}", status_code=status.HTTP_204_NO_CONTENT, responses=refusals(404))
-async def delete_wiki_page(topic: str, caller: CallerDep, wiki: Wiki) -> Response:
+async def delete_wiki_page(topic: str, caller: CallerDep, wiki_service: WikiServiceDep) -> Response:
     """Deletes every version of the page (its owner or an admin)."""
-    await wiki.delete(caller.tenant_id, caller.reader, topic)
+    await wiki_service.delete(caller.tenant_id, caller.reader, topic)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

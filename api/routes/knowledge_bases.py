@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 
-from api.deps import AdminPrincipal, KbId, KnowledgeBases, PrincipalDep
+from api.deps import AdminPrincipal, KbId, KnowledgeBaseServiceDep, PrincipalDep
 from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.api import (
     KnowledgeBaseCreate,
@@ -24,10 +24,12 @@ router = APIRouter(
 @router.post("", status_code=status.HTTP_201_CREATED, responses=refusals(409, *BODY))
 @router.post("/", status_code=status.HTTP_201_CREATED, include_in_schema=False)
 async def create_knowledge_base(
-    body: KnowledgeBaseCreate, principal: AdminPrincipal, kbs: KnowledgeBases
+    body: KnowledgeBaseCreate,
+    principal: AdminPrincipal,
+    knowledge_base_service: KnowledgeBaseServiceDep,
 ) -> KnowledgeBaseOut:
     """Creates a knowledge base in the caller's tenant."""
-    kb = await kbs.create(
+    kb = await knowledge_base_service.create(
         principal.tenant_id,
         body.name,
         body.description,
@@ -42,28 +44,35 @@ async def create_knowledge_base(
 
 @router.get("")
 @router.get("/", include_in_schema=False)
-async def list_knowledge_bases(principal: PrincipalDep, kbs: KnowledgeBases) -> KnowledgeBaseList:
+async def list_knowledge_bases(
+    principal: PrincipalDep, knowledge_base_service: KnowledgeBaseServiceDep
+) -> KnowledgeBaseList:
     """The caller's tenant's knowledge bases, newest first (users may list them too)."""
-    items = await kbs.list_all(principal.tenant_id)
+    items = await knowledge_base_service.list_all(principal.tenant_id)
     return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb) for kb in items])
 
 
 @router.get("/{kb_id}", responses=refusals(404))
 async def get_knowledge_base(
-    kb_id: KbId, principal: PrincipalDep, kbs: KnowledgeBases
+    kb_id: KbId, principal: PrincipalDep, knowledge_base_service: KnowledgeBaseServiceDep
 ) -> KnowledgeBaseOut:
     """One knowledge base."""
-    return KnowledgeBaseOut.of(await kbs.get(principal.tenant_id, kb_id))
+    return KnowledgeBaseOut.of(await knowledge_base_service.get(principal.tenant_id, kb_id))
 
 
 @router.patch("/{kb_id}", responses=refusals(404, 409, *BODY))
 async def update_knowledge_base(
-    kb_id: KbId, body: KnowledgeBaseUpdate, principal: AdminPrincipal, kbs: KnowledgeBases
+    kb_id: KbId,
+    body: KnowledgeBaseUpdate,
+    principal: AdminPrincipal,
+    knowledge_base_service: KnowledgeBaseServiceDep,
 ) -> KnowledgeBaseOut:
     """Changes name, description, language, default visibility or status (only the fields
     given)."""
     changes = body.model_dump(exclude_unset=True, exclude_none=True)
-    return KnowledgeBaseOut.of(await kbs.update(principal.tenant_id, kb_id, changes))
+    return KnowledgeBaseOut.of(
+        await knowledge_base_service.update(principal.tenant_id, kb_id, changes)
+    )
 
 
 @router.delete(
@@ -77,13 +86,13 @@ async def update_knowledge_base(
 async def delete_knowledge_base(
     kb_id: KbId,
     principal: AdminPrincipal,
-    kbs: KnowledgeBases,
+    knowledge_base_service: KnowledgeBaseServiceDep,
     hard: Annotated[bool, Query(description="delete the KB and all it holds for good")] = False,
 ) -> Response:
     """Disables the knowledge base (its chunks drop out of search at once; nothing is lost),
     or with `hard=true` deletes it with its documents, files and chunks."""
     if hard:
-        await kbs.delete(principal.tenant_id, kb_id)
+        await knowledge_base_service.delete(principal.tenant_id, kb_id)
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    kb = await kbs.disable(principal.tenant_id, kb_id)
+    kb = await knowledge_base_service.disable(principal.tenant_id, kb_id)
     return JSONResponse(KnowledgeBaseOut.of(kb).model_dump(mode="json"))

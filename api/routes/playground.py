@@ -8,18 +8,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
-from api.deps import AdminPrincipal, Bots, Search
+from api.deps import AdminPrincipal, BotServiceDep, SearchServiceDep
 from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.bots import Bot
-from schemas.search import BotSearchOptions, BotSearchRequest, SearchHit, SearchMetrics
+from schemas.search import BotSearchOptions, BotSearchRequest, PlaygroundHit, SearchMetrics
 
 router = APIRouter(prefix="/api/v1/bots", tags=["bots"], responses=AUTHENTICATED)
-
-
-class PlaygroundHit(SearchHit):
-    """A hit of the bot's search, with where to cite it."""
-
-    citation: str
 
 
 class PlaygroundResponse(BaseModel):
@@ -30,9 +24,9 @@ class PlaygroundResponse(BaseModel):
     fallback_message: str | None = None
 
 
-async def tenant_bot(bot_id: str, principal: AdminPrincipal, bots: Bots) -> Bot:
+async def tenant_bot(bot_id: str, principal: AdminPrincipal, bot_service: BotServiceDep) -> Bot:
     """The caller's tenant's bot (404 for any other, before the body is validated)."""
-    return await bots.get(principal.tenant_id, bot_id)
+    return await bot_service.get(principal.tenant_id, bot_id)
 
 
 @router.post("/{bot_id}/search", responses=refusals(404, 429, *BODY))
@@ -40,7 +34,7 @@ async def playground_search(
     bot: Annotated[Bot, Depends(tenant_bot)],
     principal: AdminPrincipal,
     body: BotSearchOptions,
-    search: Search,
+    search_service: SearchServiceDep,
 ) -> PlaygroundResponse:
     """Runs the bot's search through the same service as `POST
     /api/v1/internal/knowledge/search`: its attached, active KBs and knowledge settings,
@@ -51,9 +45,9 @@ async def playground_search(
         session_id=f"playground:{principal.token_id}",
         **body.model_dump(exclude_none=True),
     )
-    answer = await search.search_bot(request)
+    answer = await search_service.search_bot(request)
     return PlaygroundResponse(
-        hits=[PlaygroundHit(**hit.model_dump(), citation=hit.cited_as) for hit in answer.hits],
+        hits=[PlaygroundHit.of(hit) for hit in answer.hits],
         metrics=answer.metrics,
         fallback_message=answer.fallback_message,
     )

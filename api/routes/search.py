@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, BackgroundTasks, Body
 
-from api.deps import InternalCaller, Search, after_response
+from api.deps import InternalCaller, SearchServiceDep, after_response
 from api.responses import BODY, refusals
 from schemas.search import BotSearchRequest, InternalSearchRequest, SearchResponse
 
@@ -20,7 +20,7 @@ router = APIRouter(prefix="/api/v1/internal/knowledge", tags=["search"])
 )
 async def search(
     body: Annotated[InternalSearchRequest, Body()],
-    search_service: Search,
+    search_service: SearchServiceDep,
     background: BackgroundTasks,
 ) -> SearchResponse:
     """A bot's search (`bot_id`, `session_id`, `query`, optional `kb_ids`, `top_k`,

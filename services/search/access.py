@@ -4,7 +4,7 @@ A bot may search the KBs attached to it that exist in its own tenant and are act
 those only the ones the request names (if it names any). Everything else is dropped without an
 error, as seed 000 specifies; a bot whose knowledge is disabled searches nothing. The resolved
 access is cached for `access_ttl_s` and dropped whenever the bot or one of its KBs changes
-(`services.freshness`).
+(`services.freshness_service`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.errors import NotFound
-from infra.bots import BotRepository
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.bot_repository import BotRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.bots import KnowledgeConfig
-from services.freshness import SearchFreshness
+from services.freshness_service import FreshnessService
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class AccessGuard:
     """Resolves bots' access, through the cache."""
 
     def __init__(
-        self, bots: BotRepository, kbs: KnowledgeBaseRepository, freshness: SearchFreshness
+        self, bots: BotRepository, kbs: KnowledgeBaseRepository, freshness: FreshnessService
     ) -> None:
         self._bots = bots
         self._kbs = kbs

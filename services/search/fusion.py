@@ -25,8 +25,8 @@ On top of either, strong signals are placed first, whatever the other retriever 
 
 Their score is raised to 1.0.
 
-Chosen by measurement (`benchmarks/fusion.py` compares the methods offline on the evaluation
-sets): see the README's Search section for the figures.
+Chosen by measurement on the evaluation sets: see the README's Search section for the
+figures.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from infra.mongo import connect
-from infra.tokens import TokenRepository
+from infra.token_repository import TokenRepository
 from schemas.domain import Record, Role
 from schemas.events import RecordPublished
 from schemas.topics import RECORDS_INGEST

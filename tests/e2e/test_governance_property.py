@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.mongo import connect
-from infra.tokens import TokenRepository
+from infra.token_repository import TokenRepository
 from schemas.domain import Role
 from tests.conftest import RunningPipeline, unique
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from infra.mongo import connect
-from infra.tokens import TokenRepository
+from infra.token_repository import TokenRepository
 from schemas.domain import Role
 from schemas.search import SearchHit
 from tests.conftest import unique

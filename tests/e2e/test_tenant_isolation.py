@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from infra.mongo import connect
-from infra.tokens import TokenRepository
+from infra.token_repository import TokenRepository
 from schemas.domain import Role
 from tests.conftest import unique
 from tests.e2e.client import Api

@@ -10,17 +10,17 @@ import pytest
 
 from infra.blob_store import BlobStore
 from infra.context.cache import ContextCache
-from infra.documents import DocumentRepository
+from infra.document_repository import DocumentRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database
 from infra.outbox import Outbox
 from infra.settings import ChunkingSettings, ContextualSettings, IngestSettings, StagePolicy
+from ragline.stages.runtime import StageRunner, document_stage
 from schemas.domain import ParseStatus
 from schemas.events import DocumentExtracted, Event
 from tests.factories import make_document
 from workers.chunk.context import Contextualizer
 from workers.chunk.handler import ChunkHandler
-from workers.runtime import StageRunner, document_stage
 
 
 @pytest.mark.parametrize(

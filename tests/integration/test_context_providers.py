@@ -25,7 +25,7 @@ from infra.context.base import (
 )
 from infra.context.cache import ContextCache
 from infra.context.factory import build_context_provider
-from infra.documents import DocumentRepository
+from infra.document_repository import DocumentRepository
 from infra.embedding.base import Embedder
 from infra.embedding_cache import EmbeddingCache
 from infra.lifecycle import DocumentLifecycle

@@ -11,8 +11,8 @@ from qdrant_client import AsyncQdrantClient
 
 from core.filters import SearchScope, chunks_where
 from infra.blob_store import BlobStore
-from infra.documents import DocumentRepository
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.document_repository import DocumentRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle, KbRevisions
 from infra.mongo import Database
 from infra.outbox import Outbox
@@ -20,11 +20,11 @@ from infra.settings import StagePolicy
 from infra.vectorstore.base import VectorQuery, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
 from infra.vectorstore.qdrant_server import QdrantServerStore
+from ragline.stages.index import IndexHandler
+from ragline.stages.runtime import document_stage
 from schemas.domain import ChunkRecord, Document, ParseStatus, file_source_key
 from schemas.events import ChunkBatchEmbedded
 from tests.factories import make_document
-from workers.index.handler import IndexHandler
-from workers.runtime import document_stage
 
 DIM = 8
 

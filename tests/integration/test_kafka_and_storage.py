@@ -17,20 +17,20 @@ from core.errors import NotFound, ServiceUnavailable
 from devstack.launcher import LocalServices
 from infra import blob_store
 from infra.blob_store import BlobStore
-from infra.documents import DocumentRepository
+from infra.document_repository import DocumentRepository
 from infra.kafka import build_broker, ensure_topics, kafka_dead_letter, kafka_publisher
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database, ensure_indexes
 from infra.outbox import Outbox
+from ragline.stages.hosting import RunnerSlot, rewind_past_the_end, subscribe_stage
+from ragline.stages.ports import StageResult
+from ragline.stages.runtime import Stage, StageRunner
 from schemas.domain import Document, ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import DocumentUploaded
 from schemas.topics import dead_letter_topic
 from tests.conftest import MongoCommands, settings_for, unique
 from tests.factories import make_document
-from workers.ports import StageResult
-from workers.runtime import Stage, StageRunner
-from workers.wiring import RunnerSlot, rewind_past_the_end, subscribe_stage
 
 
 async def test_topics_are_created_with_their_partitions(local_services: LocalServices) -> None:

@@ -11,12 +11,12 @@ from pymongo import AsyncMongoClient
 
 from core.errors import NotFound
 from devstack.launcher import LocalServices
-from infra.documents import DocumentRepository
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.document_repository import DocumentRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle, Finished
 from infra.mongo import Database, ensure_indexes
 from infra.outbox import Outbox
-from infra.tokens import TokenRepository
+from infra.token_repository import TokenRepository
 from schemas.domain import (
     ChunkingProgress,
     Document,

@@ -21,8 +21,8 @@ from schemas.bots import BotCreate, BotUpdate, KnowledgeConfig, KnowledgePatch
 from schemas.domain import KbStatus, Principal, Record, Role
 from schemas.events import ChunksRetrieved
 from schemas.topics import ALL_TOPICS
-from services.governance import Submission
-from services.intake import Outcome
+from services.governance_service import Submission
+from services.intake_service import Outcome
 from tests.conftest import settings_for
 
 
@@ -54,72 +54,74 @@ async def publishing(local_services: LocalServices, tmp_path: Path) -> AsyncIter
 
 
 async def test_a_kb_being_deleted_takes_no_changes_from_any_service(system: System) -> None:
-    kb = await system.knowledge_bases.create("acme", "Manuals")
-    await system.kbs.update("acme", kb.id, {"status": KbStatus.DELETING})
+    kb = await system.knowledge_base_service.create("acme", "Manuals")
+    await system.knowledge_base_repo.update("acme", kb.id, {"status": KbStatus.DELETING})
     with pytest.raises(Conflict, match="being deleted"):
-        await system.knowledge_bases.update("acme", kb.id, {"name": "Renamed"})
+        await system.knowledge_base_service.update("acme", kb.id, {"name": "Renamed"})
     with pytest.raises(Conflict, match="hard=true"):
-        await system.knowledge_bases.disable("acme", kb.id)
+        await system.knowledge_base_service.disable("acme", kb.id)
     with pytest.raises(Conflict, match="being deleted"):
-        await system.intake.accept_record(
+        await system.intake_service.accept_record(
             "acme", kb.id, Record(title="t", content="words"), Submission.connector()
         )
     # Deleting again finishes the interrupted delete.
-    await system.knowledge_bases.delete("acme", kb.id)
+    await system.knowledge_base_service.delete("acme", kb.id)
     with pytest.raises(NotFound):
-        await system.knowledge_bases.get("acme", kb.id)
+        await system.knowledge_base_service.get("acme", kb.id)
 
 
 async def test_kb_changes_reach_the_answer_cache_and_attached_bots_access(system: System) -> None:
-    kb = await system.knowledge_bases.create("acme", "Manuals")
-    bot = await system.bot_admin.create(
+    kb = await system.knowledge_base_service.create("acme", "Manuals")
+    bot = await system.bot_service.create(
         "acme", BotCreate(name="b", knowledge=KnowledgeConfig(enabled=True, kb_ids=[kb.id]))
     )
-    await system.freshness.remember_access(bot.id, {"tenant_id": "acme"})
+    await system.freshness_service.remember_access(bot.id, {"tenant_id": "acme"})
 
-    renamed = await system.knowledge_bases.update("acme", kb.id, {"name": "Renamed"})
-    assert await system.freshness.revisions([kb.id]) == [renamed.revision]
+    renamed = await system.knowledge_base_service.update("acme", kb.id, {"name": "Renamed"})
+    assert await system.freshness_service.revisions([kb.id]) == [renamed.revision]
     # A rename does not change what a bot may search.
-    assert await system.freshness.cached_access(bot.id) is not None
+    assert await system.freshness_service.cached_access(bot.id) is not None
 
-    disabled = await system.knowledge_bases.disable("acme", kb.id)
+    disabled = await system.knowledge_base_service.disable("acme", kb.id)
     assert disabled.revision > renamed.revision
-    assert await system.freshness.revisions([kb.id]) == [disabled.revision]
-    assert await system.freshness.cached_access(bot.id) is None
+    assert await system.freshness_service.revisions([kb.id]) == [disabled.revision]
+    assert await system.freshness_service.cached_access(bot.id) is None
 
 
 async def test_bot_changes_drop_its_cached_access(system: System) -> None:
-    kb = await system.knowledge_bases.create("acme", "Manuals")
-    other = await system.knowledge_bases.create("other-tenant", "Theirs")
-    bot = await system.bot_admin.create("acme", BotCreate(name="b"))
+    kb = await system.knowledge_base_service.create("acme", "Manuals")
+    other = await system.knowledge_base_service.create("other-tenant", "Theirs")
+    bot = await system.bot_service.create("acme", BotCreate(name="b"))
     with pytest.raises(InvalidRequest, match=other.id):
-        await system.bot_admin.update(
+        await system.bot_service.update(
             "acme", bot.id, BotUpdate(knowledge=KnowledgePatch(kb_ids=[other.id]))
         )
-    await system.freshness.remember_access(bot.id, {"tenant_id": "acme"})
-    await system.bot_admin.update(
+    await system.freshness_service.remember_access(bot.id, {"tenant_id": "acme"})
+    await system.bot_service.update(
         "acme", bot.id, BotUpdate(knowledge=KnowledgePatch(enabled=True, kb_ids=[kb.id]))
     )
-    assert await system.freshness.cached_access(bot.id) is None
-    await system.freshness.remember_access(bot.id, {"tenant_id": "acme"})
-    await system.bot_admin.delete("acme", bot.id)
-    assert await system.freshness.cached_access(bot.id) is None
+    assert await system.freshness_service.cached_access(bot.id) is None
+    await system.freshness_service.remember_access(bot.id, {"tenant_id": "acme"})
+    await system.bot_service.delete("acme", bot.id)
+    assert await system.freshness_service.cached_access(bot.id) is None
 
 
 async def test_items_get_their_owner_and_visibility_from_who_adds_them(
     publishing: System,
 ) -> None:
     system = publishing
-    kb = await system.knowledge_bases.create("acme", "Policies")
-    await system.people.register_user("acme", "uma", "Uma")
-    await system.people.register_user("acme", "vic", "Vic")
+    kb = await system.knowledge_base_service.create("acme", "Policies")
+    await system.people_service.register_user("acme", "uma", "Uma")
+    await system.people_service.register_user("acme", "vic", "Vic")
     admin = Submission.connector()
     uma = Submission(Reader.user("uma"))
 
-    by_admin = await system.intake.accept_record("acme", kb.id, _record("r1", "Leave"), admin)
+    by_admin = await system.intake_service.accept_record(
+        "acme", kb.id, _record("r1", "Leave"), admin
+    )
     assert by_admin.document.governance.visibility_mode is Visibility.SHARED
     assert by_admin.document.readers == ["role:admin", "tenant"]
-    by_uma = await system.intake.accept_record("acme", kb.id, _record("r1", "Mine"), uma)
+    by_uma = await system.intake_service.accept_record("acme", kb.id, _record("r1", "Mine"), uma)
     assert by_uma.document.governance.owner_user_id == "uma"
     assert by_uma.document.governance.visibility_mode is Visibility.PRIVATE
     # Her record of the same id is a line of her own: the admin's item is not replaced.
@@ -129,15 +131,17 @@ async def test_items_get_their_owner_and_visibility_from_who_adds_them(
     restricted = Submission.connector(
         GovernanceChange(visibility_mode=Visibility.RESTRICTED, user_grants=["vic"])
     )
-    changed = await system.intake.accept_record(
+    changed = await system.intake_service.accept_record(
         "acme", kb.id, _record("r1", "Leave"), restricted, batch=True
     )
     # Same content, new permission: stored, and the pipeline runs again to show it.
     assert changed.outcome is Outcome.REINDEXED
-    stored = await system.documents.get("acme", kb.id, by_admin.document.id)
+    stored = await system.document_repo.get("acme", kb.id, by_admin.document.id)
     assert stored.readers == ["role:admin", "user:vic"]
     # A new version keeps the permission of the one it replaces.
-    newer = await system.intake.accept_record("acme", kb.id, _record("r1", "Leave v2"), admin)
+    newer = await system.intake_service.accept_record(
+        "acme", kb.id, _record("r1", "Leave v2"), admin
+    )
     assert newer.outcome is Outcome.UPDATED
     assert newer.document.governance.user_grants == ["vic"]
     assert newer.document.knowledge_item_id == by_admin.document.id
@@ -147,19 +151,19 @@ async def test_governance_input_is_checked_and_changes_need_the_owner(
     publishing: System,
 ) -> None:
     system = publishing
-    kb = await system.knowledge_bases.create("acme", "Policies")
-    await system.people.register_user("acme", "uma", "Uma")
-    await system.people.register_user("acme", "vic", "Vic")
+    kb = await system.knowledge_base_service.create("acme", "Policies")
+    await system.people_service.register_user("acme", "uma", "Uma")
+    await system.people_service.register_user("acme", "vic", "Vic")
     shared = Submission.connector(GovernanceChange(visibility_mode=Visibility.SHARED))
     with pytest.raises(InvalidRequest, match="confirm_tenant_wide"):
-        await system.intake.accept_records("acme", kb.id, [_record("r2", "x")], shared)
+        await system.intake_service.accept_records("acme", kb.id, [_record("r2", "x")], shared)
     ghosts = Submission.connector(GovernanceChange(audience_tags=["ghosts"]))
     with pytest.raises(InvalidRequest, match="unknown audience: ghosts"):
-        await system.intake.accept_records("acme", kb.id, [_record("r2", "x")], ghosts)
-    assert (await system.documents.list_page("acme", kb.id)).items == []
+        await system.intake_service.accept_records("acme", kb.id, [_record("r2", "x")], ghosts)
+    assert (await system.document_repo.list_page("acme", kb.id)).items == []
 
     grant = GovernanceChange(visibility_mode=Visibility.RESTRICTED, user_grants=["vic"])
-    item = await system.intake.accept_record(
+    item = await system.intake_service.accept_record(
         "acme", kb.id, _record("r3", "Salary bands"), Submission(Reader.user("uma"), grant)
     )
     uma = Principal(tenant_id="acme", role=Role.USER, token_id="t1", user_id="uma")
@@ -167,10 +171,10 @@ async def test_governance_input_is_checked_and_changes_need_the_owner(
     wes = uma.model_copy(update={"user_id": "wes", "token_id": "t3"})
     archive = GovernanceChange(archived=True)
     with pytest.raises(NotFound):  # Wes cannot read it: he does not learn it exists
-        await system.item_governance.change(wes, kb.id, item.document.id, archive)
+        await system.governance_service.change(wes, kb.id, item.document.id, archive)
     with pytest.raises(Forbidden):  # Vic reads it but does not own it
-        await system.item_governance.change(vic, kb.id, item.document.id, archive)
-    done = await system.item_governance.change(uma, kb.id, item.document.id, archive)
+        await system.governance_service.change(vic, kb.id, item.document.id, archive)
+    done = await system.governance_service.change(uma, kb.id, item.document.id, archive)
     assert done.governance.archived_at is not None
     assert done.readers == []
 

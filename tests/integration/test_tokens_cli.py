@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from devstack.launcher import LocalServices
 from infra.mongo import connect
-from infra.tokens import TokenRepository
+from infra.token_repository import TokenRepository
 from ragline.tokens_cli import issue
 from schemas.domain import Role
 from tests.conftest import settings_for

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from schemas.search import AlsoIn, SearchHit
-from services.evaluation import Expectation, mean_scores, score_case
+from services.evaluation_service import Expectation, mean_scores, score_case
 
 
 def _hit(document_id: str, text: str, also_in: tuple[str, ...] = ()) -> SearchHit:

@@ -5,20 +5,20 @@ from __future__ import annotations
 from faststream import FastStream
 
 from infra.settings import Settings
+from ragline.stages.hosting import stage_app
+from ragline.stages.runtime import Stage, document_stage
 from ragline.system import System
 from schemas.domain import ParseStatus
 from schemas.events import DocumentExtracted
 from workers.chunk.context import Contextualizer
 from workers.chunk.handler import ChunkHandler
-from workers.runtime import Stage, document_stage
-from workers.wiring import stage_app
 
 
 async def build_stage(system: System) -> Stage[DocumentExtracted]:
     """The chunk stage over the process's objects."""
     settings = system.settings
     handler = ChunkHandler(
-        system.documents,
+        system.document_repo,
         system.blobs,
         settings.chunking,
         batch_size=settings.embedding.batch_size,
@@ -31,7 +31,7 @@ async def build_stage(system: System) -> Stage[DocumentExtracted]:
         DocumentExtracted,
         ParseStatus.CHUNKING,
         handler,
-        system.documents,
+        system.document_repo,
         settings.stages.chunk,
     )
 

@@ -9,12 +9,12 @@ from faststream import FastStream
 from infra.embedding.local import LocalEmbedder
 from infra.settings import Settings
 from infra.sparse import SparseEncoder
+from ragline.stages.hosting import stage_app
+from ragline.stages.runtime import Stage, document_stage
 from ragline.system import System
 from schemas.domain import ParseStatus
 from schemas.events import ChunkBatchReady
 from workers.embed.handler import EmbedHandler
-from workers.runtime import Stage, document_stage
-from workers.wiring import stage_app
 
 
 async def build_stage(system: System) -> Stage[ChunkBatchReady]:
@@ -23,13 +23,13 @@ async def build_stage(system: System) -> Stage[ChunkBatchReady]:
     if isinstance(embedder, LocalEmbedder):
         # Its document model loads on the first batch: load it now, before messages wait.
         await asyncio.to_thread(embedder.load_document_model)
-    handler = EmbedHandler(system.documents, embedder, system.embedding_cache, SparseEncoder())
+    handler = EmbedHandler(system.document_repo, embedder, system.embedding_cache, SparseEncoder())
     return document_stage(
         "embed",
         ChunkBatchReady,
         ParseStatus.EMBEDDING,
         handler,
-        system.documents,
+        system.document_repo,
         system.settings.stages.embed,
     )
 

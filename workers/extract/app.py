@@ -5,14 +5,14 @@ from __future__ import annotations
 from faststream import FastStream
 
 from infra.settings import Settings
+from ragline.stages.hosting import stage_app
+from ragline.stages.runtime import Stage, document_stage
 from ragline.system import System
 from schemas.domain import ParseStatus
 from schemas.events import DocumentUploaded
 from workers.extract.extractors import ExtractionLimits, OcrPolicy
 from workers.extract.handler import ExtractHandler
 from workers.extract.sandbox import ParserSandbox
-from workers.runtime import Stage, document_stage
-from workers.wiring import stage_app
 
 
 async def build_stage(system: System) -> Stage[DocumentUploaded]:
@@ -30,7 +30,7 @@ async def build_stage(system: System) -> Stage[DocumentUploaded]:
     await parsers.start()
     system.on_close(parsers.close)
     handler = ExtractHandler(
-        system.documents,
+        system.document_repo,
         system.blobs,
         system.publish,
         ingest.extract_part_chars,
@@ -41,7 +41,7 @@ async def build_stage(system: System) -> Stage[DocumentUploaded]:
         DocumentUploaded,
         ParseStatus.EXTRACTING,
         handler,
-        system.documents,
+        system.document_repo,
         system.settings.stages.extract,
     )
 

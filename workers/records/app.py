@@ -1,16 +1,16 @@
-"""Records worker: wiring only (the logic is in handler.py and `services.intake`)."""
+"""Records worker: wiring only (the logic is in handler.py and `services.intake_service`)."""
 
 from __future__ import annotations
 
 from faststream import FastStream
 
 from infra.settings import Settings
+from ragline.stages.hosting import stage_app
+from ragline.stages.runtime import Stage
 from ragline.system import System
 from schemas.events import RecordPublished
 from schemas.topics import RECORDS_INGEST
 from workers.records.handler import RecordHandler, Requeue
-from workers.runtime import Stage
-from workers.wiring import stage_app
 
 
 async def build_stage(system: System) -> Stage[RecordPublished]:
@@ -18,7 +18,7 @@ async def build_stage(system: System) -> Stage[RecordPublished]:
     return Stage(
         "records",
         RecordPublished,
-        RecordHandler(system.intake, system.retiring_source_sync, requeue(system)),
+        RecordHandler(system.intake_service, system.retiring_sync_service, requeue(system)),
         system.settings.stages.records,
     )
 

@@ -14,15 +14,15 @@ from typing import Protocol
 
 from core.errors import PermanentError
 from core.governance import Reader
+from ragline.stages.ports import StageResult
 from schemas.domain import Record
 from schemas.events import RecordPublished, SyncMarker
-from services.governance import Submission
-from services.intake import Ingested, Outcome, SyncRun
-from workers.ports import StageResult
+from services.governance_service import Submission
+from services.intake_service import Ingested, Outcome, SyncRun
 
 
 class RecordIntake(Protocol):
-    """Takes records (`services.intake.Intake`)."""
+    """Takes records (`services.intake_service.IntakeService`)."""
 
     async def accept_records(
         self,
@@ -39,7 +39,7 @@ class RecordIntake(Protocol):
 
 
 class SyncEnd(Protocol):
-    """Finishes a full sync (`services.sync.SourceSync` over the document repository)."""
+    """Finishes a full sync (`services.sync_service.SyncService` over the document repository)."""
 
     async def lines_in_run(self, tenant_id: str, kb_id: str, source: str, run: str) -> set[str]:
         """The records (version lines) a run holds so far."""

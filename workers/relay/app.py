@@ -1,4 +1,4 @@
-"""The relay process: wiring and its loop (the logic is in `services.recovery`).
+"""The relay process: wiring and its loop (the logic is in `services.recovery_service`).
 
 Every `relay.poll_s` it sends the outbox's due events; every `relay.reconcile_every_s` it
 checks whether the broker lost its topics (then re-drives everything in flight) and re-drives
@@ -23,7 +23,7 @@ from infra.metrics import OUTBOX_PENDING, serve_metrics
 from infra.mongo import ensure_indexes
 from infra.settings import Settings
 from ragline.system import System
-from services.recovery import Reconciler, Relay
+from services.recovery_service import ReconcilerService
 
 log = logging.getLogger(__name__)
 
@@ -39,30 +39,26 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         await broker.start()
         stack.push_async_callback(broker.stop)
         serve_metrics(settings.metrics_host, settings.metrics_port)
-        relay = Relay(system.outbox, system.send, settings.relay.batch, settings.relay.send_after_s)
-        reconciler = Reconciler(
-            system.documents,
-            system.lifecycle,
-            system.events,
-            settings.ingest.stall_after_s,
-            settings.relay.max_redrives,
-        )
+        relay_service = system.relay_service
+        reconciler_service = system.reconciler_service
         log.info("relay ready")
         next_check = 0.0
         while not stop.is_set():
-            await _step("sending the outbox", relay.drain())
+            await _step("sending the outbox", relay_service.drain())
             if time.monotonic() >= next_check:
-                await _step("reconciling", _reconcile(settings, system, reconciler))
+                await _step("reconciling", _reconcile(settings, system, reconciler_service))
                 next_check = time.monotonic() + settings.relay.reconcile_every_s
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), settings.relay.poll_s)
 
 
-async def _reconcile(settings: Settings, system: System, reconciler: Reconciler) -> None:
+async def _reconcile(
+    settings: Settings, system: System, reconciler_service: ReconcilerService
+) -> None:
     if await broker_is_new(settings.kafka):
-        count = await reconciler.redrive_in_flight("broker_restart")
+        count = await reconciler_service.redrive_in_flight("broker_restart")
         log.info("the broker is new or lost its topics: %d documents in flight re-driven", count)
-    await reconciler.redrive_stalled()
+    await reconciler_service.redrive_stalled()
     OUTBOX_PENDING.set(await system.outbox.count())
 
 

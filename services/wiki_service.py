@@ -10,12 +10,12 @@ from __future__ import annotations
 from core.errors import Conflict, NotFound
 from core.governance import GovernanceChange, Reader
 from infra.blob_store import BlobStore
-from infra.documents import DocumentRepository
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.document_repository import DocumentRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.domain import Document, ItemKind, Record
-from services.governance import ItemPolicy, Submission
-from services.intake import Ingested, Intake, TextItem
-from services.removal import Removal
+from services.governance_service import PolicyService, Submission
+from services.intake_service import Ingested, IntakeService, TextItem
+from services.removal_service import RemovalService
 
 
 def wiki_source_key(topic: str) -> str:
@@ -30,8 +30,8 @@ class WikiService:
         self,
         documents: DocumentRepository,
         kbs: KnowledgeBaseRepository,
-        intake: Intake,
-        removal: Removal,
+        intake: IntakeService,
+        removal: RemovalService,
         blobs: BlobStore,
     ) -> None:
         self._documents = documents
@@ -57,7 +57,7 @@ class WikiService:
         kb_id = await self._kbs.resolve(tenant_id, kb_id)
         versions = await self._documents.wiki_pages(tenant_id, topic)
         if versions:
-            newest = ItemPolicy.manageable(reader, versions[0])
+            newest = PolicyService.manageable(reader, versions[0])
             if newest.kb_id != kb_id:
                 raise Conflict(f"wiki topic {topic!r} belongs to knowledge base {newest.kb_id}")
         record = Record(title=title, content=content, metadata={"summary": summary})
@@ -75,7 +75,7 @@ class WikiService:
     async def read(self, tenant_id: str, reader: Reader, topic: str) -> tuple[Document, str]:
         """The newest version of the page the caller may read, with its Markdown."""
         for version in await self._documents.wiki_pages(tenant_id, topic):
-            if ItemPolicy.visible(reader, version):
+            if PolicyService.visible(reader, version):
                 return version, (await self._blobs.read(version.storage_key)).decode("utf-8")
         raise NotFound("wiki page", topic)
 
@@ -83,7 +83,7 @@ class WikiService:
         """The newest version of each page the caller may read, by topic."""
         pages: dict[str, Document] = {}
         for version in await self._documents.wiki_pages(tenant_id):
-            if version.topic not in pages and ItemPolicy.visible(reader, version):
+            if version.topic not in pages and PolicyService.visible(reader, version):
                 pages[version.topic or ""] = version
         return list(pages.values())
 
@@ -92,6 +92,6 @@ class WikiService:
         versions = await self._documents.wiki_pages(tenant_id, topic)
         if not versions:
             raise NotFound("wiki page", topic)
-        ItemPolicy.manageable(reader, versions[0])
+        PolicyService.manageable(reader, versions[0])
         for version in versions:
             await self._removal.delete_document(tenant_id, version.kb_id, version.id, reader)

@@ -15,13 +15,13 @@ from datetime import timedelta
 from core.filters import chunks_of_document, chunks_of_kb
 from core.governance import Reader
 from infra.blob_store import BlobStore
-from infra.documents import DocumentRepository
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.document_repository import DocumentRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.vectorstore.base import VectorStore
 from schemas.domain import Document, KbStatus, utcnow
-from services.freshness import SearchFreshness
-from services.governance import ItemPolicy
+from services.freshness_service import FreshnessService
+from services.governance_service import PolicyService
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +35,11 @@ async def retire_document(
 ) -> None:
     """Takes a document out of the pipeline and out of lists at once (its owner or an admin);
     the API process's sweep removes its chunks, files and record."""
-    ItemPolicy.manageable(reader, await documents.get(tenant_id, kb_id, document_id))
+    PolicyService.manageable(reader, await documents.get(tenant_id, kb_id, document_id))
     await documents.begin_delete(tenant_id, kb_id, document_id)
 
 
-class Removal:
+class RemovalService:
     """Deletes documents and knowledge bases: out of search first, then files and records."""
 
     def __init__(
@@ -49,7 +49,7 @@ class Removal:
         lifecycle: DocumentLifecycle,
         blobs: BlobStore,
         store: VectorStore,
-        freshness: SearchFreshness,
+        freshness: FreshnessService,
     ) -> None:
         self._documents = documents
         self._kbs = kbs
@@ -63,7 +63,7 @@ class Removal:
     ) -> None:
         """Removes the document from search at once, then its stored files and record (its
         owner or an admin only)."""
-        ItemPolicy.manageable(reader, await self._documents.get(tenant_id, kb_id, document_id))
+        PolicyService.manageable(reader, await self._documents.get(tenant_id, kb_id, document_id))
         document = await self._documents.begin_delete(tenant_id, kb_id, document_id)
         await self._store.delete(chunks_of_document(tenant_id, document_id))
         await self._delete_files(document)

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from core.errors import NotFound
 from core.governance import Reader
-from infra.documents import DocumentRepository
+from infra.document_repository import DocumentRepository
 from schemas.domain import Record
-from services.governance import Submission
-from services.intake import Ingested, Intake, SyncRun
+from services.governance_service import Submission
+from services.intake_service import Ingested, IntakeService, SyncRun
 
 # Deletes (or retires, where the vector store is not at hand) one document for a reader.
 RemoveDocument = Callable[[str, str, str, Reader], Awaitable[None]]
@@ -35,11 +35,11 @@ def new_sync_run() -> str:
     return f"sync_{secrets.token_hex(8)}"
 
 
-class SourceSync:
+class SyncService:
     """Makes a KB's documents of a source exactly a set of records."""
 
     def __init__(
-        self, intake: Intake, documents: DocumentRepository, remove: RemoveDocument
+        self, intake: IntakeService, documents: DocumentRepository, remove: RemoveDocument
     ) -> None:
         self._intake = intake
         self._documents = documents

@@ -9,13 +9,13 @@ from typing import Literal
 from core.errors import RateLimited
 from core.filters import SearchScope
 from core.governance import Reader
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.metrics import SEARCH_CACHE, SEARCH_LATENCY, SEARCH_REQUESTS, TENANT_REQUESTS
 from infra.rate_limits import RateLimiter
 from infra.search_cache import SearchCache, result_key
 from infra.settings import SearchSettings
 from infra.vectorstore.base import RetrievalMode
-from schemas.events import ChunksRetrieved
+from schemas.events import ChunksRetrieved, RetrievedChunk
 from schemas.search import (
     AlsoIn,
     BotSearchRequest,
@@ -26,12 +26,12 @@ from schemas.search import (
     SearchResponse,
     TenantSearchRequest,
 )
-from services.freshness import SearchFreshness
-from services.governance import ItemPolicy
+from services.freshness_service import FreshnessService
+from services.governance_service import PolicyService
 from services.search.access import AccessGuard
-from services.search.events import Defer, RetrievalEvents, retrieved_chunks
 from services.search.fusion import FusionMethod, FusionParams
 from services.search.retrieval import Candidate, Retriever
+from services.search.retrieval_events import Defer, RetrievalEvents
 from services.search.shaping import Passage, assemble, newest_versions, within_budget
 
 # Where a search came from, as its retrieval event says.
@@ -73,8 +73,8 @@ class SearchService:
         kbs: KnowledgeBaseRepository,
         retriever: Retriever,
         cache: SearchCache,
-        freshness: SearchFreshness,
-        policy: ItemPolicy,
+        freshness: FreshnessService,
+        policy: PolicyService,
         events: RetrievalEvents,
         settings: SearchSettings,
         limits: RateLimiter | None = None,
@@ -238,7 +238,7 @@ class SearchService:
                 channel=plan.channel,
                 query=plan.query,
                 retrieval_mode=plan.mode.value,
-                chunks=retrieved_chunks(response),
+                chunks=[RetrievedChunk.of(hit) for hit in response.hits],
                 latency_ms=response.metrics.total_ms,
                 cached=response.metrics.cache.result,
             )

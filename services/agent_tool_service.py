@@ -15,20 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import Forbidden, NotFound
 from core.governance import GovernanceChange, Reader
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.domain import KnowledgeBase, Principal, Role
 from schemas.search import (
-    AlsoIn,
+    AgentHit,
     BotSearchRequest,
     KnowledgeSearchRequest,
-    SearchHit,
     SearchResponse,
 )
-from services.governance import ItemPolicy
+from services.governance_service import PolicyService
 from services.search.access import AccessGuard, BotAccess
-from services.search.events import Defer
-from services.search.service import SearchService
-from services.wiki import WikiService
+from services.search.retrieval_events import Defer
+from services.search.search_service import SearchService
+from services.wiki_service import WikiService
 
 # What seed 003's `retrieve_knowledge` returns at most, in tokens (about four characters each).
 RETRIEVE_TOKEN_BUDGET = 4000
@@ -174,40 +173,6 @@ class KnowledgeBaseInfo(BaseModel):
     document_count: int
 
 
-class Passage(BaseModel):
-    """A `knowledge_search` hit."""
-
-    text: str
-    score: float
-    title: str
-    source: str
-    kb_id: str
-    page: int | None = None
-    heading_path: list[str] = Field(default_factory=list)
-    url: str | None = None
-    indexed_at: str | None = None
-    citation: str
-    # Other documents holding (nearly) the same passage, folded into this one.
-    also_in: list[AlsoIn] = Field(default_factory=list)
-
-    @classmethod
-    def of(cls, hit: SearchHit) -> Passage:
-        """The hit as an agent reads it."""
-        return cls(
-            text=hit.chunk_text,
-            score=hit.score,
-            title=hit.document_title,
-            source=hit.document_id,
-            kb_id=hit.kb_id,
-            page=hit.page,
-            heading_path=hit.heading_path,
-            url=hit.url,
-            indexed_at=hit.indexed_at,
-            citation=hit.cited_as,
-            also_in=hit.also_in,
-        )
-
-
 class KnowledgeDocument(BaseModel):
     """Seed 003's retrieved document."""
 
@@ -216,14 +181,14 @@ class KnowledgeDocument(BaseModel):
     text: str
 
 
-class AgentTools:
+class AgentToolService:
     """The tools' use-cases, each as the calling agent may."""
 
     def __init__(
         self,
         search: SearchService,
         guard: AccessGuard,
-        policy: ItemPolicy,
+        policy: PolicyService,
         kbs: KnowledgeBaseRepository,
         wiki: WikiService,
     ) -> None:
@@ -283,10 +248,10 @@ class AgentTools:
 
     async def knowledge_search(
         self, agent: Agent, args: KnowledgeSearchArgs, session: Session
-    ) -> list[Passage]:
+    ) -> list[AgentHit]:
         """Passages for the query, as the agent may read them."""
         response = await self._run_search(agent, args.query, args.kb_ids, args.top_k, session)
-        return [Passage.of(hit) for hit in response.hits]
+        return [AgentHit.of(hit) for hit in response.hits]
 
     async def retrieve_knowledge(
         self, agent: Agent, args: RetrieveKnowledgeArgs, session: Session
@@ -447,7 +412,7 @@ class FunctionTools(BaseModel):
     system_instructions: str
 
 
-async def function_tools(tools: AgentTools, agent: Agent) -> FunctionTools:
+async def function_tools(tools: AgentToolService, agent: Agent) -> FunctionTools:
     """The agent's tools as function definitions, in both common shapes, with seed 003's
     instructions for its first KB that has a code."""
     declared = [

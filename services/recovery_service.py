@@ -1,11 +1,11 @@
 """Recovery without people: the outbox relay and the reconciler of stuck documents.
 
-`Relay` sends the outbox's events that the process writing them could not send (Kafka was
-down). `Reconciler` finds documents in progress that stopped moving and starts their pipeline
+`RelayService` sends the outbox's events that the process writing them could not send (Kafka was
+down). `ReconcilerService` finds documents in progress that stopped moving and starts their pipeline
 again through the normal path (`DocumentLifecycle.restart`: a new generation and its event, in
 one transaction), a bounded number of times before failing them with a reason.
 
-When is a document stuck? Every stage touches the document it works on (`workers.runtime`),
+When is a document stuck? Every stage touches the document it works on (`ragline.stages.runtime`),
 so a document that has not moved for `stall_after_s` is not being worked on. It may still be
 waiting its turn behind a backlog, so documents are re-driven only when nothing in progress
 has moved for that long: a busy pipeline is never second-guessed. Each automatic restart of a
@@ -22,7 +22,7 @@ import logging
 from datetime import timedelta
 
 from core.errors import NotFound
-from infra.documents import DocumentRepository
+from infra.document_repository import DocumentRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.metrics import OUTBOX_RELAYED, REDRIVES
 from infra.outbox import EventSender, Outbox, Pending, dispatch
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 PASS_LIMIT = 1_000
 
 
-class Relay:
+class RelayService:
     """Sends the events left in the outbox, oldest first."""
 
     def __init__(self, outbox: Outbox, send: Send, batch: int, send_after_s: float) -> None:
@@ -59,7 +59,7 @@ class Relay:
                 return sent
 
 
-class Reconciler:
+class ReconcilerService:
     """Re-drives documents that stopped moving, a bounded number of times each."""
 
     def __init__(

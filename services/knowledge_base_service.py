@@ -5,18 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from core.governance import Visibility
-from core.rules import ensure_changeable
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.domain import KbStatus, KnowledgeBase
-from services.freshness import SearchFreshness
-from services.removal import Removal
+from schemas.rules import ensure_changeable
+from services.freshness_service import FreshnessService
+from services.removal_service import RemovalService
 
 
 class KnowledgeBaseService:
     """The tenant's knowledge bases; every change reaches cached search answers and access."""
 
     def __init__(
-        self, kbs: KnowledgeBaseRepository, removal: Removal, freshness: SearchFreshness
+        self, kbs: KnowledgeBaseRepository, removal: RemovalService, freshness: FreshnessService
     ) -> None:
         self._kbs = kbs
         self._removal = removal

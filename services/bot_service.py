@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from core.errors import InvalidRequest
-from infra.bots import BotRepository
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.bot_repository import BotRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.bots import Bot, BotCreate, BotUpdate
-from services.freshness import SearchFreshness
+from services.freshness_service import FreshnessService
 
 
 class BotService:
     """The tenant's bots; a change reaches the bot's cached access at once."""
 
     def __init__(
-        self, bots: BotRepository, kbs: KnowledgeBaseRepository, freshness: SearchFreshness
+        self, bots: BotRepository, kbs: KnowledgeBaseRepository, freshness: FreshnessService
     ) -> None:
         self._bots = bots
         self._kbs = kbs

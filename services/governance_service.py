@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from core.errors import Forbidden, InvalidRequest, NotFound
 from core.filters import Filter, Match, MatchAny
 from core.governance import Governance, GovernanceChange, Reader, Visibility
-from core.rules import ensure_changeable
-from infra.audiences import AudienceRepository
-from infra.documents import DocumentRepository
-from infra.knowledge_bases import KnowledgeBaseRepository
-from infra.users import UserRepository
+from infra.audience_repository import AudienceRepository
+from infra.document_repository import DocumentRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
+from infra.user_repository import UserRepository
 from infra.vectorstore.base import VectorStore
 from schemas.domain import Document, KnowledgeBase, Principal, Role, utcnow
-from services.freshness import SearchFreshness
+from schemas.rules import ensure_changeable
+from services.freshness_service import FreshnessService
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Submission:
         return f"u:{self.reader.user_id}:{key}"
 
 
-class ItemPolicy:
+class PolicyService:
     """Resolves readers, and decides and checks items' governance."""
 
     def __init__(self, users: UserRepository, audiences: AudienceRepository) -> None:
@@ -165,16 +165,16 @@ def chunks_of_item(tenant_id: str, document_ids: list[str]) -> Filter:
     )
 
 
-class ItemGovernance:
+class GovernanceService:
     """Changes who owns and who may read an item, everywhere at once."""
 
     def __init__(
         self,
-        policy: ItemPolicy,
+        policy: PolicyService,
         documents: DocumentRepository,
         kbs: KnowledgeBaseRepository,
         store: VectorStore,
-        freshness: SearchFreshness,
+        freshness: FreshnessService,
     ) -> None:
         self._policy = policy
         self._documents = documents

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from core.errors import InvalidRequest, NotFound
-from infra.dead_letters import DeadLetterRepository
+from infra.dead_letter_repository import DeadLetterRepository
 from infra.outbox import EventSender, Pending
 from schemas.domain import DeadLetterEntry
 from schemas.events import RecordPublished
 from schemas.topics import RECORDS_INGEST
-from services.intake import Intake
+from services.intake_service import IntakeService
 
 # Letters re-driven by one "re-drive all" call, at most.
 REDRIVE_ALL_LIMIT = 500
@@ -30,10 +30,12 @@ class Redriven:
     document_id: str | None
 
 
-class DeadLetters:
+class DeadLetterService:
     """Lists and re-drives a tenant's dead letters."""
 
-    def __init__(self, letters: DeadLetterRepository, intake: Intake, events: EventSender) -> None:
+    def __init__(
+        self, letters: DeadLetterRepository, intake: IntakeService, events: EventSender
+    ) -> None:
         self._letters = letters
         self._intake = intake
         self._events = events

@@ -8,18 +8,18 @@ from datetime import datetime, timedelta
 
 from core.governance import Reader
 from infra.blob_store import BlobStore
-from infra.documents import DocumentPage, DocumentRepository
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.document_repository import DocumentPage, DocumentRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.vectorstore.base import VectorStore
 from schemas.chunks import ChunkPayload
 from schemas.domain import Document, ParseStatus, utcnow
-from services.governance import ItemPolicy
+from services.governance_service import PolicyService
 
 # Items whose stored original is their text as indexed (texts, records, wiki pages).
 TEXT_ORIGINALS = ("text/markdown", "text/plain")
 
 
-class DocumentQueries:
+class DocumentService:
     """What a caller sees of documents."""
 
     def __init__(
@@ -70,7 +70,7 @@ class DocumentQueries:
     async def get(self, tenant_id: str, kb_id: str, document_id: str, reader: Reader) -> Document:
         """One document with its pipeline status (404 if the caller may not read it)."""
         document = await self._documents.get(tenant_id, kb_id, document_id)
-        return ItemPolicy.readable(reader, document)
+        return PolicyService.readable(reader, document)
 
     async def chunks(
         self, tenant_id: str, kb_id: str, document_id: str, reader: Reader, limit: int

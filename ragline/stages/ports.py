@@ -12,7 +12,7 @@ from schemas.events import Event
 
 
 class DocumentStatus(Protocol):
-    """A document's pipeline status (`infra.documents.DocumentRepository`)."""
+    """A document's pipeline status (`infra.document_repository.DocumentRepository`)."""
 
     async def find(self, document_id: str) -> Document | None:
         """A document by id."""
@@ -116,7 +116,7 @@ class Lifecycle(Protocol):
 
 
 class Freshness(Protocol):
-    """Told of new KB revisions, so cached answers go out of date (`services.freshness`)."""
+    """Told of new KB revisions, so cached answers go out of date (`services.freshness_service`)."""
 
     async def kbs_changed(self, revisions: KbRevisions) -> None:
         """These KBs now have these revisions."""

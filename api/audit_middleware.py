@@ -10,7 +10,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from infra.audit import AuditRepository, new_audit_id
+from infra.audit_repository import AuditRepository, new_audit_id
 from infra.metrics import TENANT_REQUESTS
 from schemas.domain import AuditEntry, Principal, utcnow
 

@@ -15,7 +15,7 @@ from schemas.domain import KbStatus, KnowledgeBase, RetrievalConfig, new_kb_id, 
 
 class KnowledgeBaseRepository:
     """Reads and writes knowledge bases; every change bumps the KB's `revision` (the caller
-    tells `services.freshness`)."""
+    tells `services.freshness_service`)."""
 
     def __init__(self, db: Database) -> None:
         self._kbs = db[KNOWLEDGE_BASES]

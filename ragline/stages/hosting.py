@@ -29,9 +29,9 @@ from infra.metrics import (
     serve_metrics,
 )
 from infra.settings import Settings
+from ragline.stages.runtime import Stage, StageRunner
 from ragline.system import System
 from schemas.topics import ALL_TOPICS, STAGE_INPUTS
-from workers.runtime import Stage, StageRunner
 
 log = logging.getLogger(__name__)
 
@@ -179,11 +179,13 @@ def stage_runner(system: System, stage: Stage[Any]) -> StageRunner[Any]:
     to_topic = kafka_dead_letter(system.broker, stage.name)
 
     async def dead_letter(raw: bytes, headers: dict[str, str]) -> None:
-        await system.dead_letter_records.add(stage.name, raw, headers)
+        await system.dead_letter_repo.add(stage.name, raw, headers)
         DEAD_LETTERS.labels(stage.name).inc()
         await to_topic(raw, headers)
 
-    return StageRunner(stage, system.documents, system.publish, dead_letter, system.settings.ingest)
+    return StageRunner(
+        stage, system.document_repo, system.publish, dead_letter, system.settings.ingest
+    )
 
 
 def stage_app(

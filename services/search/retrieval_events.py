@@ -13,28 +13,13 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from infra.metrics import RETRIEVAL_EVENTS
-from schemas.domain import chunk_id
-from schemas.events import ChunksRetrieved, RetrievedChunk, Send
-from schemas.search import SearchResponse
+from schemas.events import ChunksRetrieved, Send
 from schemas.topics import CHUNKS_RETRIEVED
 
 log = logging.getLogger(__name__)
 
 # Runs a job after the answer is sent.
 Defer = Callable[[Callable[[], Awaitable[None]]], None]
-
-
-def retrieved_chunks(response: SearchResponse) -> list[RetrievedChunk]:
-    """The chunks an answer returned, with their scores."""
-    return [
-        RetrievedChunk(
-            chunk_id=chunk_id(hit.document_id, hit.chunk_index),
-            document_id=hit.document_id,
-            kb_id=hit.kb_id,
-            score=hit.score,
-        )
-        for hit in response.hits
-    ]
 
 
 class RetrievalEvents:

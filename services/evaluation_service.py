@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.errors import Conflict, InvalidRequest
-from infra.documents import DocumentRepository
-from infra.evaluations import EvaluationRepository
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.document_repository import DocumentRepository
+from infra.evaluation_repository import EvaluationRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.bots import BotUpdate, KnowledgeConfig, KnowledgePatch
 from schemas.domain import KbStatus, RetrievalConfig, utcnow
 from schemas.evaluation import (
@@ -44,9 +44,9 @@ from schemas.evaluation import (
     new_evaluation_id,
 )
 from schemas.search import SearchHit, TenantSearchRequest
-from services.bots import BotService
-from services.knowledge_bases import KnowledgeBaseService
-from services.search.service import SearchService
+from services.bot_service import BotService
+from services.knowledge_base_service import KnowledgeBaseService
+from services.search.search_service import SearchService
 
 # The configurations tried: hybrid with either fusion at a few weights, the bots' default
 # (convex, its weight chosen per query) first so that it wins ties, then each retriever alone.
@@ -256,7 +256,7 @@ def _returned(hit: SearchHit) -> Returned:
     )
 
 
-class Evaluations:
+class EvaluationService:
     """The use-case: evaluate a KB, keep the result, show it again, apply a configuration it
     measured to a bot or as the KB's default."""
 

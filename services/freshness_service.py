@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infra.bots import BotRepository
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.bot_repository import BotRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.search_cache import SearchCache
 from schemas.domain import KnowledgeBase
 
 
-class SearchFreshness:
+class FreshnessService:
     """Owns KB revisions as the answer cache sees them and bots' cached access."""
 
     def __init__(

@@ -1,11 +1,11 @@
 """Crawling a KB's site (seed 003) as a full sync of its pages (seed 004).
 
-`CrawlJobs` starts, lists and cancels jobs. `Crawler` works one URL of a job (the crawl worker
-calls it for each task): it fetches the URL conditionally, hands changed content to the intake
-keyed by its canonical URL (the same exactly-once path as records; an unchanged page costs
-nothing), takes the page's links within scope into the job, and finishes the URL. The last URL
-completes the job: the KB's crawled documents that this job did not reach (gone, 404/410, out
-of scope) are removed, and those whose fetch failed for now are kept. A job that could fetch
+`CrawlJobService` starts, lists and cancels jobs. `CrawlerService` works one URL of a job (the
+crawl worker calls it for each task): it fetches the URL conditionally, hands changed content to
+the intake keyed by its canonical URL (the same exactly-once path as records; an unchanged page
+costs nothing), takes the page's links within scope into the job, and finishes the URL. The last
+URL completes the job: the KB's crawled documents that this job did not reach (gone, 404/410,
+out of scope) are removed, and those whose fetch failed for now are kept. A job that could fetch
 no page at all fails and removes nothing.
 """
 
@@ -19,12 +19,11 @@ from urllib.parse import urlsplit
 
 from core.errors import InvalidRequest
 from core.governance import Reader
-from core.rules import ensure_changeable
 from infra.blob_store import BlobStore
-from infra.crawl import CrawlRepository, PageState
-from infra.documents import DocumentRepository
+from infra.crawl_repository import CrawlRepository, PageState
+from infra.document_repository import DocumentRepository
 from infra.fetcher import Fetched, Fetcher, FetchFailed, Refused
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.outbox import EventSender
 from infra.settings import CrawlSettings
 from schemas.crawl import (
@@ -36,10 +35,11 @@ from schemas.crawl import (
     new_crawl_job_id,
 )
 from schemas.domain import new_document_id, record_source_key, utcnow
+from schemas.rules import ensure_changeable
 from services.crawl_links import Scope, canonical, is_file, page_links, sitemap_links
-from services.governance import Submission
-from services.intake import Intake, SyncRun
-from services.sync import SourceSync
+from services.governance_service import Submission
+from services.intake_service import IntakeService, SyncRun
+from services.sync_service import SyncService
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def crawl_task(job: CrawlJob, url: str, depth: int, kind: str) -> CrawlTask:
     )  # fmt: skip
 
 
-class CrawlJobs:
+class CrawlJobService:
     """Starts, lists and cancels crawl jobs."""
 
     def __init__(
@@ -149,16 +149,16 @@ class CrawlJobs:
         return await self._jobs.cancel(tenant_id, job_id)
 
 
-class Crawler:
+class CrawlerService:
     """Works one URL of a crawl job."""
 
     def __init__(
         self,
         jobs: CrawlRepository,
         documents: DocumentRepository,
-        intake: Intake,
+        intake: IntakeService,
         blobs: BlobStore,
-        syncs: SourceSync,
+        syncs: SyncService,
         fetcher: Fetcher,
         events: EventSender,
     ) -> None:

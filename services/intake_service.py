@@ -1,4 +1,4 @@
-"""The way documents come in: `Intake`, shared by the HTTP API and the records worker.
+"""The way documents come in: `IntakeService`, shared by the HTTP API and the records worker.
 
 Every way a document comes in (an uploaded file, a text, a connector's record) ends here:
 identical content is recognised and not processed twice, a new version of a source (same file
@@ -18,10 +18,9 @@ from enum import StrEnum
 
 from core.errors import Conflict, Forbidden, InvalidRequest, RateLimited
 from core.governance import Governance, Reader
-from core.rules import ensure_changeable
 from infra.blob_store import BlobStore, OriginalUpload, StoredUpload
-from infra.documents import DocumentRepository
-from infra.knowledge_bases import KnowledgeBaseRepository
+from infra.document_repository import DocumentRepository
+from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.outbox import EventSender
 from infra.rate_limits import RateLimiter
@@ -37,8 +36,9 @@ from schemas.domain import (
     utcnow,
 )
 from schemas.formats import CONTENT_TYPES, extension_of
-from services.freshness import SearchFreshness
-from services.governance import ItemPolicy, Submission
+from schemas.rules import ensure_changeable
+from services.freshness_service import FreshnessService
+from services.governance_service import PolicyService, Submission
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class TextItem:
     text: str | None = None
 
 
-class Intake:
+class IntakeService:
     """Creates documents, new versions of them, and re-runs the pipeline on them."""
 
     def __init__(
@@ -94,8 +94,8 @@ class Intake:
         lifecycle: DocumentLifecycle,
         blobs: BlobStore,
         events: EventSender,
-        freshness: SearchFreshness,
-        policy: ItemPolicy,
+        freshness: FreshnessService,
+        policy: PolicyService,
         max_upload_bytes: int = 20 * 1024 * 1024,
         limits: RateLimiter | None = None,
         uploads_per_minute: int = 600,
@@ -376,7 +376,7 @@ class Intake:
         """Replaces a record's title, body and URL (a new version on its line, keeping its
         external id and permissions); its owner or an admin only."""
         current = await self._documents.get(tenant_id, kb_id, document_id)
-        ItemPolicy.manageable(by.reader, current)
+        PolicyService.manageable(by.reader, current)
         if current.external_id is None:
             raise Conflict(
                 f"document {document_id!r} is a file, not a record with an external id; "
@@ -394,7 +394,7 @@ class Intake:
         owner or an admin (none: the intake itself re-runs it)."""
         if reader is not None:
             current = await self._documents.get(tenant_id, kb_id, document_id)
-            ItemPolicy.manageable(reader, current)
+            PolicyService.manageable(reader, current)
         document, event = await self._lifecycle.restart(
             document_id, tenant_id=tenant_id, kb_id=kb_id
         )

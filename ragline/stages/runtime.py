@@ -19,7 +19,7 @@ gets and how long one try may take.
 - anything unexpected is a bug: logged with its traceback, treated as permanent.
 
 While a try runs (publishing its results included), the document is touched every quarter of
-the stall deadline, so the reconciler (`services.recovery`) never takes a long but working
+the stall deadline, so the reconciler (`services.recovery_service`) never takes a long but working
 stage, or one waiting for a broker to come back, for a stuck one.
 
 Only when even the failure cannot be recorded (Mongo down) does the error propagate, so the
@@ -45,9 +45,9 @@ from infra.metrics import (
     STAGE_MESSAGES,
 )
 from infra.settings import IngestSettings, StagePolicy
+from ragline.stages.ports import DocumentStatus, StageResult
 from schemas.domain import STAGE_STATUS, Document, ParseStatus
 from schemas.events import DeadLetter, Event, Publish
-from workers.ports import DocumentStatus, StageResult
 
 log = logging.getLogger(__name__)
 
