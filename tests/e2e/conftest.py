@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.conftest import RunningPipeline
-from tests.e2e.client import Api
+from tests.e2e.client import CLIENT_LIMITS, Api
 
 
 @pytest.fixture(scope="module")
@@ -20,5 +20,5 @@ def stack(running_pipeline: RunningPipeline) -> RunningPipeline:
 @pytest.fixture
 async def api(stack: RunningPipeline) -> AsyncIterator[Api]:
     """The admin of tenant `default`."""
-    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=stack.url, timeout=30, limits=CLIENT_LIMITS) as http:
         yield Api(http, stack, stack.admin_token)

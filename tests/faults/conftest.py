@@ -9,7 +9,7 @@ import pytest
 
 from devstack.launcher import Supervisor
 from tests.conftest import RunningPipeline, own_stack
-from tests.e2e.client import Api
+from tests.e2e.client import CLIENT_LIMITS, Api
 
 
 @pytest.fixture(scope="module")
@@ -40,5 +40,5 @@ def supervisor(stack: RunningPipeline) -> Iterator[Supervisor]:
 @pytest.fixture
 async def api(stack: RunningPipeline) -> AsyncIterator[Api]:
     """The admin of tenant `default`."""
-    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=stack.url, timeout=30, limits=CLIENT_LIMITS) as http:
         yield Api(http, stack, stack.admin_token)

@@ -19,7 +19,7 @@ import pytest
 
 from devstack.launcher import Supervisor
 from tests.conftest import FIXTURES, RunningPipeline, unique
-from tests.e2e.client import Api
+from tests.e2e.client import CLIENT_LIMITS, Api
 from tests.factories import long_pdf
 
 pytestmark = [
@@ -179,7 +179,7 @@ async def _check_exactly_once(api: Api, stack: RunningPipeline, kb_id: str, ids:
 async def bot(stack: RunningPipeline) -> str:
     """A bot over a KB with one known passage, asked throughout the faults."""
 
-    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=stack.url, timeout=30, limits=CLIENT_LIMITS) as http:
         api = Api(http, stack, stack.admin_token)
         kb = await api.create_kb("Timetable")
         doc = await api.upload(
