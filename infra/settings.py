@@ -19,107 +19,271 @@ PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "admin",
 class KafkaSettings(BaseModel):
     """Kafka connection and consumer tuning."""
 
-    bootstrap_servers: str = "127.0.0.1:9092"
-    partitions: int = Field(default=6, ge=1)
-    replication_factor: int = Field(default=1, ge=1)
-    create_topics: bool = True
-    # Real Kafka's minimum session timeout is 6000 ms; the local broker accepts lower values,
-    # which make group joins (about session_timeout_ms / 2) fast in tests.
-    session_timeout_ms: int = Field(default=10_000, ge=500)
-    heartbeat_interval_ms: int = Field(default=3_000, ge=100)
-    # Produce-to-consume latency is about half of this on the local broker.
-    fetch_max_wait_ms: int = Field(default=100, ge=0)
-    max_message_bytes: int = Field(default=2 * 1024 * 1024, ge=64 * 1024)
-    group_prefix: str = "ragline"
-    # How long an accepted change waits for Kafka to acknowledge its events before leaving
-    # them to the relay (the request answers either way).
-    send_timeout_s: float = Field(default=3.0, gt=0)
+    bootstrap_servers: str = Field(
+        default="127.0.0.1:9092",
+        description="Kafka brokers to connect to, as comma-separated host:port pairs.",
+    )
+    partitions: int = Field(
+        default=6, ge=1, description="Partitions of every topic Ragline creates (count)."
+    )
+    replication_factor: int = Field(
+        default=1, ge=1, description="Replicas of every topic Ragline creates (count)."
+    )
+    create_topics: bool = Field(
+        default=True,
+        description="Create the missing topics at start-up, with `partitions` partitions each.",
+    )
+    # Group joins take about session_timeout_ms / 2, so tests set it low on the local broker.
+    session_timeout_ms: int = Field(
+        default=10_000,
+        ge=500,
+        description=(
+            "Consumer group session timeout (ms); real Kafka's minimum is 6000, the local "
+            "broker accepts lower values."
+        ),
+    )
+    heartbeat_interval_ms: int = Field(
+        default=3_000,
+        ge=100,
+        description="Time between a consumer's heartbeats to its group (ms).",
+    )
+    fetch_max_wait_ms: int = Field(
+        default=100,
+        ge=0,
+        description=(
+            "Longest time a fetch waits for new messages (ms); produce-to-consume latency is "
+            "about half of it on the local broker."
+        ),
+    )
+    max_message_bytes: int = Field(
+        default=2 * 1024 * 1024,
+        ge=64 * 1024,
+        description=(
+            "Largest message a producer sends and a consumer fetches per partition, and the "
+            "`max.message.bytes` of created topics (bytes)."
+        ),
+    )
+    group_prefix: str = Field(
+        default="ragline",
+        description="Prefix of the consumer group names; each stage's group is `<prefix>.<stage>`.",
+    )
+    send_timeout_s: float = Field(
+        default=3.0,
+        gt=0,
+        description=(
+            "How long an accepted change waits for Kafka to acknowledge its events before "
+            "leaving them to the relay (s); the request answers either way."
+        ),
+    )
 
 
 class MongoSettings(BaseModel):
     """MongoDB connection."""
 
-    url: str = "mongodb://127.0.0.1:27017/?directConnection=true"
-    database: str = "ragline"
-    timeout_ms: int = Field(default=5_000, ge=100)
+    url: str = Field(
+        default="mongodb://127.0.0.1:27017/?directConnection=true",
+        description="MongoDB connection string.",
+    )
+    database: str = Field(default="ragline", description="Name of the MongoDB database.")
+    timeout_ms: int = Field(
+        default=5_000,
+        ge=100,
+        description="Server selection and connection timeout (ms).",
+    )
 
 
 class QdrantSettings(BaseModel):
     """Vector store: a Qdrant server when `url` is set, else the embedded engine at `path`."""
 
-    url: str | None = None
-    api_key: SecretStr | None = None
-    path: Path | None = None
-    collection: str = "ragline_chunks"
-    timeout_s: float = Field(default=10.0, gt=0)
-    # The embedded engine builds its HNSW index (and drops deleted points) when the store has
-    # been idle this long, and under writes that never pause, at least this often.
-    optimize_idle_s: float = Field(default=5.0, gt=0)
-    optimize_every_s: float = Field(default=120.0, gt=0)
-    # HNSW beam width of dense queries. A permission filter that leaves a tenth of the chunks
-    # readable loses recall at the engine's default (0.995 recall@10 at 100,000 chunks);
-    # 256 restores 1.000 at no measurable latency (benchmarks/search.py --user-form).
-    search_ef: int = Field(default=256, ge=16, le=4096)
-    # Dense vectors: "int8" keeps scalar-quantised copies in RAM (a quarter of the floats) and
-    # the float originals on disk, read to rescore each query's candidates; "none" keeps the
-    # floats in RAM. A store made with the other setting is converted in place by its next
-    # optimisation (the server's own optimiser; the embedded engine's idle one): nothing is
-    # re-embedded.
-    quantization: Literal["int8", "none"] = "int8"
-    # A quantised dense query takes this many times its limit in candidates and rescores them
-    # with the original vectors.
-    oversampling: float = Field(default=2.0, ge=1.0, le=16.0)
-    # Searches ranking at the same moment go to the store as one batch (one pass over the
-    # segments): at most this many searches a batch. A lone search goes out at once; a batch
-    # forms from the searches that queued while the previous one ran.
-    rank_batch_max: int = Field(default=32, ge=1, le=256)
-    # How long the first search of a burst waits for others to join its batch (0: not at all).
-    rank_batch_wait_ms: float = Field(default=0.0, ge=0, le=2.0)
-    # Ranking batches a Qdrant server is sent at once (it answers several in parallel); the
-    # embedded engine runs one call at a time, so it sends one.
-    rank_batches_in_flight: int = Field(default=2, ge=1, le=32)
+    url: str | None = Field(
+        default=None,
+        description="URL of a Qdrant server; unset means the embedded engine.",
+    )
+    api_key: SecretStr | None = Field(default=None, description="API key of the Qdrant server.")
+    path: Path | None = Field(
+        default=None,
+        description="Directory of the embedded engine; unset means `vectors` under `run_dir`.",
+    )
+    collection: str = Field(
+        default="ragline_chunks", description="Name of the collection holding the chunks."
+    )
+    timeout_s: float = Field(
+        default=10.0, gt=0, description="Timeout of a request to the Qdrant server (s)."
+    )
+    optimize_idle_s: float = Field(
+        default=5.0,
+        gt=0,
+        description=(
+            "Idle time after which the embedded engine builds its HNSW index and drops "
+            "deleted points (s)."
+        ),
+    )
+    optimize_every_s: float = Field(
+        default=120.0,
+        gt=0,
+        description=(
+            "Longest time between two optimisations of the embedded engine under writes that "
+            "never pause (s)."
+        ),
+    )
+    # A permission filter that leaves a tenth of the chunks readable loses recall at the
+    # engine's default (0.995 recall@10 at 100,000 chunks); 256 restores 1.000 at no
+    # measurable latency (benchmarks/search.py --user-form).
+    search_ef: int = Field(
+        default=256,
+        ge=16,
+        le=4096,
+        description="HNSW beam width of dense queries (count of candidates).",
+    )
+    # A store made with the other setting is converted in place by its next optimisation (the
+    # server's own optimiser; the embedded engine's idle one): nothing is re-embedded.
+    quantization: Literal["int8", "none"] = Field(
+        default="int8",
+        description=(
+            "Dense vectors: `int8` keeps scalar-quantised copies in RAM (a quarter of the "
+            "floats) and the floats on disk for rescoring; `none` keeps the floats in RAM."
+        ),
+    )
+    oversampling: float = Field(
+        default=2.0,
+        ge=1.0,
+        le=16.0,
+        description=(
+            "Candidates a quantised dense query takes, as a multiple of its limit, to rescore "
+            "with the original vectors (factor)."
+        ),
+    )
+    # A lone search goes out at once; a batch forms from the searches that queued while the
+    # previous one ran, and is one pass over the segments.
+    rank_batch_max: int = Field(
+        default=32,
+        ge=1,
+        le=256,
+        description="Most searches ranked together in one batch call to the store (count).",
+    )
+    rank_batch_wait_ms: float = Field(
+        default=0.0,
+        ge=0,
+        le=2.0,
+        description=(
+            "How long the first search of a burst waits for others to join its batch (ms; 0: "
+            "not at all)."
+        ),
+    )
+    # The embedded engine runs one call at a time, so it sends one.
+    rank_batches_in_flight: int = Field(
+        default=2,
+        ge=1,
+        le=32,
+        description=(
+            "Ranking batches sent to a Qdrant server at once, which answers several in "
+            "parallel (count)."
+        ),
+    )
 
 
 class RedisSettings(BaseModel):
     """Redis connection used by the search caches."""
 
-    url: str = "redis://127.0.0.1:6379/0"
+    url: str = Field(
+        default="redis://127.0.0.1:6379/0", description="Redis URL of the search caches."
+    )
     # Short: a cache that does not answer at once is skipped, not waited for.
-    timeout_s: float = Field(default=0.2, gt=0)
+    timeout_s: float = Field(
+        default=0.2, gt=0, description="Connect and socket timeout of Redis calls (s)."
+    )
 
 
 class EmbeddingSettings(BaseModel):
     """Which embedding model turns text into dense vectors."""
 
-    provider: Literal["local", "gemini"] = "local"
-    # For the local provider, a sentence-transformers model path; empty means the packaged
-    # all-MiniLM-L6-v2.
-    model: str = ""
-    dimensions: int = Field(default=384, ge=8)
-    batch_size: int = Field(default=32, ge=1, le=256)
-    # Copies of the local model, each single-threaded, that share every batch; 0 means one
-    # per CPU this process may use. The API process needs only one (queries are single texts).
-    parallelism: int = Field(default=0, ge=0, le=32)
-    # torch threads per copy; 0 means 1 with several copies, torch's default with one.
-    torch_threads: int = Field(default=0, ge=0)
-    # Batches an embed worker works on at once: while one waits on Kafka or Mongo, the other
-    # keeps the model busy.
-    concurrency: int = Field(default=2, ge=1, le=16)
-    # What runs the local model for search queries: `onnx` (onnxruntime, single-threaded: about
-    # 3x faster than torch for one short query, and a process that only searches never loads
-    # torch) or `torch`. Documents are always embedded with torch, which is faster for batches.
-    query_runtime: Literal["onnx", "torch"] = "onnx"
-    # Where the ONNX export of the local model is cached (keyed by a hash of its weights and
-    # tokenizer); unset means `onnx` under the data directory (`run_dir`).
-    onnx_dir: Path | None = None
-    # Threads a burst of search queries is shared out to, each running a part on the one
-    # onnxruntime session (one core each); 0 means one per CPU this process may use. One by
-    # default: on two cores the API's other core is busy with the store and the requests.
-    query_threads: int = Field(default=1, ge=0, le=32)
-    gemini_model: str = "gemini-embedding-001"
-    gemini_api_key: SecretStr | None = None
-    # Only for pointing the client at a compatible endpoint (tests, proxies).
-    gemini_base_url: str | None = None
+    provider: Literal["local", "gemini"] = Field(
+        default="local",
+        description="Embedding model: `local` (sentence-transformers on the CPU) or `gemini`.",
+    )
+    model: str = Field(
+        default="",
+        description=(
+            "Path of the local provider's sentence-transformers model; empty means the "
+            "packaged all-MiniLM-L6-v2."
+        ),
+    )
+    dimensions: int = Field(
+        default=384,
+        ge=8,
+        description=(
+            "Length of each vector (count); must match the local model, and is the size asked "
+            "of Gemini."
+        ),
+    )
+    batch_size: int = Field(
+        default=32,
+        ge=1,
+        le=256,
+        description="Chunks per Kafka batch and per model call (count).",
+    )
+    # The API process needs only one copy (queries are single texts).
+    parallelism: int = Field(
+        default=0,
+        ge=0,
+        le=32,
+        description=(
+            "Single-threaded copies of the local model that share every batch (count; 0: one "
+            "per CPU this process may use)."
+        ),
+    )
+    torch_threads: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "torch threads per model copy (count; 0: 1 with several copies, torch's default "
+            "with one)."
+        ),
+    )
+    # While one batch waits on Kafka or Mongo, the other keeps the model busy.
+    concurrency: int = Field(
+        default=2,
+        ge=1,
+        le=16,
+        description="Batches an embed worker works on at once (count).",
+    )
+    # onnxruntime, single-threaded, is about 3x faster than torch for one short query, and a
+    # process that only searches never loads torch. Documents are always embedded with torch,
+    # which is faster for batches.
+    query_runtime: Literal["onnx", "torch"] = Field(
+        default="onnx",
+        description="What runs the local model for search queries: `onnx` or `torch`.",
+    )
+    onnx_dir: Path | None = Field(
+        default=None,
+        description=(
+            "Cache directory of the local model's ONNX export, keyed by a hash of its weights "
+            "and tokenizer; unset means `onnx` under `run_dir`."
+        ),
+    )
+    # One by default: on two cores the API's other core is busy with the store and the requests.
+    query_threads: int = Field(
+        default=1,
+        ge=0,
+        le=32,
+        description=(
+            "Threads a burst of search queries is shared out to, each running a part on the "
+            "one onnxruntime session (count; 0: one per CPU this process may use)."
+        ),
+    )
+    gemini_model: str = Field(
+        default="gemini-embedding-001", description="Model of the `gemini` provider."
+    )
+    gemini_api_key: SecretStr | None = Field(
+        default=None, description="API key of the `gemini` provider (required with it)."
+    )
+    gemini_base_url: str | None = Field(
+        default=None,
+        description=(
+            "Endpoint of the `gemini` provider, only to point it at a compatible one (tests, "
+            "proxies)."
+        ),
+    )
 
     def onnx_path(self, run_dir: Path) -> Path:
         """The directory of the cached ONNX exports, for a process whose data is in `run_dir`."""
@@ -129,8 +293,16 @@ class EmbeddingSettings(BaseModel):
 class ChunkingSettings(BaseModel):
     """Sliding-window chunking (seed 000's algorithm)."""
 
-    chunk_size_chars: int = Field(default=1200, ge=100)
-    chunk_overlap_chars: int = Field(default=180, ge=0)
+    chunk_size_chars: int = Field(
+        default=1200, ge=100, description="Length of a chunk's window (characters)."
+    )
+    chunk_overlap_chars: int = Field(
+        default=180,
+        ge=0,
+        description=(
+            "Characters consecutive chunks share; must be smaller than `chunk_size_chars`."
+        ),
+    )
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> ChunkingSettings:
@@ -142,25 +314,61 @@ class ChunkingSettings(BaseModel):
 class ContextualSettings(BaseModel):
     """The context prefix each chunk is embedded with: generic, or written by an LLM."""
 
-    # `none`: the generic prefix (document title, heading path, page), no model. `openai`: any
-    # OpenAI-compatible chat endpoint; `gemini`: google-genai. Either falls back to the generic
-    # prefix for a chunk whose call fails or times out.
-    provider: Literal["none", "openai", "gemini"] = "none"
-    model: str = ""
-    # OpenAI-compatible: the API root that `/chat/completions` is under (unset: OpenAI's).
-    # Gemini: only for pointing the client at a compatible endpoint (tests, proxies).
-    base_url: str | None = None
-    api_key: SecretStr | None = None
-    # One call's limit; past it the chunk gets the generic prefix.
-    timeout_s: float = Field(default=10.0, gt=0)
-    # Calls in flight at once for one message of the chunk stage.
-    concurrency: int = Field(default=4, ge=1, le=64)
-    max_tokens: int = Field(default=100, ge=8, le=2000)
-    # Characters of the text before and after the chunk the model is shown, each side.
-    around_chars: int = Field(default=1000, ge=0, le=20_000)
-    # The model's answer is cut to this many characters (at a word), so that the prefix
-    # leaves most of the embedding model's window to the chunk itself.
-    max_answer_chars: int = Field(default=240, ge=40, le=2000)
+    # Either model provider falls back to the generic prefix for a chunk whose call fails or
+    # times out.
+    provider: Literal["none", "openai", "gemini"] = Field(
+        default="none",
+        description=(
+            "Who writes chunk contexts: `none` (the generic prefix of title, heading path and "
+            "page), `openai` (any OpenAI-compatible chat endpoint) or `gemini`."
+        ),
+    )
+    model: str = Field(
+        default="", description="Chat model of the provider (required with a provider)."
+    )
+    base_url: str | None = Field(
+        default=None,
+        description=(
+            "`openai`: the API root `/chat/completions` is under (unset: OpenAI's); `gemini`: "
+            "only to point the client at a compatible endpoint (tests, proxies)."
+        ),
+    )
+    api_key: SecretStr | None = Field(
+        default=None, description="API key of the provider (required for `gemini`)."
+    )
+    timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Limit of one call (s); past it the chunk gets the generic prefix.",
+    )
+    concurrency: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Calls in flight at once for one message of the chunk stage (count).",
+    )
+    max_tokens: int = Field(
+        default=100,
+        ge=8,
+        le=2000,
+        description=(
+            "Token limit of the model's answer (tokens); a thinking model spends it on "
+            "thinking too."
+        ),
+    )
+    around_chars: int = Field(
+        default=1000,
+        ge=0,
+        le=20_000,
+        description="Text before and after the chunk the model is shown, each side (characters).",
+    )
+    # So that the prefix leaves most of the embedding model's window to the chunk itself.
+    max_answer_chars: int = Field(
+        default=240,
+        ge=40,
+        le=2000,
+        description="Length the model's answer is cut to, at a word (characters).",
+    )
 
     @model_validator(mode="after")
     def _provider_needs_a_model(self) -> ContextualSettings:
@@ -176,27 +384,57 @@ class ContextualSettings(BaseModel):
 class IngestSettings(BaseModel):
     """Upload limits and the pipeline's failure policy."""
 
-    max_upload_mb: int = Field(default=20, ge=1)
-    retry_backoff_s: float = Field(default=0.5, ge=0)
-    retry_backoff_max_s: float = Field(default=10.0, ge=0)
-    parse_error_max_chars: int = Field(default=500, ge=50)
-    # A document in progress that has not moved for this long is reported as stalled.
-    stall_after_s: float = Field(default=600.0, gt=0)
-    # PDF pages without a text layer are read with OCR, up to this many pages a document.
-    ocr_enabled: bool = True
-    ocr_max_pages: int = Field(default=100, ge=0)
-    # Extracted text is handed to the chunk stage in parts of about this many characters
-    # (about one embedding batch), so embedding starts while a long file is still extracted.
-    extract_part_chars: int = Field(default=32_000, ge=1_000)
+    max_upload_mb: int = Field(default=20, ge=1, description="Largest file upload (MB).")
+    retry_backoff_s: float = Field(
+        default=0.5,
+        ge=0,
+        description="Wait before a stage's second try, doubled for each further one (s).",
+    )
+    retry_backoff_max_s: float = Field(
+        default=10.0, ge=0, description="Longest wait between two tries of a stage (s)."
+    )
+    parse_error_max_chars: int = Field(
+        default=500,
+        ge=50,
+        description="Length a failed document's reason is cut to (characters).",
+    )
+    stall_after_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="Time after which a document in progress that has not moved is stalled (s).",
+    )
+    ocr_enabled: bool = Field(
+        default=True, description="Read PDF pages without a text layer with OCR."
+    )
+    ocr_max_pages: int = Field(
+        default=100, ge=0, description="Most pages of a document read with OCR (count)."
+    )
+    # About one embedding batch, so embedding starts while a long file is still extracted.
+    extract_part_chars: int = Field(
+        default=32_000,
+        ge=1_000,
+        description=(
+            "Approximate size of the parts of extracted text handed to the chunk stage "
+            "(characters)."
+        ),
+    )
     # What one file may make the extract stage do; each limit fails the document with a reason.
-    # Files are read in a parser process whose address space is capped at this many MB.
-    parser_memory_mb: int = Field(default=2048, ge=512)
-    # Text a document may hold (20 million characters: about 10,000 pages).
-    max_document_chars: int = Field(default=20_000_000, ge=1_000)
-    # Attachments an e-mail may carry.
-    max_attachments: int = Field(default=100, ge=0)
-    # What a packaged file (DOCX) may unpack to.
-    max_unpacked_mb: int = Field(default=256, ge=1)
+    parser_memory_mb: int = Field(
+        default=2048,
+        ge=512,
+        description="Address-space cap of the parser process that reads a file (MB).",
+    )
+    max_document_chars: int = Field(
+        default=20_000_000,
+        ge=1_000,
+        description=("Text a document may hold (characters; 20 million is about 10,000 pages)."),
+    )
+    max_attachments: int = Field(
+        default=100, ge=0, description="Attachments an e-mail may carry (count)."
+    )
+    max_unpacked_mb: int = Field(
+        default=256, ge=1, description="Size a packaged file (DOCX) may unpack to (MB)."
+    )
 
     @property
     def max_upload_bytes(self) -> int:
@@ -208,23 +446,54 @@ class StagePolicy(BaseModel):
     """How a stage treats one message: tries of a retryable error, and the time one try may
     take before the document fails (so a pathological file cannot hold a partition)."""
 
-    max_attempts: int = Field(default=3, ge=1, le=20)
-    time_limit_s: float = Field(default=300.0, gt=0)
+    max_attempts: int = Field(
+        default=3,
+        ge=1,
+        le=20,
+        description="Tries a message gets for a retryable error, with backoff between (count).",
+    )
+    time_limit_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Time one try may take before the document fails with that reason (s).",
+    )
 
 
 class StageSettings(BaseModel):
     """Each stage's policy (`RAGLINE_STAGES__EXTRACT__TIME_LIMIT_S=...`)."""
 
-    records: StagePolicy = StagePolicy(max_attempts=3, time_limit_s=60)
-    # One URL: robots, the fetch (within crawl.fetch_timeout_s) and handing it to ingestion.
-    crawl: StagePolicy = StagePolicy(max_attempts=3, time_limit_s=120)
-    # Parsing and OCR of a long file is the slowest work of the pipeline.
-    extract: StagePolicy = StagePolicy(max_attempts=3, time_limit_s=600)
-    # A batch may wait on a language model for its chunk contexts.
-    chunk: StagePolicy = StagePolicy(max_attempts=3, time_limit_s=300)
-    embed: StagePolicy = StagePolicy(max_attempts=3, time_limit_s=300)
-    # Writes to the vector store and MongoDB only: a slow try means a service is struggling.
-    index: StagePolicy = StagePolicy(max_attempts=5, time_limit_s=120)
+    records: StagePolicy = Field(
+        default=StagePolicy(max_attempts=3, time_limit_s=60),
+        description=(
+            "Records stage: one connector record from `records.ingest.v1`, upserted as a document."
+        ),
+    )
+    crawl: StagePolicy = Field(
+        default=StagePolicy(max_attempts=3, time_limit_s=120),
+        description=(
+            "Crawl stage: one URL, its robots check, the fetch (within crawl.fetch_timeout_s) "
+            "and its hand-off to ingestion."
+        ),
+    )
+    extract: StagePolicy = Field(
+        default=StagePolicy(max_attempts=3, time_limit_s=600),
+        description="Extract stage: parsing and OCR of a file, the slowest work of the pipeline.",
+    )
+    chunk: StagePolicy = Field(
+        default=StagePolicy(max_attempts=3, time_limit_s=300),
+        description="Chunk stage: a batch may wait on a language model for its chunk contexts.",
+    )
+    embed: StagePolicy = Field(
+        default=StagePolicy(max_attempts=3, time_limit_s=300),
+        description="Embed stage: one batch of chunks turned into vectors.",
+    )
+    index: StagePolicy = Field(
+        default=StagePolicy(max_attempts=5, time_limit_s=120),
+        description=(
+            "Index stage: writes to the vector store and MongoDB only, so a slow try means a "
+            "service is struggling."
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -251,103 +520,253 @@ class StageSettings(BaseModel):
 class CrawlSettings(BaseModel):
     """The crawl worker (`python -m workers.crawl`)."""
 
-    user_agent: str = "RaglineCrawler/1.0"
-    # Pages and depth of a job when its request does not say.
-    max_pages: int = Field(default=200, ge=1, le=100_000)
-    max_depth: int = Field(default=3, ge=0, le=20)
-    # Politeness: the time between two requests to one host from one worker.
-    per_host_delay_s: float = Field(default=0.5, ge=0)
-    # One response: its whole time, its size, and the redirects followed.
-    fetch_timeout_s: float = Field(default=10.0, gt=0)
-    max_page_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
-    max_redirects: int = Field(default=5, ge=0, le=20)
-    # Loopback, private, link-local (cloud metadata) and other special addresses are refused
-    # unless this is set (tests crawl a site on 127.0.0.1).
-    allow_private_networks: bool = False
+    user_agent: str = Field(
+        default="RaglineCrawler/1.0",
+        description="User-Agent header of the crawler, and the agent robots.txt rules apply to.",
+    )
+    max_pages: int = Field(
+        default=200,
+        ge=1,
+        le=100_000,
+        description="Pages of a crawl job when its request does not say (count).",
+    )
+    max_depth: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description="Link depth of a crawl job when its request does not say (count).",
+    )
+    per_host_delay_s: float = Field(
+        default=0.5,
+        ge=0,
+        description="Politeness: time between two requests to one host from one worker (s).",
+    )
+    fetch_timeout_s: float = Field(
+        default=10.0, gt=0, description="Whole time one response may take (s)."
+    )
+    max_page_bytes: int = Field(
+        default=2 * 1024 * 1024,
+        ge=1024,
+        description="Largest response body; a larger one is refused (bytes).",
+    )
+    max_redirects: int = Field(
+        default=5, ge=0, le=20, description="Redirects followed for one URL (count)."
+    )
+    # Tests crawl a site on 127.0.0.1.
+    allow_private_networks: bool = Field(
+        default=False,
+        description=(
+            "Crawl loopback, private, link-local (cloud metadata) and other special addresses, "
+            "which are refused otherwise."
+        ),
+    )
 
 
 class LimitsSettings(BaseModel):
     """Request limits. Rates are counted in Redis per window, across API processes."""
 
-    # Documents a tenant may add per minute (uploads, texts, batch records).
-    uploads_per_minute: int = Field(default=600, ge=1)
-    # Searches per second of one bot, one person, or one tenant's internal form; over it a
-    # search is answered from the cache if it can be, else refused (429).
-    searches_per_second: int = Field(default=200, ge=1)
+    uploads_per_minute: int = Field(
+        default=600,
+        ge=1,
+        description="Documents a tenant may add per minute: uploads, texts, batch records (count).",
+    )
+    searches_per_second: int = Field(
+        default=200,
+        ge=1,
+        description=(
+            "Searches per second of one bot, one person, or one tenant's internal form (count); "
+            "over it a search is answered from the cache if it can be, else refused (429)."
+        ),
+    )
 
 
 class RelaySettings(BaseModel):
     """The relay process (`python -m workers.relay`): sends the outbox's events to Kafka and
     re-drives documents that stopped moving."""
 
-    # How often the outbox is read, and how old an entry must be before the relay sends it
-    # (younger ones are being sent by the process that wrote them).
-    poll_s: float = Field(default=0.5, gt=0)
-    send_after_s: float = Field(default=2.0, ge=0)
-    batch: int = Field(default=200, ge=1, le=5_000)
-    # How often the broker and the documents in progress are checked.
-    reconcile_every_s: float = Field(default=5.0, gt=0)
-    # A stuck document is started again at most this many times, then fails with a reason.
-    max_redrives: int = Field(default=3, ge=0, le=20)
+    poll_s: float = Field(default=0.5, gt=0, description="How often the outbox is read (s).")
+    # Younger entries are being sent by the process that wrote them.
+    send_after_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="Age an outbox entry must reach before the relay sends it (s).",
+    )
+    batch: int = Field(
+        default=200,
+        ge=1,
+        le=5_000,
+        description="Outbox entries read and sent at a time (count).",
+    )
+    reconcile_every_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often the broker and the documents in progress are checked (s).",
+    )
+    max_redrives: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description="Restarts of a stuck document before it fails with a reason (count).",
+    )
 
 
 class SearchSettings(BaseModel):
     """The search service: caches and candidate pools."""
 
-    # Seed 000's layered caches: resolved bot access, query embeddings, and whole answers
-    # (longer when they found something).
-    access_ttl_s: int = Field(default=60, ge=1)
-    embedding_ttl_s: int = Field(default=24 * 3600, ge=1)
-    result_ttl_s: int = Field(default=30 * 60, ge=1)
-    empty_result_ttl_s: int = Field(default=2 * 60, ge=1)
-    # After a Redis failure, searches skip the cache for this long instead of waiting on it.
-    cache_retry_after_s: float = Field(default=2.0, ge=0)
-    # Candidates each retriever contributes to a hybrid fusion, and chunks fetched per hit
-    # wanted (merging neighbours, folding copies and the threshold thin them out).
-    depth: int = Field(default=100, ge=1, le=1000)
-    oversample: int = Field(default=5, ge=1, le=20)
-    # A retriever's first chunk leads clearly, and is placed first by hybrid fusion, when its
-    # BM25 score is this many times the second's, or its cosine this much above the second's.
-    lead_ratio: float = Field(default=1.5, ge=1)
-    lead_gap: float = Field(default=0.1, gt=0)
-    # Hybrid convex fusion's dense weight where a search sets none, by the kind of query
-    # (`services.search.fusion.query_kind`): a question (how..., what...?), a query naming an
-    # identifier or quoting words, anything else (keywords, a title, a description).
-    question_dense_weight: float = Field(default=0.8, ge=0, le=1)
-    exact_dense_weight: float = Field(default=0.5, ge=0, le=1)
-    plain_dense_weight: float = Field(default=0.5, ge=0, le=1)
-    # Pseudo-relevance feedback in hybrid searches for a question: terms held by at
-    # least `feedback_min_chunks` of the `feedback_chunks` best semantic matches join the
-    # keyword query at `feedback_weight` (0 chunks: off; `services.search.retrieval.Feedback`).
-    feedback_chunks: int = Field(default=0, ge=0, le=20)
-    feedback_min_chunks: int = Field(default=2, ge=1, le=20)
-    feedback_weight: float = Field(default=0.3, ge=0, le=10)
-    # A query's identifier term is rare when chunks of at most this many documents in the
-    # searched KBs hold it; chunks holding every rare one are placed first by hybrid fusion.
-    rare_term_documents: int = Field(default=3, ge=0, le=100)
-    # Hits sharing at least this share of their word shingles (of the shorter one) are copies
-    # of one passage: they fold into the best-ranked one (`services.search.duplicates`).
-    duplicate_threshold: float = Field(default=0.5, gt=0, le=1)
-    # Neighbouring chunks of a document merge into one hit of at most this many chunks.
-    merge_max_chunks: int = Field(default=3, ge=1, le=20)
-    # People's searches (`POST /api/v1/knowledge/search`): the minimum cosine similarity of a
-    # hit when the request does not say (hybrid keeps exact keyword matches below it).
-    people_score_threshold: float = Field(default=0.3, ge=0, le=1)
+    access_ttl_s: int = Field(
+        default=60, ge=1, description="Lifetime of a bot's cached resolved access (s)."
+    )
+    embedding_ttl_s: int = Field(
+        default=24 * 3600, ge=1, description="Lifetime of a cached query embedding (s)."
+    )
+    result_ttl_s: int = Field(
+        default=30 * 60, ge=1, description="Lifetime of a cached answer that found hits (s)."
+    )
+    empty_result_ttl_s: int = Field(
+        default=2 * 60, ge=1, description="Lifetime of a cached answer that found nothing (s)."
+    )
+    cache_retry_after_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="After a Redis failure, how long searches skip the cache (s).",
+    )
+    depth: int = Field(
+        default=100,
+        ge=1,
+        le=1000,
+        description="Candidates each retriever contributes to a hybrid fusion (count).",
+    )
+    # Merging neighbours, folding copies and the threshold thin the chunks out.
+    oversample: int = Field(
+        default=5,
+        ge=1,
+        le=20,
+        description="Chunks fetched per hit wanted (factor).",
+    )
+    lead_ratio: float = Field(
+        default=1.5,
+        ge=1,
+        description=(
+            "A retriever's first chunk leads, and hybrid fusion places it first, when its BM25 "
+            "score is this many times the second's (factor)."
+        ),
+    )
+    lead_gap: float = Field(
+        default=0.1,
+        gt=0,
+        description=(
+            "A dense retriever's first chunk leads, and hybrid fusion places it first, when its "
+            "cosine is this much above the second's (cosine)."
+        ),
+    )
+    # The kind of a query: `services.search.fusion.query_kind`.
+    question_dense_weight: float = Field(
+        default=0.8,
+        ge=0,
+        le=1,
+        description=(
+            "Convex fusion's dense weight for a question (how..., what...?) where a search sets "
+            "none (0 to 1)."
+        ),
+    )
+    exact_dense_weight: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description=(
+            "Convex fusion's dense weight for a query naming an identifier or quoting words, "
+            "where a search sets none (0 to 1)."
+        ),
+    )
+    plain_dense_weight: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description=(
+            "Convex fusion's dense weight for any other query (keywords, a title, a "
+            "description), where a search sets none (0 to 1)."
+        ),
+    )
+    # Pseudo-relevance feedback in hybrid searches for a question: terms held by at least
+    # `feedback_min_chunks` of the `feedback_chunks` best semantic matches join the keyword
+    # query at `feedback_weight` (`services.search.retrieval.Feedback`).
+    feedback_chunks: int = Field(
+        default=0,
+        ge=0,
+        le=20,
+        description=(
+            "Best semantic matches whose terms may join a question's keyword query (count; "
+            "0: no feedback)."
+        ),
+    )
+    feedback_min_chunks: int = Field(
+        default=2,
+        ge=1,
+        le=20,
+        description="Of those matches, how many must hold a term for it to join (count).",
+    )
+    feedback_weight: float = Field(
+        default=0.3,
+        ge=0,
+        le=10,
+        description="Weight of the feedback terms in the keyword query (factor).",
+    )
+    rare_term_documents: int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description=(
+            "A query's identifier term is rare when at most this many documents of the searched "
+            "KBs hold it; chunks holding every rare one go first in hybrid fusion (count)."
+        ),
+    )
+    duplicate_threshold: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description=(
+            "Share of word shingles (of the shorter hit) two hits must share to fold into the "
+            "best-ranked one as copies (0 to 1; `services.search.duplicates`)."
+        ),
+    )
+    merge_max_chunks: int = Field(
+        default=3,
+        ge=1,
+        le=20,
+        description="Most neighbouring chunks of a document merged into one hit (count).",
+    )
+    # Hybrid searches keep exact keyword matches below it.
+    people_score_threshold: float = Field(
+        default=0.3,
+        ge=0,
+        le=1,
+        description=(
+            "Minimum cosine similarity of a hit of a person's search "
+            "(`POST /api/v1/knowledge/search`) when the request does not say (0 to 1)."
+        ),
+    )
 
 
 class ApiSettings(BaseModel):
     """The HTTP server."""
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=0, le=65535)
-    # Host headers the MCP endpoint answers (its DNS-rebinding protection); "*" turns the
-    # check off (behind a proxy that checks them).
+    host: str = Field(default="127.0.0.1", description="Address the HTTP server listens on.")
+    port: int = Field(default=8000, ge=0, le=65535, description="Port the HTTP server listens on.")
     mcp_allowed_hosts: list[str] = Field(
-        default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+        default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        description=(
+            "Host headers the MCP endpoint answers (its DNS-rebinding protection); `*` turns "
+            "the check off, behind a proxy that checks them."
+        ),
     )
-    # A request body that is not a file upload (JSON, forms) is refused (413) above this size;
-    # uploads have ingest.max_upload_mb.
-    max_body_mb: int = Field(default=50, ge=1)
+    max_body_mb: int = Field(
+        default=50,
+        ge=1,
+        description=(
+            "Largest request body that is not a file upload (MB); above it the request is "
+            "refused (413). Uploads have ingest.max_upload_mb."
+        ),
+    )
 
 
 class Settings(BaseSettings):
@@ -359,33 +778,81 @@ class Settings(BaseSettings):
         extra="ignore",
     )
 
-    # Local mode runs on the stand-in servers and accepts generated secrets.
-    local_mode: bool = True
-    run_dir: Path = Path(".ragline")
-    admin_token: SecretStr = SecretStr("")
-    internal_secret: SecretStr = SecretStr("")
-    # While the internal secret is rotated, the old one is accepted too (empty: none).
-    internal_secret_previous: SecretStr = SecretStr("")
-    bootstrap_tenant: str = "default"
-    log_level: str = "INFO"
-    # Prometheus endpoint of a worker process; port 0 disables it.
-    metrics_host: str = "127.0.0.1"
-    metrics_port: int = Field(default=0, ge=0, le=65535)
+    local_mode: bool = Field(
+        default=True,
+        description=(
+            "Run on the stand-in servers and accept generated secrets; `false` refuses "
+            "placeholder secrets and needs a Qdrant URL."
+        ),
+    )
+    run_dir: Path = Field(
+        default=Path(".ragline"),
+        description=(
+            "Directory of the process's local data: the embedded vector store and the ONNX exports."
+        ),
+    )
+    admin_token: SecretStr = Field(
+        default=SecretStr(""),
+        description="Bearer token of the bootstrap admin of `bootstrap_tenant`.",
+    )
+    internal_secret: SecretStr = Field(
+        default=SecretStr(""),
+        description="Secret the internal search caller sends in `X-Internal-Secret`.",
+    )
+    internal_secret_previous: SecretStr = Field(
+        default=SecretStr(""),
+        description=(
+            "While the internal secret is rotated, the old one, still accepted (empty: none)."
+        ),
+    )
+    bootstrap_tenant: str = Field(
+        default="default", description="Tenant that `admin_token` is the admin of."
+    )
+    log_level: str = Field(
+        default="INFO", description="Logging level of the process (DEBUG, INFO, WARNING...)."
+    )
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        description="Address of a worker process's Prometheus endpoint.",
+    )
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Port of a worker process's Prometheus endpoint (0: no endpoint).",
+    )
 
-    kafka: KafkaSettings = KafkaSettings()
-    mongo: MongoSettings = MongoSettings()
-    qdrant: QdrantSettings = QdrantSettings()
-    redis: RedisSettings = RedisSettings()
-    embedding: EmbeddingSettings = EmbeddingSettings()
-    chunking: ChunkingSettings = ChunkingSettings()
-    contextual: ContextualSettings = ContextualSettings()
-    ingest: IngestSettings = IngestSettings()
-    stages: StageSettings = StageSettings()
-    search: SearchSettings = SearchSettings()
-    relay: RelaySettings = RelaySettings()
-    crawl: CrawlSettings = CrawlSettings()
-    limits: LimitsSettings = LimitsSettings()
-    api: ApiSettings = ApiSettings()
+    kafka: KafkaSettings = Field(
+        default=KafkaSettings(), description="Kafka connection and consumer tuning."
+    )
+    mongo: MongoSettings = Field(default=MongoSettings(), description="MongoDB connection.")
+    qdrant: QdrantSettings = Field(
+        default=QdrantSettings(),
+        description="Vector store: a Qdrant server or the embedded engine.",
+    )
+    redis: RedisSettings = Field(
+        default=RedisSettings(), description="Redis connection used by the search caches."
+    )
+    embedding: EmbeddingSettings = Field(
+        default=EmbeddingSettings(), description="The embedding model."
+    )
+    chunking: ChunkingSettings = Field(
+        default=ChunkingSettings(), description="How text is cut into chunks."
+    )
+    contextual: ContextualSettings = Field(
+        default=ContextualSettings(), description="The context prefix each chunk is embedded with."
+    )
+    ingest: IngestSettings = Field(
+        default=IngestSettings(), description="Upload limits and the pipeline's failure policy."
+    )
+    stages: StageSettings = Field(default=StageSettings(), description="Each stage's policy.")
+    search: SearchSettings = Field(
+        default=SearchSettings(), description="The search service: caches and candidate pools."
+    )
+    relay: RelaySettings = Field(default=RelaySettings(), description="The relay process.")
+    crawl: CrawlSettings = Field(default=CrawlSettings(), description="The crawl worker.")
+    limits: LimitsSettings = Field(default=LimitsSettings(), description="Request limits.")
+    api: ApiSettings = Field(default=ApiSettings(), description="The HTTP server.")
 
     @model_validator(mode="after")
     def _refuse_placeholder_secrets(self) -> Settings:

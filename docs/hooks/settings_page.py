@@ -2,8 +2,10 @@
 
 `<!-- generated: settings -->` on a page becomes one table per group of settings: each
 setting's name, environment variable, type, default, constraints and description (the field's
-`description`, else the comment above it in the source), read from the model when the site is
-built, so the page cannot drift from the code. Defaults are the model's, not the environment's.
+`description`, else the comment above it in the source; a setting of a nested model, such as a
+stage's `max_attempts`, is followed by the description of the field holding that model), read
+from the model when the site is built, so the page cannot drift from the code. Defaults are the
+model's, not the environment's.
 
 Every page is also checked: a `RAGLINE_...` variable it names must be a setting (or a group of
 them), else the build warns (and `mkdocs build --strict` fails).
@@ -129,7 +131,7 @@ def _setting(
         type=_type(field.annotation),
         default=_default(value),
         constraints=_constraints(field),
-        description=own or inherited,
+        description=" ".join(part for part in (own, inherited) if part),
         described=bool(own),
     )
 
