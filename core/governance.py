@@ -1,4 +1,4 @@
-"""Who may read a knowledge item, said once (seed 002's access model).
+"""Who may read a knowledge item, said once: owner, visibility, audiences and grants.
 
 Every item (an uploaded document, a text, a connector's record, a wiki page) has an owner and a
 visibility:

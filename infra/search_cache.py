@@ -1,4 +1,4 @@
-"""The search caches in Redis (seed 000's layers), and the KB revisions their keys carry.
+"""The search caches in Redis, in three layers, and the KB revisions their keys carry.
 
 - access: a bot's resolved access (its settings and its attached, active KBs), 60 s;
 - query embeddings, 24 h;

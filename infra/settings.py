@@ -291,7 +291,7 @@ class EmbeddingSettings(BaseModel):
 
 
 class ChunkingSettings(BaseModel):
-    """Sliding-window chunking (seed 000's algorithm)."""
+    """Sliding-window chunking: fixed-size character windows that overlap."""
 
     chunk_size_chars: int = Field(
         default=1200, ge=100, description="Length of a chunk's window (characters)."

@@ -175,7 +175,7 @@ class DocumentOut(BaseModel):
     stage_started_at: dict[str, datetime]
     created_at: datetime
     updated_at: datetime
-    # Governance (seed 002): the item the versions belong to, who owns it, who may read it.
+    # Governance: the item the versions belong to, who owns it, who may read it.
     knowledge_item_id: str
     kind: ItemKind
     owner_user_id: str | None
@@ -268,7 +268,7 @@ class KeyedRecord(Record):
 
 class BatchIn(BaseModel):
     """Body of `POST .../documents/batch`: records upserted by `external_id`, with who may
-    read them (seed 002's Airbyte fields)."""
+    read them (`visibility_mode`, `audience_tags`, `user_grants`, `owner_user_id`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -316,7 +316,8 @@ SourceName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-
 
 
 class SyncIn(BatchIn):
-    """Body of `POST .../documents/sync`: the complete set of a source's records (seed 004)."""
+    """Body of `POST .../documents/sync`: the complete set of a source's records; the source's
+    documents not among them are deleted."""
 
     source: SourceName
     records: list[KeyedRecord] = Field(min_length=0, max_length=1000)
@@ -416,7 +417,8 @@ class AudienceMembersIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     user_ids: list[str] = Field(max_length=10_000)
-    # Seed 002's body repeats these; when given they must match the path and the caller.
+    # Optional repeats of the path's audience and the caller's tenant: when given they must
+    # match them.
     tenant_id: str | None = None
     audience_tag: str | None = None
 
@@ -450,7 +452,7 @@ class WikiPageIn(BaseModel):
     audience_tags: list[str] | None = None
     user_grants: list[str] | None = None
     owner_user_id: str | None = None
-    # Seed 002's body names the tenant; when given it must be the caller's.
+    # The tenant may be named in the body too; when given it must be the caller's.
     tenant_id: str | None = None
 
     def governance(self) -> GovernanceChange:
@@ -522,7 +524,7 @@ class RedriveAllOut(BaseModel):
 
 
 class CrawlJobCreate(BaseModel):
-    """Body of `POST .../crawl-jobs` (seed 003): left out, the KB's `urls` and `files` and the
+    """Body of `POST .../crawl-jobs`: left out, the KB's `urls` and `files` and the
     configured limits."""
 
     model_config = ConfigDict(extra="forbid")

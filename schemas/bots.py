@@ -1,4 +1,4 @@
-"""Bots and their knowledge attachment (seed 000's `BotKnowledgeConfig`). No I/O."""
+"""Bots and their knowledge settings: which KBs they search, and how. No I/O."""
 
 from __future__ import annotations
 

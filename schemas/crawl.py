@@ -1,4 +1,4 @@
-"""Crawl jobs (seed 003) and the messages of the crawl worker."""
+"""Crawl jobs over a KB's pages and files, and the messages of the crawl worker."""
 
 from __future__ import annotations
 

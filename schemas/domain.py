@@ -190,7 +190,7 @@ class User(BaseModel):
 
 
 class Audience(BaseModel):
-    """A tenant-local group of users that items can be shared with (seed 002)."""
+    """A tenant-local group of users that items can be shared with."""
 
     tenant_id: str
     tag: str
@@ -275,9 +275,9 @@ class KnowledgeBase(BaseModel):
     status: KbStatus = KbStatus.ACTIVE
     # The visibility of items an admin adds without saying (a user's are private to them).
     default_visibility: Visibility = Visibility.SHARED
-    # A short name unique in the tenant that every route accepts in place of the id (seed 003).
+    # A short name unique in the tenant that every route accepts in place of the id.
     code: str | None = None
-    # Pages and files the KB is filled from (seed 003's crawl sources).
+    # Pages and files the KB is filled from: what a crawl job fetches when it names none.
     urls: list[str] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)
     document_count: int = 0

@@ -151,7 +151,7 @@ class ChunkBatchEmbedded(ChunkBatchReady):
 
 
 class SyncMarker(BaseModel):
-    """A record's place in a full sync of its source (seed 004): every record of one run
+    """A record's place in a full sync of its source: every record of one run
     carries the same `run`; the run's last message has `complete` and no record, and says how
     many records the run published. Then the source's documents the run did not hold are
     removed."""
@@ -179,8 +179,8 @@ class RecordPublished(BaseModel):
     kb_id: str = Field(min_length=1)
     record: Record | None = None
     sync: SyncMarker | None = None
-    # Who may read it (seed 002's Airbyte fields); left out: the previous version's, or the
-    # KB's default visibility.
+    # Who may read it (visibility, audiences, grants, owner); left out: the previous version's,
+    # or the KB's default visibility.
     governance: GovernanceChange = Field(default_factory=GovernanceChange)
     # Required with `visibility_mode: shared` and no audience: readable by the whole tenant.
     confirm_tenant_wide: bool = False
@@ -233,7 +233,7 @@ class RetrievedChunk(BaseModel):
 
 
 class ChunksRetrieved(BaseModel):
-    """Seed 002's `rag_chunks_retrieved` turn event (topic `knowledge.chunks-retrieved.v1`):
+    """The `rag_chunks_retrieved` turn event (topic `knowledge.chunks-retrieved.v1`):
     what one search of a session or turn retrieved, published after its answer was sent."""
 
     model_config = ConfigDict(frozen=True)

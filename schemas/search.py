@@ -1,4 +1,5 @@
-"""The search contract the agent runtime calls (seed 000's `search_knowledge`). No I/O."""
+"""The search contract: the internal search the agent runtime calls for its bots, people's
+and agents' searches, and the shapes a hit takes in each. No I/O."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ class BotSearchRequest(BotSearchOptions):
 
 
 class KnowledgeSearchRequest(BaseModel):
-    """A person's search (seed 002) over their tenant's active KBs, as their token allows."""
+    """A person's search over their tenant's active KBs, as their token allows."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -184,7 +185,8 @@ class SearchResponse(BaseModel):
 
 
 class KnowledgeResult(BaseModel):
-    """One hit of a person's search: seed 002's fields, then where to cite it."""
+    """One hit of a person's search: the passage, its source, score and place, then where to
+    cite it."""
 
     content: str
     # The document the passage is from.

@@ -10,8 +10,8 @@ CHUNKS_EMBEDDED = "chunks.embedded.v1"
 RECORDS_INGEST = "records.ingest.v1"
 # The crawl worker's tasks: one URL of a crawl job each.
 CRAWL_PAGES = "crawl.pages.v1"
-# Every search of a session or turn announces what it retrieved here (seed 002's
-# `rag_chunks_retrieved`), after its answer is sent.
+# Every search of a session or turn announces what it retrieved here
+# (`rag_chunks_retrieved`), after its answer is sent.
 CHUNKS_RETRIEVED = "knowledge.chunks-retrieved.v1"
 
 # Created by the relay only, and never written: a broker without it has lost its topics (the

@@ -1,6 +1,6 @@
-"""What agents call as tools (seeds 002, 003, 004), whatever carries the call (the MCP server,
-function calling): search with citations, seed 003's `retrieve_knowledge`, wiki pages, and
-the list of knowledge bases the caller may search.
+"""What agents call as tools, whatever carries the call (the MCP server, function calling):
+search with citations, `retrieve_knowledge` (documents of title, source URL and text within a
+token budget), wiki pages, and the list of knowledge bases the caller may search.
 
 An agent is a token's holder: a bot (its attached, active KBs and its knowledge settings; it
 reads what the whole tenant may read), a user (what their permissions allow) or an admin.
@@ -29,7 +29,7 @@ from services.search.retrieval_events import Defer
 from services.search.search_service import SearchService
 from services.wiki_service import WikiService
 
-# What seed 003's `retrieve_knowledge` returns at most, in tokens (about four characters each).
+# What `retrieve_knowledge` returns at most, in tokens (about four characters each).
 RETRIEVE_TOKEN_BUDGET = 4000
 
 
@@ -74,7 +74,7 @@ class KnowledgeSearchArgs(BaseModel):
 
 
 class RetrieveKnowledgeArgs(BaseModel):
-    """Arguments of `retrieve_knowledge` (seed 003's schema)."""
+    """Arguments of `retrieve_knowledge`: the query, and optionally a KB by its code."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -174,7 +174,7 @@ class KnowledgeBaseInfo(BaseModel):
 
 
 class KnowledgeDocument(BaseModel):
-    """Seed 003's retrieved document."""
+    """A document `retrieve_knowledge` returns: its title, where it is, and the passage."""
 
     title: str
     source_url: str
@@ -256,7 +256,8 @@ class AgentToolService:
     async def retrieve_knowledge(
         self, agent: Agent, args: RetrieveKnowledgeArgs, session: Session
     ) -> list[KnowledgeDocument]:
-        """Seed 003's documents for the query, within `RETRIEVE_TOKEN_BUDGET`."""
+        """The documents for the query (in the KB its code names, else every KB the agent
+        may search), within `RETRIEVE_TOKEN_BUDGET`."""
         kb_ids = None
         if args.knowledge_base_code is not None:
             kb_ids = [args.knowledge_base_code]
@@ -358,7 +359,8 @@ def _info(kb: KnowledgeBase) -> KnowledgeBaseInfo:
 
 
 def knowledge_base_instructions(knowledge_base_code: str) -> str:
-    """Seed 003's instructions injected into an assistant's system prompt for its KB."""
+    """The instructions injected into an assistant's system prompt for its KB: call
+    `retrieve_knowledge` with the KB's code first, and answer from what it returns."""
     return (
         "You are a helpful office assistant.\n"
         "Your task is to answer user questions by first calling the retrieve_knowledge tool "
@@ -413,8 +415,8 @@ class FunctionTools(BaseModel):
 
 
 async def function_tools(tools: AgentToolService, agent: Agent) -> FunctionTools:
-    """The agent's tools as function definitions, in both common shapes, with seed 003's
-    instructions for its first KB that has a code."""
+    """The agent's tools as function definitions, in both common shapes, with the
+    system-prompt instructions for its first KB that has a code."""
     declared = [
         (spec.name, await tools.describe(agent, spec), spec.arguments.model_json_schema())
         for spec in TOOLS

@@ -1,4 +1,4 @@
-"""Crawling a KB's site (seed 003) as a full sync of its pages (seed 004).
+"""Crawling a KB's site as a full sync of its pages.
 
 `CrawlJobService` starts, lists and cancels jobs. `CrawlerService` works one URL of a job (the
 crawl worker calls it for each task): it fetches the URL conditionally, hands changed content to

@@ -32,7 +32,7 @@ class Submission:
     reader: Reader
     change: GovernanceChange = field(default_factory=GovernanceChange)
     # Required to make a batch readable by the whole tenant when it names visibility `shared`
-    # without an audience (seed 002's Airbyte rule).
+    # without an audience: without it, such a batch is refused.
     confirm_tenant_wide: bool = False
 
     @classmethod

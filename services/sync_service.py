@@ -1,4 +1,4 @@
-"""Full sync of a source (seed 004): a KB's documents of that source become exactly the given
+"""Full sync of a source: a KB's documents of that source become exactly the given
 records. New records are added, changed ones become new versions (the old version stays
 searchable until the new one is indexed), and records missing from the run are deleted once
 the run's records are in. So search never returns neither the old nor the new version of a

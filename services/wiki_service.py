@@ -1,4 +1,4 @@
-"""Wiki pages (seed 002): Markdown pages addressed by a topic slug, unique in a tenant.
+"""Wiki pages: Markdown pages addressed by a topic slug, unique in a tenant.
 
 A page is a knowledge item like any other: written through the intake on the version line
 `wiki:<topic>` of its KB (a new write is a new version that replaces the old one once indexed),

@@ -95,7 +95,7 @@ async def bot_tools(
 ) -> FunctionTools:
     """The bot's tools as JSON Schema function definitions, OpenAI-style and Gemini's
     `functionDeclarations`, with its trigger instructions and KBs in the descriptions, and
-    seed 003's instructions for a system prompt."""
+    the instructions to inject into the assistant's system prompt."""
     return await function_tools(
         agent_tool_service, await agent_tool_service.bot_agent(principal.tenant_id, bot_id)
     )

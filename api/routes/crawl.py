@@ -1,4 +1,4 @@
-"""Crawl jobs (seed 003): start one for a KB, follow it, cancel it."""
+"""Crawl jobs: start one for a KB over its pages and files, follow it, cancel it."""
 
 from __future__ import annotations
 

@@ -224,7 +224,7 @@ async def sync_source(
     caller: CallerDep,
     sync_service: SyncServiceDep,
 ) -> SyncOut:
-    """Makes the KB's documents of `source` exactly these records (seed 004's full sync): new
+    """Makes the KB's documents of `source` exactly these records (a full sync): new
     ones are added, changed ones re-indexed (the old version stays searchable until the new
     one is indexed), and the source's documents not named here are deleted."""
     by = Submission(caller.reader, body.governance(), body.confirm_tenant_wide)

@@ -1,4 +1,4 @@
-"""People's endpoints (seed 002): search what they may read, and wiki pages."""
+"""People's endpoints: search what they may read, and wiki pages."""
 
 from __future__ import annotations
 

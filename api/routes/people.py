@@ -1,4 +1,4 @@
-"""Admin endpoints for the tenant's users and audiences (seed 002's audience administration)."""
+"""Admin endpoints for the tenant's users and audiences, and each audience's members."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The context provider interface, its typed errors, and the prompt (seed 002).
+"""The context provider interface, its typed errors, and the prompt.
 
 A provider sends one prompt to a chat model and returns its answer with the tokens it used.
 The prompt follows Anthropic's contextual retrieval: the document title, the heading path and

@@ -2,8 +2,8 @@
 
 A bot may search the KBs attached to it that exist in its own tenant and are active, and of
 those only the ones the request names (if it names any). Everything else is dropped without an
-error, as seed 000 specifies; a bot whose knowledge is disabled searches nothing. The resolved
-access is cached for `access_ttl_s` and dropped whenever the bot or one of its KBs changes
+error; a bot whose knowledge is disabled searches nothing. The resolved access is cached for
+`access_ttl_s` and dropped whenever the bot or one of its KBs changes
 (`services.freshness_service`).
 """
 

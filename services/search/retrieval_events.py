@@ -1,4 +1,4 @@
-"""Retrieval events (seed 002's `rag_chunks_retrieved`): what a search of a session or turn
+"""Retrieval events (`rag_chunks_retrieved`): what a search of a session or turn
 retrieved, announced on Kafka after the answer has gone out.
 
 The transport decides what "after" means (`Defer`: FastAPI's background tasks once the

@@ -3,12 +3,12 @@
 - one version per source: chunks of an older version of a source are dropped when a newer one
   is in the same answer (the store swaps versions in one step, this makes sure of it);
 - neighbours merged: adjacent or overlapping chunks of one document become one passage (of at
-  most `search.merge_max_chunks` chunks), with the overlap removed (seed 004), so an answer is
+  most `search.merge_max_chunks` chunks), with the overlap removed, so an answer is
   not the same sentences twice;
 - copies folded: near-identical passages, of any document, fold into the best-ranked one and
   are listed in its `also_in` (`services.search.duplicates`), and the next distinct passage moves
   up;
-- a token budget: `max_context_tokens` keeps the best passages that fit (seed 003).
+- a token budget: `max_context_tokens` keeps the best passages that fit.
 """
 
 from __future__ import annotations
@@ -84,8 +84,8 @@ def assemble(
     """Up to `limit` distinct passages from single-chunk passages given best first:
 
     - a chunk next to (or overlapping) a kept passage of its own document joins it, as long as
-      that passage spans at most `max_chunks` chunks (seed 004's merging of neighbours); if the
-      grown passage now copies another kept one, the better-ranked keeps the other as a copy;
+      that passage spans at most `max_chunks` chunks; if the grown passage now copies another
+      kept one, the better-ranked keeps the other as a copy;
     - otherwise a chunk whose text copies a kept passage (`services.search.duplicates`) folds
       into it and is listed in its `also_in`;
     - any other chunk is a passage of its own, while fewer than `limit` are kept.

@@ -1,4 +1,4 @@
-"""People's permissions over HTTP (seed 002): users, grants, audiences, visibility changes,
+"""People's permissions over HTTP: users, grants, audiences, visibility changes,
 archiving, revoked tokens, other tenants, wiki pages and the people's search."""
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ async def test_what_people_may_read_follows_owner_grants_audiences_and_archive(a
     assert kb["default_visibility"] == "shared"
     phrase = f"The {run} lighthouse keeper logs the beacon every night"
 
-    # Alice uploads: private to her by default (seed 002).
+    # Alice uploads: a user's upload is private to them by default.
     upload = await alice.call(
         "POST",
         f"/api/v1/knowledge-bases/{kb_id}/documents",

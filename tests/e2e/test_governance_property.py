@@ -6,8 +6,8 @@ matches the query) and a bot attached to them. Each example gives every item a r
 visibility, audiences, grants and archive flag (through `PATCH`, as an admin would), random
 audience members and a random set of attached KBs and retrieval mode for the bot, then searches
 as a user (people's form, any mode), as the bot for nobody and as the bot for a user, each
-twice (the second answer comes from the cache). The expected answer is computed here from seed
-002's table, independently of the service's rule.
+twice (the second answer comes from the cache). The expected answer is computed here from the
+access table (`may_read`), independently of the service's rule.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class Policy:
 
 
 def may_read(policy: Policy, user: str | None, members: dict[str, set[str]]) -> bool:
-    """Seed 002's table: private → owner; shared → the tenant, or the audiences' members;
+    """The access table: private → owner; shared → the tenant, or the audiences' members;
     restricted → grants, audiences' members, owner. Archived → nobody. No user (a bot for
     nobody) → only what the whole tenant may read."""
     if policy.archived:

@@ -1,4 +1,4 @@
-"""KB codes (seed 003): a short name unique in the tenant that every KB route accepts in place
+"""KB codes: a short name unique in the tenant that every KB route accepts in place
 of the id; KBs also list the pages and files they are filled from."""
 
 from __future__ import annotations

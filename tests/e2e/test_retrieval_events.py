@@ -1,4 +1,4 @@
-"""Retrieval events (seed 002's `rag_chunks_retrieved`) consumed from Kafka, field by field:
+"""Retrieval events (`rag_chunks_retrieved`) consumed from Kafka, field by field:
 from the bot contract, people's search with a turn, and an MCP tool call."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Records by external id, and full syncs of a source (seed 004) over HTTP and Kafka."""
+"""Records by external id, and full syncs of a source over HTTP and Kafka."""
 
 from __future__ import annotations
 

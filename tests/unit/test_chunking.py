@@ -1,4 +1,4 @@
-"""Pins seed 000's chunking: whitespace normalised, 1200/180 window, boundary past 50%."""
+"""Pins the chunking: whitespace normalised, 1200/180 window, boundary past 50%."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Seed 002's access table as `core.governance` compiles it into readers."""
+"""The access table (who may read an item of each visibility) as `core.governance` compiles
+it into readers."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def readable_by(governance: Governance) -> set[str]:
         (Visibility.RESTRICTED, ["ops"], ["gus"], {"admin", "owner", "member", "grantee"}),
     ],
 )
-def test_each_visibility_reads_as_seed_002_says(
+def test_each_visibility_reads_as_the_access_table_says(
     visibility: Visibility, audiences: list[str], grants: list[str], expected: set[str]
 ) -> None:
     governance = Governance(

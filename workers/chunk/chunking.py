@@ -1,4 +1,4 @@
-"""Sliding-window chunking, as seed 000 specifies it. Pure: no I/O.
+"""Sliding-window chunking. Pure: no I/O.
 
 Whitespace is normalised, then a window of `chunk_size` characters slides over the text with
 `overlap` characters shared between neighbours. A window that does not reach the end of the

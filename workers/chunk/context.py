@@ -1,4 +1,4 @@
-"""Chunk contexts (seed 002): the short prefix each chunk is embedded and sparse-indexed with.
+"""Chunk contexts: the short prefix each chunk is embedded and sparse-indexed with.
 
 Every chunk gets the generic prefix, made without a model from the document title, the chunk's
 heading path and its page: `Debian Policy Manual > 4. Source packages > 4.9 Main building
@@ -226,7 +226,7 @@ class Contextualizer:
                 return ""
             except Exception as exc:
                 # Whatever goes wrong with the provider (refused, down, malformed, a client
-                # library error), seed 002 asks for the generic prefix, not a failed document.
+                # library error), the chunk gets the generic prefix: it never fails the document.
                 log.info("context call to %s failed: %s", provider.name, exc)
                 CONTEXT_REQUESTS.labels(provider.name, "failed").inc()
                 return ""
