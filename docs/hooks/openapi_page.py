@@ -17,6 +17,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+try:
+    from docs.hooks.markdown_tables import table_rows
+except ModuleNotFoundError:  # MkDocs loads a hook from its file, with docs/hooks on sys.path
+    from markdown_tables import table_rows  # type: ignore[import-not-found,no-redef]
+
 MARKER = "<!-- generated: openapi -->"
 SCHEMA_FILE = "api/openapi.json"
 METHODS = ("get", "put", "post", "patch", "delete", "head", "options")
@@ -265,16 +270,7 @@ def table_operations(markdown: str) -> set[tuple[str, str]]:
     with each path of its row, or the methods and paths pairwise where a row names as many
     of each (`GET / PUT` of `/api/v1/users`, `/api/v1/users/{user_id}`)."""
     found: set[tuple[str, str]] = set()
-    in_table = False
-    for line in markdown.splitlines():
-        if line.startswith("| method | path |"):
-            in_table = True
-            continue
-        if not line.startswith("|"):
-            in_table = False
-        if not in_table or line.startswith("|---"):
-            continue
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    for cells in table_rows(markdown, "| method | path |"):
         methods = [m.strip() for m in cells[0].split("/")]
         paths = [
             ELIDED + path[3:] if path.startswith("...") else path

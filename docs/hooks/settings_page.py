@@ -24,6 +24,11 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
+try:
+    from docs.hooks.markdown_tables import table_rows
+except ModuleNotFoundError:  # MkDocs loads a hook from its file, with docs/hooks on sys.path
+    from markdown_tables import table_rows  # type: ignore[import-not-found,no-redef]
+
 log = logging.getLogger("mkdocs.hooks.settings_page")
 
 MARKER = "<!-- generated: settings -->"
@@ -294,16 +299,7 @@ def table_problems(markdown: str, model: type[BaseModel] | None = None) -> list[
         for setting in group.settings
     }
     problems: list[str] = []
-    in_table = False
-    for line in markdown.splitlines():
-        if line.startswith("| variable | default |"):
-            in_table = True
-            continue
-        if not line.startswith("|"):
-            in_table = False
-        if not in_table or line.startswith("|---"):
-            continue
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    for cells in table_rows(markdown, "| variable | default |"):
         names = _names(cells[0])
         if not names:
             continue

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from docs.hooks import benchmark_pages, cli_page, openapi_page, settings_page
+from docs.hooks import benchmark_pages, cli_page, markdown_tables, openapi_page, settings_page
 from infra.settings import Settings
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -106,6 +106,22 @@ def test_the_configuration_page_agrees_with_the_model() -> None:
     assert settings_page.MARKER in page
     assert settings_page.table_problems(page) == []
     assert settings_page.unknown_variables(page, settings_page.variable_names()) == []
+
+
+def test_the_table_reader_gives_the_rows_of_every_table_with_the_header() -> None:
+    page = (
+        "Intro | not a table\n\n"
+        "| name | value |\n|---|---|\n| `a` | 1 |\n|  b  |  2 |\nText after.\n\n"
+        "| other | table |\n|---|---|\n| c | 3 |\n\n"
+        "| name | value | note |\n|---|---|---|\n| d | 4 | x |\n"
+    )
+
+    assert markdown_tables.table_rows(page, "| name | value |") == [
+        ["`a`", "1"],
+        ["b", "2"],
+        ["d", "4", "x"],
+    ]
+    assert markdown_tables.table_rows(page, "| method | path |") == []
 
 
 def test_every_openapi_operation_appears(schema: dict[str, Any]) -> None:
