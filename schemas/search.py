@@ -184,6 +184,22 @@ class SearchResponse(BaseModel):
 # (`schemas.events.RetrievedChunk`).
 
 
+def _hit_fields(hit: SearchHit) -> dict[str, Any]:
+    """The fields a person's and an agent's hit both take from the search hit as it has them:
+    its source document, score and place, and where to cite it (each shape keeps them in its
+    own order)."""
+    return {
+        "source": hit.document_id,
+        "score": hit.score,
+        "kb_id": hit.kb_id,
+        "page": hit.page,
+        "heading_path": hit.heading_path,
+        "url": hit.url,
+        "citation": hit.cited_as,
+        "also_in": hit.also_in,
+    }
+
+
 class KnowledgeResult(BaseModel):
     """One hit of a person's search: the passage, its source, score and place, then where to
     cite it."""
@@ -208,17 +224,10 @@ class KnowledgeResult(BaseModel):
         """The hit as a person's search shows it."""
         return cls(
             content=hit.chunk_text,
-            source=hit.document_id,
-            score=hit.score,
             document_title=hit.document_title,
             chunk_index=hit.chunk_index,
             retrieval_rationale=hit.retrieval_rationale,
-            kb_id=hit.kb_id,
-            page=hit.page,
-            heading_path=hit.heading_path,
-            url=hit.url,
-            citation=hit.cited_as,
-            also_in=hit.also_in,
+            **_hit_fields(hit),
         )
 
 
@@ -254,16 +263,9 @@ class AgentHit(BaseModel):
         """The hit as an agent reads it."""
         return cls(
             text=hit.chunk_text,
-            score=hit.score,
             title=hit.document_title,
-            source=hit.document_id,
-            kb_id=hit.kb_id,
-            page=hit.page,
-            heading_path=hit.heading_path,
-            url=hit.url,
             indexed_at=hit.indexed_at,
-            citation=hit.cited_as,
-            also_in=hit.also_in,
+            **_hit_fields(hit),
         )
 
 

@@ -3,6 +3,7 @@ made from it by their `of`, with the JSON each transport has always sent."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel
@@ -42,6 +43,11 @@ def _json(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json")
 
 
+def _sent(value: dict[str, Any]) -> str:
+    """JSON text as pydantic writes it: no spaces."""
+    return json.dumps(value, separators=(",", ":"))
+
+
 def test_the_hit_cites_its_document_page_headings_and_url() -> None:
     assert HIT.cited_as == CITATION
 
@@ -77,6 +83,48 @@ def test_an_agent_reads_the_hit_as_an_agent_hit() -> None:
         "citation": CITATION,
         "also_in": [COPY_JSON],
     }
+
+
+def test_each_shape_sends_the_same_json_field_for_field_and_in_the_same_order() -> None:
+    copy = {
+        "document_id": "doc_copy",
+        "document_title": "Copy",
+        "source_name": "copy.pdf",
+        "kb_id": "kb_b",
+        "page": 2,
+        "chunk_index": 7,
+    }
+    knowledge_result = {
+        "content": "Torque the bolts to 40 Nm.",
+        "source": "doc_1",
+        "score": 0.8125,
+        "document_title": "Service handbook",
+        "chunk_index": 3,
+        "retrieval_rationale": "dense #1; sparse #2",
+        "kb_id": "kb_a",
+        "page": 12,
+        "heading_path": ["Maintenance", "Wheels"],
+        "url": "https://example.com/handbook",
+        "citation": "Service handbook, p. 12, Maintenance > Wheels, https://example.com/handbook",
+        "also_in": [copy],
+    }
+    agent_hit = {
+        "text": "Torque the bolts to 40 Nm.",
+        "score": 0.8125,
+        "title": "Service handbook",
+        "source": "doc_1",
+        "kb_id": "kb_a",
+        "page": 12,
+        "heading_path": ["Maintenance", "Wheels"],
+        "url": "https://example.com/handbook",
+        "indexed_at": "2026-01-02T03:04:05+00:00",
+        "citation": "Service handbook, p. 12, Maintenance > Wheels, https://example.com/handbook",
+        "also_in": [copy],
+    }
+
+    # As sent: the text itself, so that the fields' order counts too.
+    assert KnowledgeResult.of(HIT).model_dump_json() == _sent(knowledge_result)
+    assert AgentHit.of(HIT).model_dump_json() == _sent(agent_hit)
 
 
 def test_the_playground_shows_the_bots_hit_and_its_citation() -> None:
