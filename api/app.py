@@ -36,6 +36,7 @@ from api.routes import (
 )
 from api.routes import bots as bot_routes
 from api.state import OpenServices
+from api.text_bodies import TextOnlyJsonBodies
 from core.errors import (
     Conflict,
     DocumentTooLarge,
@@ -84,18 +85,27 @@ async def _ragline_error(_: Request, exc: Exception) -> JSONResponse:
         headers = {"Retry-After": str(exc.retry_after_s)}
     if status >= 500:
         log.warning("request failed: %s", exc)
-    return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
+    return JSONResponse({"detail": _printable(str(exc))}, status_code=status, headers=headers)
 
 
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     problems = [
-        FieldProblem(field=_field_of(error.get("loc", ())), message=error.get("msg") or "invalid")
+        FieldProblem(
+            field=_printable(_field_of(error.get("loc", ()))),
+            message=_printable(error.get("msg") or "invalid"),
+        )
         for error in exc.errors()
     ]
     summary = "; ".join(f"{p.field}: {p.message}" for p in problems) or "invalid request"
     body = ErrorBody(detail=summary, errors=problems)
     return JSONResponse(body.model_dump(mode="json"), status_code=422)
+
+
+def _printable(text: str) -> str:
+    """`text` as an answer can carry it: a lone surrogate in a message (quoted from a
+    request) becomes its escape rather than failing the answer's encoding."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _field_of(location: tuple[int | str, ...] | list[int | str]) -> str:
@@ -148,6 +158,7 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
     # The MCP app answers `/mcp` only: any other path is the API's (a JSON 404 or 405).
     app.router.routes.append(Route("/mcp", endpoint=mcp_app))
     app.add_middleware(AuditMiddleware, audit=lambda: _audit_of(app))
+    app.add_middleware(TextOnlyJsonBodies)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_mb * 1024 * 1024)
     return app
 

@@ -5,10 +5,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from core.errors import InvalidRequest
 from core.governance import NAME_PATTERN, GovernanceChange, Visibility
+from core.urls import check_http_url
 from schemas.chunks import ChunkPayload
 from schemas.crawl import CrawlJob
 from schemas.domain import (
@@ -32,8 +40,12 @@ from schemas.domain import (
 )
 
 IN_PROGRESS_STATUSES = frozenset(PIPELINE_ORDER[:-1])
-# A page or file a KB is filled from: an http(s) URL.
-SourceUrl = Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://\S+$")]
+# A page or file a KB is filled from: an http(s) URL with a valid host (`core.urls`).
+SourceUrl = Annotated[
+    str,
+    Field(min_length=8, max_length=2048, pattern=r"^https?://\S+$"),
+    AfterValidator(check_http_url),
+]
 
 
 class FieldProblem(BaseModel):
@@ -446,7 +458,7 @@ class WikiPageIn(BaseModel):
     topic: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,127}$")
     title: str = Field(min_length=1, max_length=500)
     summary: str = Field(default="", max_length=2000)
-    content: str = Field(min_length=1, max_length=2_000_000)
+    content: str = Field(min_length=1, max_length=2_000_000, json_schema_extra=NOT_BLANK)
     tags: list[str] | None = None
     visibility_mode: Visibility | None = None
     audience_tags: list[str] | None = None
@@ -458,6 +470,13 @@ class WikiPageIn(BaseModel):
     def governance(self) -> GovernanceChange:
         """The governance fields it sets."""
         return governance_change(self)
+
+    @field_validator("content")
+    @classmethod
+    def _content_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("content must not be blank")
+        return value
 
 
 class WikiPageOut(BaseModel):

@@ -12,6 +12,8 @@ from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 import lxml.html
 from lxml import etree
 
+from core.urls import InvalidUrl, check_http_url
+
 # Query parameters that only track where a visitor came from: dropped from canonical URLs.
 TRACKING = ("utm_", "fbclid", "gclid", "mc_cid", "mc_eid")
 FILE_EXTENSIONS = (".pdf", ".docx", ".pptx", ".xlsx", ".csv", ".txt", ".md", ".epub", ".eml")
@@ -19,12 +21,16 @@ FILE_EXTENSIONS = (".pdf", ".docx", ".pptx", ".xlsx", ".csv", ".txt", ".md", ".e
 
 def canonical(url: str) -> str | None:
     """The URL without fragment, tracking parameters and default port, scheme and host in
-    lower case (None: not an http(s) URL)."""
+    lower case (None: not an http(s) URL with a valid host, as `core.urls` checks it)."""
+    try:
+        check_http_url(url.strip())
+    except InvalidUrl:
+        return None
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not parts.hostname:
-        return None
-    host = parts.hostname.lower()
+    host = str(parts.hostname).lower()
+    if ":" in host:  # an IPv6 address keeps its brackets
+        host = f"[{host}]"
     port = parts.port
     if port and not ((scheme == "http" and port == 80) or (scheme == "https" and port == 443)):
         host = f"{host}:{port}"

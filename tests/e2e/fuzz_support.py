@@ -17,6 +17,7 @@ import schemathesis.engine
 from schemathesis import Case, CheckContext, HookContext, Response
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.engine import events
+from schemathesis.engine.recorder import Request
 from schemathesis.schemas import BaseSchema
 
 from tests.conftest import FIXTURES, RunningPipeline
@@ -348,6 +349,9 @@ class FuzzReport:
 
     failures: list[str] = field(default_factory=list)
     answered: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    # Per operation, the first request it answered with a 2xx (what the hostile-string sweep
+    # varies, one input at a time).
+    accepted: dict[str, Request] = field(default_factory=dict)
     requests: int = 0
     seconds: float = 0.0
 
@@ -369,7 +373,10 @@ def fuzz(schema: BaseSchema) -> FuzzReport:
             for interaction in recorder.interactions.values():
                 if interaction.response is not None:
                     report.requests += 1
-                    report.answered[recorder.label].add(interaction.response.status_code)
+                    status = interaction.response.status_code
+                    report.answered[recorder.label].add(status)
+                    if status < 300:
+                        report.accepted.setdefault(recorder.label, interaction.request)
             for checks in recorder.checks.values():
                 for check in checks:
                     info = check.failure_info
