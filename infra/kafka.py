@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -102,12 +103,13 @@ def consumer_options(settings: KafkaSettings, stage: str) -> dict[str, Any]:
     }
 
 
-def kafka_publisher(broker: KafkaBroker) -> Publish:
-    """Publishes events to their topics, keyed by document id."""
+def kafka_publisher(broker: KafkaBroker, timeout_s: float) -> Publish:
+    """Publishes events to their topics, keyed by document id; `ServiceUnavailable` when
+    Kafka has not acknowledged them all within `timeout_s`."""
 
     async def publish(events: Sequence[Event]) -> None:
         # Sent together (the producer batches them); each call returns once all are acked.
-        try:
+        async with acknowledged_within(timeout_s):
             await asyncio.gather(
                 *(
                     broker.publish(
@@ -119,38 +121,46 @@ def kafka_publisher(broker: KafkaBroker) -> Publish:
                     for event in events
                 )
             )
-        except KafkaError as exc:
-            raise ServiceUnavailable("kafka", str(exc)) from exc
 
     return publish
 
 
-def kafka_sender(broker: KafkaBroker) -> Send:
+def kafka_sender(broker: KafkaBroker, timeout_s: float) -> Send:
     """Sends one message to a topic (returns once Kafka has acknowledged it)."""
 
     async def send(topic: str, key: bytes, value: bytes) -> None:
-        try:
+        async with acknowledged_within(timeout_s):
             await broker.publish(
                 value, topic, key=key, headers={"content-type": "application/json"}
             )
-        except KafkaError as exc:
-            raise ServiceUnavailable("kafka", str(exc)) from exc
 
     return send
 
 
-def kafka_dead_letter(broker: KafkaBroker, stage: str) -> DeadLetter:
+def kafka_dead_letter(broker: KafkaBroker, stage: str, timeout_s: float) -> DeadLetter:
     """Sends a message a stage gave up on to the stage's dead-letter topic, with why."""
 
     async def dead_letter(raw: bytes, headers: dict[str, str]) -> None:
-        try:
+        async with acknowledged_within(timeout_s):
             await broker.publish(
                 raw,
                 dead_letter_topic(stage),
                 key=headers.get("document_id", "").encode() or None,
                 headers={key: value[:1000] for key, value in headers.items()},
             )
-        except KafkaError as exc:
-            raise ServiceUnavailable("kafka", str(exc)) from exc
 
     return dead_letter
+
+
+@asynccontextmanager
+async def acknowledged_within(timeout_s: float) -> AsyncIterator[None]:
+    """Kafka's errors, and no acknowledgement within `timeout_s`, as `ServiceUnavailable`."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            yield
+    except KafkaError as exc:
+        raise ServiceUnavailable("kafka", str(exc)) from exc
+    except TimeoutError as exc:
+        raise ServiceUnavailable(
+            "kafka", f"no acknowledgement from Kafka within {timeout_s:g} s"
+        ) from exc

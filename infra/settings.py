@@ -67,6 +67,15 @@ class KafkaSettings(BaseModel):
         default="ragline",
         description="Prefix of the consumer group names; each stage's group is `<prefix>.<stage>`.",
     )
+    publish_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description=(
+            "Longest wait for Kafka to acknowledge what a stage publishes (s); past it the try "
+            "fails as Kafka being unavailable (retried, then the message comes back) instead "
+            "of the stage waiting on a producer that never answers."
+        ),
+    )
     send_timeout_s: float = Field(
         default=3.0,
         gt=0,

@@ -168,7 +168,7 @@ class System:
         process without one can still build services that never publish)."""
 
         async def publish(events: Sequence[Event]) -> None:
-            await kafka_publisher(self.broker)(events)
+            await kafka_publisher(self.broker, self.settings.kafka.publish_timeout_s)(events)
 
         return publish
 
@@ -177,7 +177,9 @@ class System:
         """Sends one encoded message through the process's broker (looked up when used)."""
 
         async def send(topic: str, key: bytes, value: bytes) -> None:
-            await kafka_sender(self.broker)(topic, key, value)
+            await kafka_sender(self.broker, self.settings.kafka.publish_timeout_s)(
+                topic, key, value
+            )
 
         return send
 

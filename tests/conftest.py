@@ -178,6 +178,9 @@ def start_pipeline(
         "RAGLINE_EMBEDDING__BATCH_SIZE": "8",
         "RAGLINE_INGEST__STALL_AFTER_S": "3",
         "RAGLINE_RELAY__RECONCILE_EVERY_S": "1",
+        # A publish Kafka does not acknowledge fails its try soon (and is retried), rather
+        # than holding the stage for the default 30 s.
+        "RAGLINE_KAFKA__PUBLISH_TIMEOUT_S": "10",
         **(extra_env or {}),
     }
     pipeline = Pipeline(run_dir, env, api_port=free_port(), embed_workers=embed_workers)

@@ -176,7 +176,7 @@ StageFactory = Callable[[System], Awaitable[Stage[Any]]]
 def stage_runner(system: System, stage: Stage[Any]) -> StageRunner[Any]:
     """A runner for the stage with Kafka publishing and dead-lettering (kept in MongoDB for
     the dead-letter API, and sent to the stage's dead-letter topic)."""
-    to_topic = kafka_dead_letter(system.broker, stage.name)
+    to_topic = kafka_dead_letter(system.broker, stage.name, system.settings.kafka.publish_timeout_s)
 
     async def dead_letter(raw: bytes, headers: dict[str, str]) -> None:
         await system.dead_letter_repo.add(stage.name, raw, headers)

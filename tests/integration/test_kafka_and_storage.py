@@ -106,8 +106,8 @@ async def test_a_stage_dead_letters_bad_messages_and_keeps_going(
     slot.runner = StageRunner(
         Stage("extract", DocumentUploaded, handler, settings.stages.extract),
         documents,
-        kafka_publisher(broker),
-        kafka_dead_letter(broker, "extract"),
+        kafka_publisher(broker, 10.0),
+        kafka_dead_letter(broker, "extract", 10.0),
         settings.ingest,
     )
 
