@@ -31,6 +31,7 @@ from schemas.domain import (
     KbStatus,
     KnowledgeBase,
     Metadata,
+    NotBlank,
     ParseStatus,
     Record,
     RetrievalConfig,
@@ -349,16 +350,9 @@ class RecordReplace(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     title: str = Field(default="", max_length=500)
-    content: str = Field(min_length=1, max_length=5_000_000)
+    content: NotBlank = Field(min_length=1, max_length=5_000_000)
     url: str | None = Field(default=None, max_length=2048)
     metadata: Metadata = Field(default_factory=dict)
-
-    @field_validator("content")
-    @classmethod
-    def _content_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("content must not be blank")
-        return value
 
 
 class TokenCreate(BaseModel):
@@ -458,7 +452,7 @@ class WikiPageIn(BaseModel):
     topic: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,127}$")
     title: str = Field(min_length=1, max_length=500)
     summary: str = Field(default="", max_length=2000)
-    content: str = Field(min_length=1, max_length=2_000_000, json_schema_extra=NOT_BLANK)
+    content: NotBlank = Field(min_length=1, max_length=2_000_000, json_schema_extra=NOT_BLANK)
     tags: list[str] | None = None
     visibility_mode: Visibility | None = None
     audience_tags: list[str] | None = None
@@ -470,13 +464,6 @@ class WikiPageIn(BaseModel):
     def governance(self) -> GovernanceChange:
         """The governance fields it sets."""
         return governance_change(self)
-
-    @field_validator("content")
-    @classmethod
-    def _content_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("content must not be blank")
-        return value
 
 
 class WikiPageOut(BaseModel):

@@ -16,8 +16,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     computed_field,
-    field_validator,
     model_validator,
 )
 
@@ -71,6 +71,17 @@ def storable_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
 
 # A record's free-form metadata, stored as given.
 Metadata = Annotated[dict[str, Any], AfterValidator(storable_metadata)]
+
+
+def not_blank(value: str, info: ValidationInfo) -> str:
+    """The text, if it holds a character that is not a space; else a ValueError naming it."""
+    if not value.strip():
+        raise ValueError(f"{info.field_name} must not be blank")
+    return value
+
+
+# A text that may not be blank (pair it with NOT_BLANK in the field's schema where it is sent).
+NotBlank = Annotated[str, AfterValidator(not_blank)]
 
 
 def new_kb_id() -> str:
@@ -363,16 +374,9 @@ class Record(BaseModel):
 
     external_id: str | None = Field(default=None, min_length=1, max_length=512)
     title: str = Field(default="", max_length=500)
-    content: str = Field(min_length=1, max_length=5_000_000)
+    content: NotBlank = Field(min_length=1, max_length=5_000_000)
     url: str | None = Field(default=None, max_length=2048)
     metadata: Metadata = Field(default_factory=dict)
-
-    @field_validator("content")
-    @classmethod
-    def _content_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("content must not be blank")
-        return value
 
     def as_markdown(self) -> str:
         """The text that is indexed: the title as a heading over the content."""
