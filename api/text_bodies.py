@@ -17,7 +17,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core.urls import quoted
+from core.urls import is_text, quoted
 
 # A \uD800-\uDFFF escape: only bodies holding one can decode to a lone surrogate.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -38,10 +38,10 @@ def lone_surrogate_field(body: bytes) -> tuple[str, str] | None:
 
 def _find(value: Any, path: list[str]) -> tuple[str, str] | None:
     if isinstance(value, str):
-        return None if _is_text(value) else (".".join(path) or "body", quoted(value))
+        return None if is_text(value) else (".".join(path) or "body", quoted(value))
     if isinstance(value, dict):
         for key, item in value.items():
-            if not _is_text(key):
+            if not is_text(key):
                 return (".".join(path) or "body", quoted(key))
             found = _find(item, [*path, key])
             if found:
@@ -52,14 +52,6 @@ def _find(value: Any, path: list[str]) -> tuple[str, str] | None:
             if found:
                 return found
     return None
-
-
-def _is_text(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 class TextOnlyJsonBodies:

@@ -31,12 +31,19 @@ def quoted(text: str, limit: int = _QUOTED_CHARS) -> str:
     return ascii(shown)
 
 
+def is_text(value: str) -> bool:
+    """Whether `value` is text UTF-8 can encode (no lone surrogates)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_http_url(url: str) -> str:
     """`url` unchanged when it is an http(s) URL with a valid host; `InvalidUrl` otherwise."""
-    try:
-        url.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidUrl(f"{quoted(url)} holds characters that are not text") from None
+    if not is_text(url):
+        raise InvalidUrl(f"{quoted(url)} holds characters that are not text")
     bad = next((c for c in url if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")), None)
     if bad is not None:
         raise InvalidUrl(f"{quoted(url)} holds the control character U+{ord(bad):04X}")
