@@ -48,11 +48,13 @@ class KafkaSettings(BaseModel):
         description="Time between a consumer's heartbeats to its group (ms).",
     )
     fetch_max_wait_ms: int = Field(
-        default=100,
+        default=500,
         ge=0,
         description=(
-            "Longest time a fetch waits for new messages (ms); produce-to-consume latency is "
-            "about half of it on the local broker."
+            "Longest time a fetch waits for new messages (ms). Kafka answers a fetch as soon "
+            "as a message arrives, so this only sets how often an idle consumer asks; the "
+            "local broker answers only when the wait ends, so there produce-to-consume "
+            "latency is about half of it (the local stack uses 250)."
         ),
     )
     max_message_bytes: int = Field(
