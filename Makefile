@@ -46,8 +46,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-# The suite runs on two pytest-xdist workers, whole modules each (a module shares one stack).
-PYTEST_ARGS ?= -n 2 --dist loadfile
+# The suite runs on two pytest-xdist workers, whole modules each (a module shares one stack),
+# handed out in collection order, which puts the longest modules first (tests/conftest.py).
+PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 test: system-packages lint typecheck docs
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 

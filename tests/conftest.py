@@ -30,6 +30,37 @@ from infra.settings import (
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+# The longest modules (each minutes of one worker's time in a full run), longest first. They are
+# collected before every other module, so that `make test`'s two workers (pytest-xdist,
+# `--dist loadfile`, which hands out modules in collection order) start on them and fill the
+# end with short modules: a long module handed out last kept one worker alone for minutes.
+LONGEST_MODULES = (
+    "tests/e2e/test_benchmarks_run.py",
+    "tests/faults/test_faults.py",
+    "tests/e2e/test_api_fuzz.py",
+    "tests/e2e/test_scale_and_crash.py",
+    "tests/integration/test_onnx_encoder.py",
+    "tests/e2e/test_crawl.py",
+    "tests/e2e/test_retrieval_quality.py",
+    "tests/e2e/test_hostile_inputs.py",
+    "tests/e2e/test_outbox_and_recovery.py",
+    "tests/e2e/test_exactly_once.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Puts the longest modules first (`LONGEST_MODULES`); the rest keep their order."""
+    moved = [path for path in LONGEST_MODULES if not (config.rootpath / path).is_file()]
+    if moved:
+        raise pytest.UsageError(f"LONGEST_MODULES names modules that do not exist: {moved}")
+
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return LONGEST_MODULES.index(path) if path in LONGEST_MODULES else len(LONGEST_MODULES)
+
+    items.sort(key=rank)
+
+
 def unique(prefix: str) -> str:
     """A name no other test uses."""
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
