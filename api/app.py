@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from api.audit_middleware import AuditMiddleware
 from api.console import routes as console
+from api.deadline import RETRY_AFTER_S, RequestDeadline
 from api.limits import BodyLimit
 from api.mcp import KnowledgeMcp
 from api.routes import (
@@ -83,6 +84,8 @@ async def _ragline_error(_: Request, exc: Exception) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     if isinstance(exc, RateLimited):
         headers = {"Retry-After": str(exc.retry_after_s)}
+    elif status == 503:
+        headers = {"Retry-After": str(RETRY_AFTER_S)}
     if status >= 500:
         log.warning("request failed: %s", exc)
     return JSONResponse({"detail": _printable(str(exc))}, status_code=status, headers=headers)
@@ -160,6 +163,11 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
     app.add_middleware(AuditMiddleware, audit=lambda: _audit_of(app))
     app.add_middleware(TextOnlyJsonBodies)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_mb * 1024 * 1024)
+    app.add_middleware(
+        RequestDeadline,
+        timeout_s=settings.request_timeout_s,
+        bulk_timeout_s=settings.bulk_request_timeout_s,
+    )
     return app
 
 

@@ -18,11 +18,15 @@ WHY: dict[int, str] = {
     415: "the file type is not supported; `detail` lists the supported ones",
     422: "invalid input: `detail` names each field and what is wrong with it",
     429: "too many requests: try again after `Retry-After` seconds",
-    503: "a service Ragline depends on is unavailable: try again",
+    503: (
+        "a service Ragline depends on is unavailable or not answering within the request's "
+        "time budget: try again after `Retry-After` seconds"
+    ),
 }
 HEADERS: dict[int, dict[str, Any]] = {
     401: {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}},
     429: {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}},
+    503: {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}},
 }
 
 

@@ -778,6 +778,24 @@ class ApiSettings(BaseModel):
             "refused (413). Uploads have ingest.max_upload_mb."
         ),
     )
+    request_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description=(
+            "Longest a request may take (s): its MongoDB operations are bounded by what is "
+            "left of it, and past it the request is answered 503 with `Retry-After` (a "
+            "dependency that hangs gives a fast refusal, not a request that waits)."
+        ),
+    )
+    bulk_request_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description=(
+            "The same bound for requests whose work grows with their input (s): uploads, "
+            "record batches and syncs, knowledge bases with their sources, crawl jobs, "
+            "evaluations, re-driving every dead letter."
+        ),
+    )
 
 
 class Settings(BaseSettings):

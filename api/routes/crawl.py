@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
+from api.deadline import bulk_operation
 from api.deps import AdminPrincipal, CrawlJobServiceDep, KbId
 from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.api import CrawlJobCreate, CrawlJobList, CrawlJobQueued
@@ -20,6 +21,7 @@ router = APIRouter(tags=["crawl jobs"], responses=AUTHENTICATED)
     status_code=status.HTTP_202_ACCEPTED,
     responses=refusals(404, 409, *BODY),
 )
+@bulk_operation
 async def start_crawl(
     kb_id: KbId,
     body: CrawlJobCreate,

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, status
 
+from api.deadline import bulk_operation
 from api.deps import AdminPrincipal, DeadLetterServiceDep
 from api.responses import AUTHENTICATED, refusals
 from schemas.api import DeadLetterPage, RedriveAllOut, RedriveOut
@@ -33,6 +34,7 @@ async def list_dead_letters(
 
 
 @router.post("/redrive", status_code=status.HTTP_202_ACCEPTED, responses=refusals(422))
+@bulk_operation
 async def redrive_all(
     principal: AdminPrincipal,
     dead_letter_service: DeadLetterServiceDep,

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
 from api.bodies import TEXT_BODY, UPLOAD_BODY
+from api.deadline import bulk_operation
 from api.deps import (
     AdminPrincipal,
     CallerDep,
@@ -95,6 +96,7 @@ def _answer(document_service: DocumentService, ingested: Ingested) -> JSONRespon
     },
     openapi_extra=UPLOAD_BODY,
 )
+@bulk_operation
 async def upload_document(
     kb_id: KbId,
     request: Request,
@@ -157,6 +159,7 @@ async def upload_document(
     },
     openapi_extra=TEXT_BODY,
 )
+@bulk_operation
 async def ingest_text(
     kb_id: KbId,
     request: Request,
@@ -194,6 +197,7 @@ async def _text_body(request: Request) -> TextDocumentIn:
 
 
 @router.post("/batch", status_code=status.HTTP_202_ACCEPTED, responses=refusals(409, 429, *BODY))
+@bulk_operation
 async def ingest_batch(
     kb_id: KbId, body: BatchIn, caller: CallerDep, intake_service: IntakeServiceDep
 ) -> BatchOut:
@@ -217,6 +221,7 @@ async def ingest_batch(
 
 
 @router.post("/sync", status_code=status.HTTP_202_ACCEPTED, responses=refusals(409, *BODY))
+@bulk_operation
 async def sync_source(
     kb_id: KbId,
     body: SyncIn,
@@ -253,6 +258,7 @@ async def sync_source(
         **refusals(409, *BODY),
     },
 )
+@bulk_operation
 async def replace_record(
     kb_id: KbId,
     document_id: str,

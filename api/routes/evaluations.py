@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, status
 
 from api.audit_middleware import remember_details
+from api.deadline import bulk_operation
 from api.deps import AdminPrincipal, EvaluationServiceDep, KbId
 from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.evaluation import Applied, ApplyRequest, Evaluation, EvaluationRequest
@@ -19,6 +20,7 @@ router = APIRouter(
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=refusals(409, *BODY))
+@bulk_operation
 async def evaluate(
     kb_id: KbId,
     body: EvaluationRequest,

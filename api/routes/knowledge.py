@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, BackgroundTasks, Response, status
 from fastapi.responses import JSONResponse
 
+from api.deadline import bulk_operation
 from api.deps import CallerDep, SearchServiceDep, WikiServiceDep, after_response
 from api.responses import AUTHENTICATED, BODY, refusals
 from core.errors import InvalidRequest
@@ -42,6 +43,7 @@ async def knowledge_search(
         **refusals(404, 409, *BODY),
     },
 )
+@bulk_operation
 async def write_wiki_page(
     body: WikiPageIn, caller: CallerDep, wiki_service: WikiServiceDep
 ) -> JSONResponse:

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 
+from api.deadline import bulk_operation
 from api.deps import AdminPrincipal, KbId, KnowledgeBaseServiceDep, PrincipalDep
 from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.api import (
@@ -23,6 +24,7 @@ router = APIRouter(
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=refusals(409, *BODY))
 @router.post("/", status_code=status.HTTP_201_CREATED, include_in_schema=False)
+@bulk_operation
 async def create_knowledge_base(
     body: KnowledgeBaseCreate,
     principal: AdminPrincipal,
@@ -61,6 +63,7 @@ async def get_knowledge_base(
 
 
 @router.patch("/{kb_id}", responses=refusals(404, 409, *BODY))
+@bulk_operation
 async def update_knowledge_base(
     kb_id: KbId,
     body: KnowledgeBaseUpdate,
@@ -83,6 +86,7 @@ async def update_knowledge_base(
         **refusals(404, 409, 422),
     },
 )
+@bulk_operation
 async def delete_knowledge_base(
     kb_id: KbId,
     principal: AdminPrincipal,

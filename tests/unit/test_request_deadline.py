@@ -1,0 +1,132 @@
+"""A request that outlives its budget is answered 503 with `Retry-After` (api.deadline)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+from fastapi import FastAPI
+from pymongo import _csot
+from starlette.responses import StreamingResponse
+from starlette.types import Message
+
+from api.deadline import RETRY_AFTER_S, RequestDeadline, bulk_operation
+
+BUDGET_S = 0.3
+BULK_BUDGET_S = 3.0
+never = asyncio.Event()
+
+
+def app_with_deadline() -> FastAPI:
+    app = FastAPI()
+    seen: dict[str, float | None] = {}
+
+    @app.get("/hang")
+    async def hang() -> dict[str, str]:
+        await never.wait()
+        return {}
+
+    @app.get("/quick")
+    async def quick() -> dict[str, str]:
+        return {"answer": "at once"}
+
+    @app.post("/bulk/{name}")
+    @bulk_operation
+    async def bulk(name: str) -> dict[str, float | None]:
+        seen["remaining"] = _remaining()
+        await asyncio.sleep(BUDGET_S * 2)
+        return {"remaining": seen["remaining"]}
+
+    @app.post("/plain")
+    async def plain() -> dict[str, float | None]:
+        return {"remaining": _remaining()}
+
+    @app.get("/stream")
+    async def stream() -> StreamingResponse:
+        async def parts():  # type: ignore[no-untyped-def]
+            yield b"first part"
+            await never.wait()
+
+        return StreamingResponse(parts())
+
+    @app.get("/mcp")
+    async def mcp() -> dict[str, str]:
+        await asyncio.sleep(BUDGET_S * 2)
+        return {"session": "kept"}
+
+    app.add_middleware(RequestDeadline, timeout_s=BUDGET_S, bulk_timeout_s=BULK_BUDGET_S)
+    return app
+
+
+def _remaining() -> float | None:
+    """What PyMongo gives each operation of the request now (its client-side timeout)."""
+    return _csot.remaining()
+
+
+def client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app_with_deadline()), base_url="http://t"
+    )
+
+
+async def test_a_request_past_its_budget_is_answered_503_with_retry_after() -> None:
+    async with client() as http:
+        started = time.monotonic()
+        answer = await http.get("/hang")
+        took = time.monotonic() - started
+    assert answer.status_code == 503
+    assert answer.headers["retry-after"] == str(RETRY_AFTER_S)
+    assert "longer than 0.3 s" in answer.json()["detail"]
+    assert took < BUDGET_S + 2.0
+
+
+async def test_a_quick_request_is_untouched() -> None:
+    async with client() as http:
+        answer = await http.get("/quick")
+    assert answer.status_code == 200
+    assert answer.json() == {"answer": "at once"}
+
+
+async def test_database_operations_get_what_is_left_of_the_budget() -> None:
+    async with client() as http:
+        plain = (await http.post("/plain")).json()["remaining"]
+        bulk = (await http.post("/bulk/records")).json()["remaining"]
+    assert plain is not None
+    assert 0 < plain <= BUDGET_S
+    # A bulk operation has the longer budget: it outlived the ordinary one and still answered.
+    assert bulk is not None
+    assert BUDGET_S < bulk <= BULK_BUDGET_S
+
+
+async def test_an_answer_already_started_is_cut_short_not_answered_twice() -> None:
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    bodies = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive() -> Message:
+        if bodies:
+            return bodies.pop()
+        await never.wait()  # as a server does: the next message is the client leaving
+        return {"type": "http.disconnect"}
+
+    app = app_with_deadline()
+    scope = {
+        "type": "http", "method": "GET", "path": "/stream", "raw_path": b"/stream",
+        "query_string": b"", "headers": [], "app": app, "root_path": "",
+        "server": ("t", 80), "scheme": "http", "http_version": "1.1", "client": ("c", 1),
+    }  # fmt: skip
+    await app(scope, receive, send)
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert sent[0]["status"] == 200
+    # The body never ends: the server closes the connection, and the client sees it cut.
+    assert sent[1]["more_body"] is True
+
+
+async def test_the_mcp_endpoint_keeps_its_own_time() -> None:
+    async with client() as http:
+        answer = await http.get("/mcp")
+    assert answer.status_code == 200
