@@ -73,6 +73,10 @@ class SearchCache:
         """Closes the connection pool."""
         await self._client.aclose()
 
+    async def ping(self) -> bool:
+        """Whether Redis answers (raises what the client raises: for readiness probes)."""
+        return bool(await self._client.ping())
+
     # --- access -----------------------------------------------------------------------------
 
     async def get_access(self, bot_id: str) -> dict[str, Any] | None:

@@ -317,7 +317,8 @@ async def test_health_readiness_and_metrics(api: Api, running_pipeline: RunningP
     assert (await api.http.get("/healthz")).json() == {"status": "ok"}
     ready = await api.http.get("/readyz")
     assert ready.status_code == 200
-    assert set(ready.json()["checks"]) == {"mongodb", "kafka", "vector_store"}
+    dependencies = ("mongodb", "kafka", "vector_store", "redis")
+    assert ready.json()["checks"] == dict.fromkeys(dependencies, "ok")
     kb = await api.create_kb()
     uploaded = await api.upload(kb["id"], "note.txt", b"Metrics are scraped every fifteen seconds.")
     await api.wait_final(kb["id"], uploaded["id"])
