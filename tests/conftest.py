@@ -39,6 +39,7 @@ LONGEST_MODULES = (
     "tests/faults/test_faults.py",
     "tests/e2e/test_api_fuzz.py",
     "tests/e2e/test_scale_and_crash.py",
+    "tests/faults/test_freezes.py",
     "tests/integration/test_onnx_encoder.py",
     "tests/e2e/test_crawl.py",
     "tests/e2e/test_retrieval_quality.py",
@@ -212,6 +213,10 @@ def start_pipeline(
         # A publish Kafka does not acknowledge fails its try soon (and is retried), rather
         # than holding the stage for the default 30 s.
         "RAGLINE_KAFKA__PUBLISH_TIMEOUT_S": "10",
+        # The local MongoDB (a Python server) on a loaded two-core machine can take seconds
+        # where a real one takes milliseconds: the suite's stacks give a request 20 s. The
+        # freeze tests (tests/faults/test_freezes.py) run with the default of 5 s.
+        "RAGLINE_API__REQUEST_TIMEOUT_S": "20",
         **(extra_env or {}),
     }
     pipeline = Pipeline(run_dir, env, api_port=free_port(), embed_workers=embed_workers)

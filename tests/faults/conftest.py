@@ -11,22 +11,24 @@ from devstack.launcher import Supervisor
 from tests.conftest import RunningPipeline, own_stack
 from tests.e2e.client import CLIENT_LIMITS, Api
 
+# Settings of the stacks faults are injected into.
+FAULT_SETTINGS = {
+    # Stages touch a document every 5 s; nothing moving for 20 s is a stall. Shorter, the
+    # reconciler's restarts (20 s, 40 s, 80 s of patience) could run out while the consumers
+    # of a restarted local broker rejoin, which takes minutes on a busy machine.
+    "RAGLINE_INGEST__STALL_AFTER_S": "20",
+    # The short deadline keeps the tests quick; more restarts keep the patience before a
+    # document is failed long (20 s doubled six times, 42 minutes; in production 600 s doubled
+    # three times, 2.5 hours), since what is checked is recovery, not giving up.
+    "RAGLINE_RELAY__MAX_REDRIVES": "6",
+    "RAGLINE_RELAY__RECONCILE_EVERY_S": "1",
+}
+
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPipeline]:
     """A stack whose dead processes are started again, as `make run` does."""
-    extra = {
-        # Stages touch a document every 5 s; nothing moving for 20 s is a stall. Shorter, the
-        # reconciler's restarts (20 s, 40 s, 80 s of patience) could run out while the
-        # consumers of a restarted local broker rejoin, which takes minutes on a busy machine.
-        "RAGLINE_INGEST__STALL_AFTER_S": "20",
-        # The short deadline keeps the tests quick; more restarts keep the patience before a
-        # document is failed long (20 s doubled six times, 42 minutes; in production 600 s
-        # doubled three times, 2.5 hours), since what is checked is recovery, not giving up.
-        "RAGLINE_RELAY__MAX_REDRIVES": "6",
-        "RAGLINE_RELAY__RECONCILE_EVERY_S": "1",
-    }
-    with own_stack(tmp_path_factory.mktemp("faults"), extra) as running:
+    with own_stack(tmp_path_factory.mktemp("faults"), FAULT_SETTINGS) as running:
         yield running
 
 

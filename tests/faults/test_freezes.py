@@ -1,0 +1,216 @@
+"""Hangs, not crashes: MongoDB, the Kafka broker, Redis and a stage worker are each frozen
+(SIGSTOP) for 30 s while uploads, listings, a bot's searches and readiness probes go on, then
+resumed (SIGCONT).
+
+While a part is frozen, no request waits longer than the API's bound (`api.request_timeout_s`,
+5 s by default, which this stack keeps): what needs the frozen part is refused with 503 and
+`Retry-After`, the rest answers. `/readyz` names the part that does not answer, within its
+2 s per probe. Once resumed, with no human action, every upload that was accepted ends indexed
+exactly once, none failed. Time to recover (resume to the last accepted document indexed) is
+printed per part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import RunningPipeline, own_stack, unique
+from tests.e2e.client import CLIENT_LIMITS, Api
+from tests.faults.conftest import FAULT_SETTINGS
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.faults,
+    pytest.mark.local_servers,
+    pytest.mark.timeout(400),
+]
+
+FREEZE_S = 30.0
+BOUND_S = 5.0
+# What a loaded two-core machine may add to an answer on top of the bound (scheduling, the
+# client's own work); far below what a request waiting on a frozen part would take.
+SLACK_S = 2.5
+RECOVERY_LIMIT_S = 240
+QUESTION = "when does the harbour ferry leave"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A stack with the default request bound (the suite's other stacks relax it)."""
+    settings = {**FAULT_SETTINGS, "RAGLINE_API__REQUEST_TIMEOUT_S": str(BOUND_S)}
+    with own_stack(tmp_path_factory.mktemp("freezes"), settings) as running:
+        yield running
+
+
+def _pid(stack: RunningPipeline, part: str) -> int:
+    if part in ("mongodb", "kafka", "redis"):
+        process = stack.services.process(part).process
+    else:
+        process = next(p for p in stack.pipeline.processes if p.name == part).process
+    assert process is not None
+    return int(process.pid)
+
+
+# Each part, and what a request of each kind may answer while it is frozen.
+EXPECTED: dict[str, dict[str, set[int]]] = {
+    # Uploads and listings need the database; a repeated question may come from the cache.
+    "mongodb": {"upload": {503}, "listing": {503}, "repeated question": {200, 503}},
+    # Uploads wait in the outbox (MongoDB) for the broker.
+    "kafka": {"upload": {202}, "listing": {200}, "repeated question": {200}},
+    # Search goes to the stores when its cache does not answer.
+    "redis": {"upload": {202}, "listing": {200}, "repeated question": {200}},
+    "extract-1": {"upload": {202}, "listing": {200}, "repeated question": {200}},
+}
+# What `/readyz` says meanwhile: its status, and the check that must not be "ok".
+READINESS: dict[str, tuple[int, str | None]] = {
+    "mongodb": (503, "mongodb"),
+    "kafka": (503, "kafka"),
+    "redis": (200, "redis"),  # reported; search works without its cache
+    "extract-1": (200, None),
+}
+
+
+@dataclass
+class Answers:
+    """Every request made during a freeze: kind, status, seconds, and its body if not 2xx."""
+
+    seen: list[tuple[str, int, float, str]] = field(default_factory=list)
+    accepted: list[str] = field(default_factory=list)
+    retry_after: list[str | None] = field(default_factory=list)
+
+    async def timed(
+        self, kind: str, request: Coroutine[Any, Any, httpx.Response]
+    ) -> httpx.Response | None:
+        started = time.monotonic()
+        try:
+            response = await request
+        except httpx.HTTPError as exc:
+            self.seen.append((kind, 0, time.monotonic() - started, repr(exc)))
+            return None
+        took = time.monotonic() - started
+        keep = kind == "readiness" or not response.is_success
+        text = response.text[:300] if keep else ""
+        self.seen.append((kind, response.status_code, took, text))
+        if response.status_code == 503 and kind != "readiness":
+            self.retry_after.append(response.headers.get("retry-after"))
+        return response
+
+
+async def _requests_while_frozen(api: Api, bot: str, kb_id: str, answers: Answers) -> None:
+    """One round of each kind of request, again and again until cancelled."""
+    n = 0
+    http = api.http
+    while True:
+        n += 1
+        note = f"# Freeze note {n} {unique('n')}\n\nBerth {n} is kept clear.".encode()
+        upload = await answers.timed(
+            "upload",
+            http.post(
+                f"/api/v1/knowledge-bases/{kb_id}/documents",
+                files={"file": (f"note-{n}.md", note)},
+                headers=api.auth,
+            ),
+        )
+        if upload is not None and upload.status_code == 202:
+            answers.accepted.append(upload.json()["id"])
+        await answers.timed(
+            "listing",
+            http.get(f"/api/v1/knowledge-bases/{kb_id}/documents", headers=api.auth),
+        )
+        await answers.timed(
+            "repeated question",
+            http.post(
+                "/api/v1/internal/knowledge/search",
+                json={"bot_id": bot, "session_id": "call-1", "query": QUESTION},
+                headers={"X-Internal-Secret": api.running.internal_secret},
+            ),
+        )
+        await answers.timed("readiness", http.get("/readyz"))
+        await asyncio.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+async def bot(stack: RunningPipeline) -> str:
+    """A bot over a KB with one known passage; its question's answer is cached."""
+    async with httpx.AsyncClient(base_url=stack.url, timeout=30, limits=CLIENT_LIMITS) as http:
+        api = Api(http, stack, stack.admin_token)
+        kb = await api.create_kb("Timetable")
+        doc = await api.upload(
+            kb["id"], "ferry.md", b"# Ferry\n\nThe harbour ferry leaves at nine."
+        )
+        await api.wait_final(kb["id"], doc["id"])
+        response = await http.post(
+            "/api/v1/bots",
+            json={"name": "harbour", "knowledge": {"enabled": True, "kb_ids": [kb["id"]]}},
+            headers=api.auth,
+        )
+        assert response.status_code == 201, response.text
+        return str(response.json()["id"])
+
+
+@pytest.mark.parametrize("part", list(EXPECTED))
+async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
+    stack: RunningPipeline, bot: str, part: str
+) -> None:
+    # The client waits far longer than the bound: a slow answer is seen, not cut by the client.
+    async with httpx.AsyncClient(base_url=stack.url, timeout=60, limits=CLIENT_LIMITS) as http:
+        api = Api(http, stack, stack.admin_token)
+        kb = await api.create_kb(f"Freeze {part}")
+        warm = await api.ask_bot(bot, QUESTION)  # now cached
+        assert warm["hits"], warm
+        answers = Answers()
+        pid = _pid(stack, part)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            traffic = asyncio.create_task(_requests_while_frozen(api, bot, kb["id"], answers))
+            await asyncio.sleep(FREEZE_S)  # the fault itself: the part stays frozen this long
+            traffic.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await traffic
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        resumed = time.monotonic()
+        async with asyncio.timeout(RECOVERY_LIMIT_S):
+            finals = [await api.wait_final(kb["id"], doc_id) for doc_id in answers.accepted]
+        recovered = time.monotonic() - resumed
+
+    slowest = max(answers.seen, key=lambda a: a[2])
+    kinds = {kind for kind, *_ in answers.seen}
+    print(f"\nfrozen {part} for {FREEZE_S:.0f} s: {len(answers.seen)} requests, slowest "
+          f"{slowest[0]} {slowest[2]:.2f} s; {len(answers.accepted)} uploads accepted, all "
+          f"indexed {recovered:.1f} s after the resume")  # fmt: skip
+    assert kinds == {"upload", "listing", "repeated question", "readiness"}
+    late = [a for a in answers.seen if a[2] > BOUND_S + SLACK_S]
+    assert late == [], late
+    for kind, allowed in EXPECTED[part].items():
+        statuses = [a for a in answers.seen if a[0] == kind]
+        assert all(a[1] in allowed for a in statuses), (kind, statuses)
+    assert all(value == "5" for value in answers.retry_after), answers.retry_after
+    status, named = READINESS[part]
+    probes = [a for a in answers.seen if a[0] == "readiness"]
+    assert all(a[2] < 2.0 + SLACK_S for a in probes), probes
+    # The first probe may have been answered before the freeze took hold everywhere.
+    for _, code, _, body in probes[1:]:
+        assert code == status, probes
+        if named is not None:
+            assert json.loads(body)["checks"][named].startswith("error"), body
+    for final in finals:
+        assert final["parse_status"] == "indexed", final
+    for final in finals:
+        chunks = await _chunks(stack, kb["id"], final["id"])
+        assert sorted(c["chunk_index"] for c in chunks) == list(range(final["chunk_count"]))
+
+
+async def _chunks(stack: RunningPipeline, kb_id: str, document_id: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as http:
+        return await Api(http, stack, stack.admin_token).chunks(kb_id, document_id)
