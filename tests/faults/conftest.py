@@ -44,3 +44,24 @@ async def api(stack: RunningPipeline) -> AsyncIterator[Api]:
     """The admin of tenant `default`."""
     async with httpx.AsyncClient(base_url=stack.url, timeout=30, limits=CLIENT_LIMITS) as http:
         yield Api(http, stack, stack.admin_token)
+
+
+@pytest.fixture(scope="module")
+async def bot(stack: RunningPipeline) -> str:
+    """A bot over a KB with one known passage ("when does the harbour ferry leave"),
+    asked throughout the faults."""
+
+    async with httpx.AsyncClient(base_url=stack.url, timeout=30, limits=CLIENT_LIMITS) as http:
+        api = Api(http, stack, stack.admin_token)
+        kb = await api.create_kb("Timetable")
+        doc = await api.upload(
+            kb["id"], "ferry.md", b"# Ferry\n\nThe harbour ferry leaves at nine."
+        )
+        await api.wait_final(kb["id"], doc["id"])
+        response = await http.post(
+            "/api/v1/bots",
+            json={"name": "harbour", "knowledge": {"enabled": True, "kb_ids": [kb["id"]]}},
+            headers=api.auth,
+        )
+        assert response.status_code == 201, response.text
+        return str(response.json()["id"])

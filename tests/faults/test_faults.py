@@ -14,12 +14,11 @@ import asyncio
 import time
 from collections.abc import Callable
 
-import httpx
 import pytest
 
 from devstack.launcher import Supervisor
 from tests.conftest import FIXTURES, RunningPipeline, unique
-from tests.e2e.client import CLIENT_LIMITS, Api
+from tests.e2e.client import Api
 from tests.factories import long_pdf
 
 pytestmark = [
@@ -173,26 +172,6 @@ async def _check_exactly_once(api: Api, stack: RunningPipeline, kb_id: str, ids:
         total += final["chunk_count"]
     kb = await api.kb(kb_id)
     assert (kb["document_count"], kb["chunk_count"]) == (len(ids), total)
-
-
-@pytest.fixture(scope="module")
-async def bot(stack: RunningPipeline) -> str:
-    """A bot over a KB with one known passage, asked throughout the faults."""
-
-    async with httpx.AsyncClient(base_url=stack.url, timeout=30, limits=CLIENT_LIMITS) as http:
-        api = Api(http, stack, stack.admin_token)
-        kb = await api.create_kb("Timetable")
-        doc = await api.upload(
-            kb["id"], "ferry.md", b"# Ferry\n\nThe harbour ferry leaves at nine."
-        )
-        await api.wait_final(kb["id"], doc["id"])
-        response = await http.post(
-            "/api/v1/bots",
-            json={"name": "harbour", "knowledge": {"enabled": True, "kb_ids": [kb["id"]]}},
-            headers=api.auth,
-        )
-        assert response.status_code == 201, response.text
-        return str(response.json()["id"])
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))

@@ -139,25 +139,6 @@ async def _requests_while_frozen(api: Api, bot: str, kb_id: str, answers: Answer
         await asyncio.sleep(0.5)
 
 
-@pytest.fixture(scope="module")
-async def bot(stack: RunningPipeline) -> str:
-    """A bot over a KB with one known passage; its question's answer is cached."""
-    async with httpx.AsyncClient(base_url=stack.url, timeout=30, limits=CLIENT_LIMITS) as http:
-        api = Api(http, stack, stack.admin_token)
-        kb = await api.create_kb("Timetable")
-        doc = await api.upload(
-            kb["id"], "ferry.md", b"# Ferry\n\nThe harbour ferry leaves at nine."
-        )
-        await api.wait_final(kb["id"], doc["id"])
-        response = await http.post(
-            "/api/v1/bots",
-            json={"name": "harbour", "knowledge": {"enabled": True, "kb_ids": [kb["id"]]}},
-            headers=api.auth,
-        )
-        assert response.status_code == 201, response.text
-        return str(response.json()["id"])
-
-
 @pytest.mark.parametrize("part", list(EXPECTED))
 async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
     stack: RunningPipeline, bot: str, part: str
