@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 
 import httpx
 from fastapi import FastAPI
@@ -44,7 +45,7 @@ def app_with_deadline() -> FastAPI:
 
     @app.get("/stream")
     async def stream() -> StreamingResponse:
-        async def parts():  # type: ignore[no-untyped-def]
+        async def parts() -> AsyncIterator[bytes]:
             yield b"first part"
             await never.wait()
 
