@@ -23,6 +23,7 @@ from api.limits import BodyLimit
 from api.mcp import KnowledgeMcp
 from api.routes import (
     audit,
+    backups,
     crawl,
     dead_letters,
     documents,
@@ -154,6 +155,7 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
         audit,
         dead_letters,
         crawl,
+        backups,
         playground,
         console,
     ):

@@ -17,6 +17,7 @@ from core.governance import Reader
 from infra.audit_repository import AuditRepository
 from schemas.domain import Principal, Role
 from services.agent_tool_service import AgentToolService
+from services.backup_service import BackupService
 from services.bot_service import BotService
 from services.crawl_service import CrawlJobService
 from services.dead_letter_service import DeadLetterService
@@ -75,6 +76,7 @@ PolicyServiceDep = Annotated[PolicyService, Depends(provide(PolicyService))]
 GovernanceServiceDep = Annotated[GovernanceService, Depends(provide(GovernanceService))]
 WikiServiceDep = Annotated[WikiService, Depends(provide(WikiService))]
 AgentToolServiceDep = Annotated[AgentToolService, Depends(provide(AgentToolService))]
+BackupServiceDep = Annotated[BackupService, Depends(provide(BackupService))]
 
 
 # The schemes the OpenAPI schema declares; missing credentials are refused below, as 401s

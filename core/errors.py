@@ -85,6 +85,11 @@ class InvalidRequest(PermanentError):
     """The request is well-formed but not acceptable."""
 
 
+class SnapshotInvalid(InvalidRequest):
+    """A backup snapshot that cannot be restored: its manifest or one of its files fails its
+    check."""
+
+
 class RateLimited(RaglineError):
     """Too many requests; try again after `retry_after_s`."""
 

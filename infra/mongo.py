@@ -45,6 +45,8 @@ CRAWL_JOBS = "crawl_jobs"
 CRAWL_FRONTIER = "crawl_frontier"
 CRAWL_PAGES = "crawl_pages"
 CRAWL_ACTIVE = "crawl_active"
+# A restore under way (`infra.mongo_snapshot`): one marker per deployment or tenant restored.
+RESTORES = "restores"
 ORIGINALS_BUCKET = "originals"
 EXTRACTED_BUCKET = "extracted"
 

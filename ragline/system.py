@@ -57,10 +57,12 @@ from infra.kafka import kafka_publisher, kafka_sender
 from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database, MongoDoc, connect
+from infra.mongo_snapshot import MongoSnapshot
 from infra.outbox import EventSender, Outbox
 from infra.rate_limits import RateLimiter
 from infra.search_cache import SearchCache, connect_redis
 from infra.settings import Settings
+from infra.snapshot_files import EmbeddingIdentity
 from infra.sparse import SparseEncoder
 from infra.token_repository import TokenRepository
 from infra.user_repository import UserRepository
@@ -68,6 +70,7 @@ from infra.vectorstore.base import VectorStore
 from infra.vectorstore.factory import open_vector_store
 from schemas.events import Event, Publish, Send
 from services.agent_tool_service import AgentToolService
+from services.backup_service import BackupService
 from services.bot_service import BotService
 from services.crawl_service import CrawlerService, CrawlJobService
 from services.dead_letter_service import DeadLetterService
@@ -516,6 +519,20 @@ class System:
     def dead_letter_service(self) -> DeadLetterService:
         """Lists and re-drives dead letters."""
         return DeadLetterService(self.dead_letter_repo, self.intake_service, self.events)
+
+    @cached_property
+    def backup_service(self) -> BackupService:
+        """Snapshots of a tenant or the deployment, and their restores (vector store included)."""
+        embedding = self.settings.embedding
+        return BackupService(
+            MongoSnapshot(self.mongo, self.db),
+            self.store,
+            self.lifecycle,
+            self.events,
+            EmbeddingIdentity(
+                provider=embedding.provider, model=embedding.model, dimensions=embedding.dimensions
+            ),
+        )
 
     @cached_property
     def relay_service(self) -> RelayService:

@@ -529,6 +529,16 @@ class RedriveAllOut(BaseModel):
     items: list[RedriveOut]
 
 
+class RestoreOut(BaseModel):
+    """Answer of `POST /api/v1/restores`: what was written back."""
+
+    records: dict[str, int] = Field(description="records written back, per MongoDB collection")
+    points: int = Field(description="vector-store points written back")
+    restarted_documents: int = Field(
+        description="documents the snapshot caught in progress, started through the pipeline again"
+    )
+
+
 class CrawlJobCreate(BaseModel):
     """Body of `POST .../crawl-jobs`: left out, the KB's `urls` and `files` and the
     configured limits."""

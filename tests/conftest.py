@@ -42,6 +42,7 @@ LONGEST_MODULES = (
     "tests/faults/test_freezes.py",
     "tests/integration/test_onnx_encoder.py",
     "tests/e2e/test_crawl.py",
+    "tests/e2e/test_backup_restore.py",
     "tests/e2e/test_retrieval_quality.py",
     "tests/e2e/test_hostile_inputs.py",
     "tests/e2e/test_outbox_and_recovery.py",

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from ragline_cli import docs, evaluate, ingest, kb, output, search, tokens
+from ragline_cli import backups, docs, evaluate, ingest, kb, output, search, tokens
 from ragline_cli.client import RATE_LIMIT_WAIT_S
 from ragline_cli.config_show import config
 from ragline_cli.context import Globals, globals_of
@@ -53,8 +53,8 @@ class RaglineGroup(TyperGroup):
 app = typer.Typer(
     cls=RaglineGroup,
     name="ragline",
-    help="Ragline from the command line: knowledge bases, ingestion, search, evaluations and "
-    "tokens, over the HTTP API.\n\n"
+    help="Ragline from the command line: knowledge bases, ingestion, search, evaluations, "
+    "tokens, backups and restores, over the HTTP API.\n\n"
     "Where the API is and which token to use: --url and --token, else RAGLINE_URL and "
     "RAGLINE_TOKEN, else url and token in ~/.config/ragline/config.toml (under "
     "XDG_CONFIG_HOME if set); `ragline config` shows what is found.",
@@ -96,6 +96,8 @@ app.command("reindex")(docs.reindex)
 app.add_typer(tokens.app, name="tokens")
 app.command("eval")(evaluate.evaluate)
 app.command("config")(config)
+app.command("backup")(backups.backup)
+app.command("restore")(backups.restore)
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from ragline_cli.models import (
     Evaluation,
     IssuedToken,
     KnowledgeBase,
+    Restored,
     SearchResult,
     TokenInfo,
     UnexpectedAnswer,
@@ -31,6 +32,8 @@ USER_AGENT = "ragline-cli/0.1.0"
 # How long one request may wait out 429s (as Retry-After says) before giving up.
 RATE_LIMIT_WAIT_S = 120.0
 PAGE_SIZE = 200
+# A backup or restore: the API bounds its own work (`api.bulk_request_timeout_s`).
+BACKUP_TIMEOUT_S = 600.0
 
 Model = TypeVar("Model", bound=ApiModel)
 
@@ -148,6 +151,24 @@ class Client:
                 raise api_error(response.status_code, _detail(response))
             return response
 
+    def _download(self, path: str, dest: Path, *, params: dict[str, Any], timeout_s: float) -> None:
+        """POSTs to `path` and streams the answer's body into `dest` (no 429 waits: a backup
+        is not rate-limited)."""
+        try:
+            with self._http.stream("POST", path, params=params, timeout=timeout_s) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise api_error(response.status_code, _detail(response))
+                with dest.open("wb") as out:
+                    for block in response.iter_bytes():
+                        out.write(block)
+        except httpx.TimeoutException as exc:
+            raise ApiUnreachable(
+                f"the API at {self.config.url.value} did not answer in time"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise ApiUnreachable(f"cannot reach the API at {self.config.url.value}: {exc}") from exc
+
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self._request(method, path, **kwargs)
         try:
@@ -246,6 +267,21 @@ class Client:
     def revoke_token(self, token_id: str) -> None:
         """Revokes a token."""
         self._request("DELETE", f"/api/v1/tokens/{token_id}")
+
+    def backup(self, scope: str, dest: Path) -> None:
+        """Takes a snapshot (`tenant` or `deployment`) and writes its tar to `dest`."""
+        self._download("/api/v1/backups", dest, params={"scope": scope}, timeout_s=BACKUP_TIMEOUT_S)
+
+    def restore(self, scope: str, archive: Path) -> Restored:
+        """Sends a snapshot's tar to be restored (`tenant` or `deployment`)."""
+        return self._model(
+            Restored,
+            "POST",
+            "/api/v1/restores",
+            params={"scope": scope},
+            upload=("snapshot.tar", archive),
+            timeout_s=BACKUP_TIMEOUT_S,
+        )
 
     def evaluate(self, kb: str, body: dict[str, Any]) -> Evaluation:
         """Runs an evaluation of the KB (every case in every mode: it may take a while)."""

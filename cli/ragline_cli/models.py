@@ -295,3 +295,12 @@ class Applied(ApiModel):
     # The target's retrieval settings before (None: a KB without a default) and after.
     before: RetrievalConfig | None = None
     after: RetrievalConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class Restored(ApiModel):
+    """What a restore wrote back."""
+
+    records: dict[str, int]
+    points: int
+    restarted_documents: int

@@ -7,7 +7,7 @@ embedded engine in-process (the local default). Both pass one contract test suit
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol
@@ -70,6 +70,22 @@ class ChunkPoint:
     dense: NDArray[np.float32]
     payload: ChunkPayload
     sparse: SparseVector | None = None
+
+    @classmethod
+    def from_record(cls, record: Any) -> ChunkPoint:
+        """A point read back with its vectors and payload (a record of either Qdrant API)."""
+        vectors = record.vector if isinstance(record.vector, dict) else {}
+        sparse = vectors.get(SPARSE_VECTOR)
+        return cls(
+            point_id=str(record.id),
+            dense=np.asarray(vectors[DENSE_VECTOR], dtype=np.float32),
+            payload=ChunkPayload.from_store(record.payload),
+            sparse=(
+                SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+                if sparse is not None
+                else None
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -311,6 +327,13 @@ class VectorStore(Protocol):
 
     async def count(self, selector: Filter) -> int:
         """How many points the filter selects (exact)."""
+        ...
+
+    def export_points(
+        self, selector: Filter | None, batch: int = 256
+    ) -> AsyncIterator[list[ChunkPoint]]:
+        """Every point the filter selects (all, without one), with its vectors and payload, in
+        batches: what a backup keeps, and `upsert` writes back."""
         ...
 
     async def close(self) -> None:

@@ -454,6 +454,27 @@ class EdgeVectorStore:
         records = await self._read(retrieve)
         return ScoredChunk.from_records(records, dense, scope, cosines)
 
+    async def export_points(
+        self, selector: Filter | None, batch: int = 256
+    ) -> AsyncIterator[list[ChunkPoint]]:
+        """Every point the filter selects (all, without one), with its vectors and payload, in
+        batches (each a call of its own: writes may come between them)."""
+        native = edge_filter(selector) if selector is not None else None
+        offset: Any = None
+        while True:
+            request = qe.ScrollRequest(
+                offset=offset, limit=batch, filter=native, with_payload=True, with_vector=True
+            )
+
+            def scroll(shard: qe.EdgeShard, request: qe.ScrollRequest = request) -> Any:
+                return shard.scroll(request)
+
+            records, offset = await self._read(scroll)
+            if records:
+                yield [ChunkPoint.from_record(record) for record in records]
+            if offset is None:
+                return
+
     async def count(self, selector: Filter) -> int:
         """How many points the filter selects (exact)."""
         request = qe.CountRequest(filter=edge_filter(selector), exact=True)

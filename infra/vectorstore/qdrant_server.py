@@ -380,6 +380,28 @@ class QdrantServerStore:
                     )
         return ScoredChunk.from_records(records, dense, scope, cosines)
 
+    async def export_points(
+        self, selector: Filter | None, batch: int = 256
+    ) -> AsyncIterator[list[ChunkPoint]]:
+        """Every point the filter selects (all, without one), with its vectors and payload, in
+        batches."""
+        native = qdrant_filter(selector) if selector is not None else None
+        offset: Any = None
+        while True:
+            async with _qdrant_errors():
+                records, offset = await self._client.scroll(
+                    self._collection,
+                    scroll_filter=native,
+                    limit=batch,
+                    offset=offset,
+                    with_payload=True,
+                    with_vectors=True,
+                )
+            if records:
+                yield [ChunkPoint.from_record(record) for record in records]
+            if offset is None:
+                return
+
     async def count(self, selector: Filter) -> int:
         """How many points the filter selects (exact)."""
         async with _qdrant_errors():

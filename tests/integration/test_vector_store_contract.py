@@ -246,6 +246,48 @@ def _text_point(doc: str, text: str, seed: int, kb: str = "kb1", tenant: str = "
     return ChunkPoint(point.point_id, point.dense, point.payload, SparseEncoder().document(text))
 
 
+async def test_an_export_gives_back_every_point_as_written_and_upsert_restores_it(
+    store: VectorStore, tmp_path: Path
+) -> None:
+    written = [
+        _text_point(f"doc_{i}", f"error XJ-{i} means the fan failed", i, tenant=f"t{i % 2}")
+        for i in range(600)
+    ]
+    written.append(_point("t1", "kb1", "doc_dense_only", 0, active=False))
+    await store.upsert(written)
+
+    exported = [point async for batch in store.export_points(None, batch=128) for point in batch]
+    by_id = {point.point_id: point for point in written}
+    assert sorted(p.point_id for p in exported) == sorted(by_id)
+    for point in exported:
+        original = by_id[point.point_id]
+        assert point.payload == original.payload
+        # The store keeps the vector normalised (cosine): equal up to float32 rounding.
+        np.testing.assert_allclose(point.dense, original.dense, rtol=0, atol=1e-6)
+        if original.sparse is None:
+            assert point.sparse is None
+        else:
+            assert point.sparse is not None
+            assert point.sparse.indices == original.sparse.indices
+            # Weights are kept as float32 (by the embedded engine).
+            np.testing.assert_array_equal(
+                np.float32(point.sparse.values), np.float32(original.sparse.values)
+            )
+    tenant = [
+        p async for b in store.export_points(Filter(must=(Match("tenant_id", "t0"),))) for p in b
+    ]
+    assert {p.payload.tenant_id for p in tenant} == {"t0"}
+    assert len(tenant) == 300
+
+    # Written back into an empty store, the points answer the same search the same way.
+    query = VectorQuery(scope=SearchScope("t1", ("kb1",), EVERYONE), dense=_unit(7), limit=10)
+    found = [(hit.point_id, round(hit.score, 6)) for hit in await store.search(query)]
+    await store.delete(Filter(must=(Match("kb_id", "kb1"),)))
+    assert await store.count(Filter(must=(Match("kb_id", "kb1"),))) == 0
+    await store.upsert(exported)
+    assert [(hit.point_id, round(hit.score, 6)) for hit in await store.search(query)] == found
+
+
 async def test_sparse_search_ranks_by_bm25_within_scope(store: VectorStore) -> None:
     encoder = SparseEncoder()
     await store.upsert(

@@ -1,0 +1,320 @@
+"""Backup and restore of a deployment, or of one tenant: MongoDB's records (stored files
+included) and the vector store's points, as one snapshot (`infra.snapshot_files`).
+
+Backup. The records are read inside one snapshot transaction (`infra.mongo_snapshot`), so
+they are those of one moment while uploads go on; the points are read after it, and only
+those of documents the records hold are kept. A point written between the two moments belongs
+to a document the records show in progress (restarted on restore), or replaces one of an
+older version (the restore finds that version's points missing and indexes it again): either
+way the restored deployment ends consistent without a lock on the pipeline.
+
+Restore. Nothing is written until the whole snapshot has passed its checks: every file's
+checksum, size and count, the manifest's format, its scope, the embedding model (vectors of
+another model cannot be searched with this one's queries), and an empty target (a deployment
+with no records, or a tenant with none: a restore never merges into live data). Then the
+records and points are written by id, under a marker. Should a write fail, what was written
+is taken away again and the marker cleared, so the target is as it was; should the process die
+in between, the marker stays, and only a restore of the same snapshot may run there next
+(writing by id, it completes the interrupted one). Last, documents that were in progress when
+the snapshot was taken, and indexed ones whose points are not all in it, start the pipeline
+again: their events were in Kafka, which a backup does not keep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+from pymongo.errors import PyMongoError
+
+from core.errors import Conflict, NotFound, RaglineError, ServiceUnavailable, SnapshotInvalid
+from core.filters import Filter, Match
+from infra.lifecycle import DocumentLifecycle
+from infra.mongo import DOCUMENTS, MongoDoc
+from infra.mongo_snapshot import BATCH, MongoSnapshot, decode, encode
+from infra.outbox import EventSender, Pending
+from infra.snapshot_files import (
+    MANIFEST,
+    EmbeddingIdentity,
+    Manifest,
+    SnapshotFile,
+    append_lines,
+    read_lines,
+    verify,
+    write_lines,
+    write_manifest,
+)
+from infra.vectorstore.base import ChunkPoint, SparseVector, VectorStore
+from schemas.chunks import ChunkPayload
+from schemas.domain import PIPELINE_ORDER, ParseStatus, utcnow
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+POINTS = "vectors/points.jsonl.gz"
+# Statuses of a document the pipeline is still working on.
+IN_PROGRESS = frozenset(PIPELINE_ORDER) - {ParseStatus.INDEXED}
+
+
+def collection_file(name: str) -> str:
+    """The snapshot file of a MongoDB collection."""
+    return f"mongo/{name}.jsonl.gz"
+
+
+def encode_point(point: ChunkPoint) -> bytes:
+    """A point as a line of JSON (float32 values survive the round trip exactly)."""
+    sparse = point.sparse
+    return json.dumps(
+        {
+            "id": point.point_id,
+            "dense": point.dense.tolist(),
+            "sparse": None
+            if sparse is None
+            else {"indices": sparse.indices, "values": sparse.values},
+            "payload": point.payload.to_store(),
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+def decode_point(line: bytes) -> ChunkPoint:
+    """A point from its line."""
+    raw = json.loads(line)
+    sparse = raw.get("sparse")
+    return ChunkPoint(
+        point_id=str(raw["id"]),
+        dense=np.asarray(raw["dense"], dtype=np.float32),
+        payload=ChunkPayload.from_store(raw["payload"]),
+        sparse=None if sparse is None else SparseVector(sparse["indices"], sparse["values"]),
+    )
+
+
+@dataclass
+class RestoreReport:
+    """What a restore wrote, and what it started again."""
+
+    records: dict[str, int]
+    points: int
+    restarted_documents: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Written:
+    """What a restore has written so far (to take it away again if it cannot finish)."""
+
+    records: dict[str, list[Any]] = field(default_factory=dict)
+    point_ids: list[str] = field(default_factory=list)
+    # The documents written, with their status and what they had indexed.
+    documents: dict[str, MongoDoc] = field(default_factory=dict)
+    active_points: Counter[str] = field(default_factory=Counter)
+
+
+class BackupService:
+    """Takes snapshots of a deployment or a tenant, and restores them into an empty one."""
+
+    def __init__(
+        self,
+        snapshot: MongoSnapshot,
+        store: VectorStore,
+        lifecycle: DocumentLifecycle,
+        events: EventSender,
+        embedding: EmbeddingIdentity,
+    ) -> None:
+        self._snapshot = snapshot
+        self._store = store
+        self._lifecycle = lifecycle
+        self._events = events
+        self._embedding = embedding
+        # One backup or restore at a time in a process.
+        self._busy = asyncio.Lock()
+
+    async def backup(self, tenant_id: str | None, directory: Path) -> Manifest:
+        """Writes a snapshot of the tenant (or, with None, the deployment) into the empty
+        folder `directory`; returns its manifest."""
+        async with self._busy:
+            return await self._backup(tenant_id, directory)
+
+    async def _backup(self, tenant_id: str | None, directory: Path) -> Manifest:
+        created_at = utcnow()
+        files: dict[str, SnapshotFile] = {}
+        documents: set[str] = set()
+        statuses: Counter[str] = Counter()
+        async for collection, records in self._snapshot.read(tenant_id):
+            name = collection_file(collection.name)
+            if collection.name == DOCUMENTS:
+                documents.update(str(record["_id"]) for record in records)
+                statuses.update(str(record.get("parse_status")) for record in records)
+            lines = [encode(record) for record in records]
+            files[name] = await asyncio.to_thread(_append, directory, files.get(name), name, lines)
+        selector = None if tenant_id is None else Filter(must=(Match("tenant_id", tenant_id),))
+        points = await asyncio.to_thread(write_lines, directory, POINTS, [])
+        async for batch in self._store.export_points(selector):
+            kept = [encode_point(p) for p in batch if p.payload.document_id in documents]
+            points = await asyncio.to_thread(append_lines, directory, points, kept)
+        manifest = Manifest(
+            created_at=created_at,
+            scope="deployment" if tenant_id is None else "tenant",
+            tenant_id=tenant_id,
+            embedding=self._embedding,
+            files=[*files.values(), points],
+            documents=dict(sorted(statuses.items())),
+        )
+        await asyncio.to_thread(write_manifest, directory, manifest)
+        log.info("backup of %s taken: %s", tenant_id or "the deployment", manifest.records)
+        return manifest
+
+    async def restore(self, tenant_id: str | None, directory: Path) -> RestoreReport:
+        """Restores the snapshot in `directory` into the tenant (or, with None, the
+        deployment), which must hold no records (see the module's docstring)."""
+        async with self._busy:
+            manifest = await asyncio.to_thread(verify, directory)
+            self._check_fits(manifest, tenant_id)
+            fingerprint = await asyncio.to_thread(_digest, directory / MANIFEST)
+            target = _target(tenant_id)
+            interrupted = await self._snapshot.interrupted_restore(target)
+            if interrupted is not None and interrupted != fingerprint:
+                raise Conflict(
+                    f"a restore of another snapshot into {_label(tenant_id)} was interrupted; "
+                    "restore that snapshot again to finish it"
+                )
+            if interrupted is None:
+                occupied = await self._snapshot.holds(tenant_id)
+                if occupied is not None:
+                    raise Conflict(
+                        f"{_label(tenant_id)} already holds data ({occupied}): a snapshot is "
+                        "restored only into an empty deployment, or a tenant with no data"
+                    )
+                await self._snapshot.begin_restore(target, fingerprint)
+            written = _Written()
+            try:
+                await self._write(directory, manifest, written)
+            except (RaglineError, PyMongoError) as exc:
+                await self._undo(written, target)
+                raise ServiceUnavailable(
+                    "restore", f"stopped and was undone, nothing of it is kept: {exc}"
+                ) from exc
+            await self._snapshot.end_restore(target)
+            restarted = await self._restart_unfinished(written)
+            report = RestoreReport(
+                records={name: len(ids) for name, ids in written.records.items()},
+                points=len(written.point_ids),
+                restarted_documents=restarted,
+            )
+            log.info("snapshot restored into %s: %s", _label(tenant_id), report)
+            return report
+
+    def _check_fits(self, manifest: Manifest, tenant_id: str | None) -> None:
+        if tenant_id is None and manifest.scope != "deployment":
+            raise SnapshotInvalid(
+                f"this is a snapshot of tenant {manifest.tenant_id!r}: restore it as that "
+                "tenant's admin, not into the whole deployment"
+            )
+        if tenant_id is not None and (manifest.scope, manifest.tenant_id) != ("tenant", tenant_id):
+            what = (
+                "the whole deployment"
+                if manifest.scope == "deployment"
+                else f"tenant {manifest.tenant_id!r}"
+            )
+            raise SnapshotInvalid(f"this is a snapshot of {what}, not of tenant {tenant_id!r}")
+        made, ours = manifest.embedding, self._embedding
+        if (made.model, made.dimensions) != (ours.model, ours.dimensions):
+            raise SnapshotInvalid(
+                f"the snapshot's vectors were made by {made.provider} model {made.model!r} "
+                f"({made.dimensions} dimensions); this deployment embeds with {ours.provider} "
+                f"model {ours.model!r} ({ours.dimensions}): its queries cannot search them"
+            )
+
+    async def _write(self, directory: Path, manifest: Manifest, written: _Written) -> None:
+        for entry in manifest.files:
+            if entry.name == POINTS:
+                continue
+            name = entry.name.removeprefix("mongo/").removesuffix(".jsonl.gz")
+            ids = written.records.setdefault(name, [])
+            async for records in _batches(directory, entry, decode):
+                await self._snapshot.write(name, records)
+                ids.extend(record["_id"] for record in records)
+                if name == DOCUMENTS:
+                    written.documents.update((str(r["_id"]), r) for r in records)
+        points_file = manifest.file(POINTS)
+        if points_file is None:
+            return
+        async for points in _batches(directory, points_file, decode_point):
+            await self._store.upsert(points)
+            written.point_ids.extend(point.point_id for point in points)
+            written.active_points.update(p.payload.document_id for p in points if p.payload.active)
+
+    async def _undo(self, written: _Written, target: str) -> None:
+        """Takes away what the restore wrote; if that fails too, the marker stays."""
+        try:
+            for start in range(0, len(written.point_ids), BATCH):
+                await self._store.delete_points(written.point_ids[start : start + BATCH])
+            for name, ids in reversed(written.records.items()):
+                await self._snapshot.remove(name, ids)
+            await self._snapshot.end_restore(target)
+        except (RaglineError, PyMongoError):
+            log.exception("undoing a failed restore failed: restore the snapshot again")
+
+    async def _restart_unfinished(self, written: _Written) -> list[str]:
+        """Starts the pipeline again on the documents it had not finished, and on indexed ones
+        whose points the snapshot does not all hold."""
+        events: list[Pending] = []
+        restarted: list[str] = []
+        for document_id, record in written.documents.items():
+            status = record.get("parse_status")
+            unfinished = status in IN_PROGRESS or (
+                status == ParseStatus.INDEXED
+                and written.active_points[document_id] < int(record.get("indexed_chunk_count", 0))
+            )
+            if not unfinished:
+                continue
+            try:
+                _, event = await self._lifecycle.restart(
+                    document_id, redrives=int(record.get("redrives", 0))
+                )
+            except NotFound:
+                continue
+            events.append(event)
+            restarted.append(document_id)
+        await self._events.send_now(events)
+        return restarted
+
+
+def _append(
+    directory: Path, entry: SnapshotFile | None, name: str, lines: list[bytes]
+) -> SnapshotFile:
+    if entry is None:
+        return write_lines(directory, name, lines)
+    return append_lines(directory, entry, lines)
+
+
+async def _batches(
+    directory: Path, entry: SnapshotFile, parse: Callable[[bytes], T]
+) -> AsyncIterator[list[T]]:
+    """The file's records, parsed, in batches read off the event loop."""
+    lines = read_lines(directory, entry)
+
+    def next_batch() -> list[T]:
+        return [parse(line) for _, line in zip(range(BATCH), lines, strict=False)]
+
+    while batch := await asyncio.to_thread(next_batch):
+        yield batch
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _target(tenant_id: str | None) -> str:
+    return "deployment" if tenant_id is None else f"tenant:{tenant_id}"
+
+
+def _label(tenant_id: str | None) -> str:
+    return "the deployment" if tenant_id is None else f"tenant {tenant_id!r}"
