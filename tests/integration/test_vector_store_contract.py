@@ -271,7 +271,8 @@ async def test_an_export_gives_back_every_point_as_written_and_upsert_restores_i
             assert point.sparse.indices == original.sparse.indices
             # Weights are kept as float32 (by the embedded engine).
             np.testing.assert_array_equal(
-                np.float32(point.sparse.values), np.float32(original.sparse.values)
+                np.asarray(point.sparse.values, dtype=np.float32),
+                np.asarray(original.sparse.values, dtype=np.float32),
             )
     tenant = [
         p async for b in store.export_points(Filter(must=(Match("tenant_id", "t0"),))) for p in b
