@@ -130,11 +130,12 @@ class DocumentLifecycle:
         tenant_id: str | None = None,
         kb_id: str | None = None,
         redrives: int = 0,
+        uncounted_redrives: int = 0,
     ) -> tuple[Document, Pending]:
         """Starts a new run of the pipeline on a document (a new generation, queued) and
-        queues its event. `redrives` is the reconciler's count of automatic restarts (a
-        person's restart clears it). What is indexed stays searchable until the new run
-        replaces it."""
+        queues its event. `redrives` and `uncounted_redrives` are the reconciler's counts of
+        automatic restarts (a person's restart clears them). What is indexed stays searchable
+        until the new run replaces it."""
         query: dict[str, Any] = {
             "_id": document_id,
             "parse_status": {"$ne": ParseStatus.DELETING.value},
@@ -153,6 +154,7 @@ class DocumentLifecycle:
                 "stage_started_at": {ParseStatus.QUEUED.value: now},
                 "updated_at": now,
                 "redrives": redrives,
+                "uncounted_redrives": uncounted_redrives,
             },
             "$inc": {"generation": 1},
             "$unset": dict.fromkeys(RUN_FIELDS, ""),
@@ -241,6 +243,7 @@ class DocumentLifecycle:
                         "parse_error": None,
                         "indexed_chunk_count": chunk_count,
                         "updated_at": now,
+                        "progressed_at": now,
                         f"stage_started_at.{ParseStatus.INDEXED.value}": now,
                     }
                 },
