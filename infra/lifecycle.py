@@ -272,6 +272,37 @@ class DocumentLifecycle:
             outcome.revisions = revisions
         return outcome
 
+    async def withdraw(self, document_id: str, generation: int) -> KbRevisions | None:
+        """Takes a failing run's chunks out of its KB's count (they are being deleted: a
+        document re-indexed under its own id had its indexed chunks overwritten by this run),
+        and moves the KB's revision on, since what search shows changed. None if the run is
+        no longer current, or finished."""
+
+        async def work(session: AsyncClientSession, revisions: KbRevisions) -> bool:
+            raw = await self._docs.find_one(
+                {
+                    "_id": document_id,
+                    "generation": generation,
+                    "parse_status": {
+                        "$nin": [ParseStatus.INDEXED.value, ParseStatus.DELETING.value]
+                    },
+                },
+                session=session,
+            )
+            if raw is None:
+                return False
+            document = to_document(raw)
+            if document.indexed_chunk_count:
+                await self._docs.update_one(
+                    {"_id": document_id}, {"$set": {"indexed_chunk_count": 0}}, session=session
+                )
+            chunks = document.indexed_chunk_count
+            await self._count(session, revisions, document.kb_id, documents=0, chunks=-chunks)
+            return True
+
+        current, revisions = await self._transaction(work)
+        return revisions if current else None
+
     async def remove(self, document_id: str) -> Removed | None:
         """Deletes a document's record and takes it out of its KB's counts."""
 
