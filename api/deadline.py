@@ -18,13 +18,13 @@ request runs under a deadline (`api.request_timeout_s`, 5 s by default; routes m
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import pymongo
-from starlette.routing import Match
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
@@ -46,19 +46,43 @@ def bulk_operation(endpoint: F) -> F:
     return endpoint
 
 
-def unavailable_answer(detail: str) -> tuple[Message, Message]:
-    """The two ASGI messages of a 503 with `Retry-After` and a JSON `detail`."""
-    body = json.dumps({"detail": detail}).encode()
-    start: Message = {
-        "type": "http.response.start",
-        "status": 503,
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"retry-after", str(RETRY_AFTER_S).encode()),
-        ],
-    }
-    return start, {"type": "http.response.body", "body": body}
+def unavailable_answer(detail: str) -> JSONResponse:
+    """A 503 with `Retry-After` and a JSON `detail` (the API's error shape)."""
+    return JSONResponse(
+        {"detail": detail}, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)}
+    )
+
+
+# The request methods that never get the bulk budget.
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+# The bulk routes answering one request method, each with the routes before it that may too.
+BulkRoutes = list[tuple[BaseRoute, list[BaseRoute]]]
+
+
+def _answers(route: BaseRoute, method: str | None) -> bool:
+    """Whether the route may answer the method (None: a method no route names)."""
+    methods = getattr(route, "methods", None)
+    return methods is None or (method is not None and method in methods)
+
+
+def bulk_routes(routes: Sequence[BaseRoute], method: str | None) -> BulkRoutes:
+    """The routes answering `method` that have the bulk budget, each with the routes the
+    router tries before it, so that a request is matched against the few bulk routes (and,
+    only when one matches, against those before it)."""
+    answering = [route for route in routes if _answers(route, method)]
+    return [
+        (route, answering[:position])
+        for position, route in enumerate(answering)
+        if getattr(getattr(route, "endpoint", None), _BULK, False)
+    ]
+
+
+def bulk_table(routes: Sequence[BaseRoute]) -> dict[str | None, BulkRoutes]:
+    """`bulk_routes` for every method the routes name (and None for any other)."""
+    named: set[str] = set()
+    for route in routes:
+        named |= set(getattr(route, "methods", None) or ())
+    return {method: bulk_routes(routes, method) for method in [*sorted(named - _READS), None]}
 
 
 class RequestDeadline:
@@ -68,6 +92,8 @@ class RequestDeadline:
         self.app = app
         self.timeout_s = timeout_s
         self.bulk_timeout_s = bulk_timeout_s
+        # Built from the app's routes at the first request (they are all added by then).
+        self._bulk: dict[str | None, BulkRoutes] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].startswith("/mcp"):
@@ -96,16 +122,17 @@ class RequestDeadline:
                 f"the request took longer than {budget:g} s (a service Ragline depends on is "
                 f"not answering); try again in {RETRY_AFTER_S} s"
             )
-            for message in unavailable_answer(detail):
-                await send(message)
+            await unavailable_answer(detail)(scope, receive, send)
 
     def _is_bulk(self, scope: Scope) -> bool:
-        if scope["method"] in ("GET", "HEAD", "OPTIONS"):
+        """Whether the route the router will pick for this request is a bulk one."""
+        if scope["method"] in _READS:
             return False
-        app = scope.get("app")
-        router = getattr(app, "router", None)
-        for route in getattr(router, "routes", ()):
-            match, _ = route.matches(scope)
-            if match == Match.FULL:
-                return bool(getattr(getattr(route, "endpoint", None), _BULK, False))
+        if self._bulk is None:
+            router = getattr(scope.get("app"), "router", None)
+            self._bulk = bulk_table(getattr(router, "routes", ()))
+        method = scope["method"]
+        for route, before in self._bulk[method if method in self._bulk else None]:
+            if route.matches(scope)[0] == Match.FULL:
+                return not any(other.matches(scope)[0] == Match.FULL for other in before)
         return False

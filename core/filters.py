@@ -144,6 +144,18 @@ def older_versions(tenant_id: str, kb_id: str, source_key: str, version: int) ->
     )
 
 
+def version_of(tenant_id: str, kb_id: str, source_key: str, version: int) -> Filter:
+    """The chunks of one version of a source."""
+    return Filter(
+        must=(
+            Match("tenant_id", tenant_id),
+            Match("kb_id", kb_id),
+            Match("source_key", source_key),
+            Match("version", version),
+        )
+    )
+
+
 def chunks_from(tenant_id: str, document_id: str, first_index: int) -> Filter:
     """A document's chunks numbered `first_index` or above."""
     return Filter(

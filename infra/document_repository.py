@@ -30,6 +30,8 @@ from schemas.domain import (
 
 # Statuses a document is in while the pipeline works on it.
 IN_PROGRESS = tuple(s.value for s in PIPELINE_ORDER[:-1])
+# Before any document's progress.
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Progress fields of one run of the pipeline, cleared when a new run starts.
 RUN_FIELDS = ("chunker", "embedded_batches", "indexed_batches", "batch_count")
 
@@ -202,6 +204,20 @@ class DocumentRepository:
             )
             return [to_document(doc) async for doc in cursor]
 
+    async def latest_progress(self) -> list[tuple[str, datetime]]:
+        """The two documents a stage moved on last (entered a stage, or ended them indexed or
+        failed), with when, latest first: enough to tell, for any one document, when another
+        one last moved."""
+        async with mongo_errors():
+            cursor = (
+                self._docs.find({"progressed_at": {"$gt": _EPOCH}}, {"progressed_at": 1})
+                .sort("progressed_at", DESCENDING)
+                .limit(2)
+            )
+            return [
+                (str(doc["_id"]), doc["progressed_at"].replace(tzinfo=UTC)) async for doc in cursor
+            ]
+
     async def last_progress(self) -> datetime | None:
         """When a document in progress last moved (None: nothing in progress)."""
         async with mongo_errors():
@@ -371,6 +387,7 @@ class DocumentRepository:
                     "$set": {
                         "parse_status": status.value,
                         "updated_at": now,
+                        "progressed_at": now,
                         f"stage_started_at.{status.value}": now,
                     },
                     # Counted once per stage entry; the runner adds one per retry.
@@ -479,22 +496,23 @@ class DocumentRepository:
         count = doc.get("batch_count")
         return len(doc.get("indexed_batches") or {}), None if count is None else int(count)
 
-    async def mark_failed(self, document_id: str, generation: int, reason: str) -> bool:
-        """Marks the document failed with a reason the user can act on."""
+    async def mark_failed(
+        self, document_id: str, generation: int, reason: str, *, by_stage: bool = True
+    ) -> bool:
+        """Marks the document failed with a reason the user can act on. A stage's verdict is
+        progress (`progressed_at`); the reconciler giving up on a stuck document is not."""
         limit = self._parse_error_max_chars
         text = reason if len(reason) <= limit else reason[: limit - 1] + "…"
-        return await self._update_current(
-            document_id,
-            generation,
-            {
-                "$set": {
-                    "parse_status": ParseStatus.FAILED.value,
-                    "parse_error": text,
-                    "updated_at": utcnow(),
-                    f"stage_started_at.{ParseStatus.FAILED.value}": utcnow(),
-                }
-            },
-        )
+        now = utcnow()
+        fields: dict[str, Any] = {
+            "parse_status": ParseStatus.FAILED.value,
+            "parse_error": text,
+            "updated_at": now,
+            f"stage_started_at.{ParseStatus.FAILED.value}": now,
+        }
+        if by_stage:
+            fields["progressed_at"] = now
+        return await self._update_current(document_id, generation, {"$set": fields})
 
     async def _update_current(
         self, document_id: str, generation: int, update: dict[str, Any]

@@ -130,11 +130,12 @@ class DocumentLifecycle:
         tenant_id: str | None = None,
         kb_id: str | None = None,
         redrives: int = 0,
+        uncounted_redrives: int = 0,
     ) -> tuple[Document, Pending]:
         """Starts a new run of the pipeline on a document (a new generation, queued) and
-        queues its event. `redrives` is the reconciler's count of automatic restarts (a
-        person's restart clears it). What is indexed stays searchable until the new run
-        replaces it."""
+        queues its event. `redrives` and `uncounted_redrives` are the reconciler's counts of
+        automatic restarts (a person's restart clears them). What is indexed stays searchable
+        until the new run replaces it."""
         query: dict[str, Any] = {
             "_id": document_id,
             "parse_status": {"$ne": ParseStatus.DELETING.value},
@@ -153,6 +154,7 @@ class DocumentLifecycle:
                 "stage_started_at": {ParseStatus.QUEUED.value: now},
                 "updated_at": now,
                 "redrives": redrives,
+                "uncounted_redrives": uncounted_redrives,
             },
             "$inc": {"generation": 1},
             "$unset": dict.fromkeys(RUN_FIELDS, ""),
@@ -241,6 +243,7 @@ class DocumentLifecycle:
                         "parse_error": None,
                         "indexed_chunk_count": chunk_count,
                         "updated_at": now,
+                        "progressed_at": now,
                         f"stage_started_at.{ParseStatus.INDEXED.value}": now,
                     }
                 },
@@ -268,6 +271,37 @@ class DocumentLifecycle:
         if isinstance(outcome, Finished):
             outcome.revisions = revisions
         return outcome
+
+    async def withdraw(self, document_id: str, generation: int) -> KbRevisions | None:
+        """Takes a failing run's chunks out of its KB's count (they are being deleted: a
+        document re-indexed under its own id had its indexed chunks overwritten by this run),
+        and moves the KB's revision on, since what search shows changed. None if the run is
+        no longer current, or finished."""
+
+        async def work(session: AsyncClientSession, revisions: KbRevisions) -> bool:
+            raw = await self._docs.find_one(
+                {
+                    "_id": document_id,
+                    "generation": generation,
+                    "parse_status": {
+                        "$nin": [ParseStatus.INDEXED.value, ParseStatus.DELETING.value]
+                    },
+                },
+                session=session,
+            )
+            if raw is None:
+                return False
+            document = to_document(raw)
+            if document.indexed_chunk_count:
+                await self._docs.update_one(
+                    {"_id": document_id}, {"$set": {"indexed_chunk_count": 0}}, session=session
+                )
+            chunks = document.indexed_chunk_count
+            await self._count(session, revisions, document.kb_id, documents=0, chunks=-chunks)
+            return True
+
+        current, revisions = await self._transaction(work)
+        return revisions if current else None
 
     async def remove(self, document_id: str) -> Removed | None:
         """Deletes a document's record and takes it out of its KB's counts."""

@@ -147,6 +147,8 @@ async def ensure_indexes(db: Database) -> None:
             [("kb_id", ASCENDING), ("source_key", ASCENDING), ("version", DESCENDING)]
         )
         await docs.create_index([("parse_status", ASCENDING), ("updated_at", ASCENDING)])
+        # When a stage last moved any document on (the reconciler's question).
+        await docs.create_index([("progressed_at", DESCENDING)])
         # A record's versions by external id; a source's documents for a full sync.
         await docs.create_index([("kb_id", ASCENDING), ("external_id", ASCENDING)])
         await docs.create_index([("kb_id", ASCENDING), ("source", ASCENDING)])

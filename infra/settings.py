@@ -617,8 +617,30 @@ class RelaySettings(BaseModel):
         default=3,
         ge=0,
         le=20,
-        description="Restarts of a stuck document before it fails with a reason (count).",
+        description=(
+            "Restarts of a stuck document counted against it (other documents moved while it "
+            "did not) before it fails with a reason (count)."
+        ),
     )
+    max_uncounted_redrives: int = Field(
+        default=6,
+        ge=0,
+        le=30,
+        description=(
+            "Restarts of a stuck document not counted against it (nothing else moved either: "
+            "an outage, or the only document in progress) before it fails with a reason; at "
+            "least `max_redrives` (count)."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _uncounted_bound_is_larger(self) -> RelaySettings:
+        if self.max_uncounted_redrives < self.max_redrives:
+            raise ValueError(
+                f"relay.max_uncounted_redrives ({self.max_uncounted_redrives}) must be at least "
+                f"relay.max_redrives ({self.max_redrives})"
+            )
+        return self
 
 
 class SearchSettings(BaseModel):

@@ -549,4 +549,5 @@ class System:
             self.events,
             self.settings.ingest.stall_after_s,
             self.settings.relay.max_redrives,
+            self.settings.relay.max_uncounted_redrives,
         )

@@ -337,8 +337,13 @@ class Document(BaseModel):
     indexed_chunk_count: int = 0
     generation: int = 1
     attempts: dict[str, int] = Field(default_factory=dict)
-    # Runs restarted by the reconciler because the document stopped moving (bounded).
+    # Runs restarted by the reconciler because the document stopped moving, each bounded:
+    # counted against it when other documents moved meanwhile, uncounted when nothing else did
+    # either (an outage, or the only document in progress).
     redrives: int = 0
+    uncounted_redrives: int = 0
+    # When a stage last moved it on: entered a stage, or ended it indexed or failed.
+    progressed_at: datetime | None = None
     # The source a full sync keeps in step (a connector's name, or `crawl`), and the last sync
     # run that contained the document.
     source: str | None = None

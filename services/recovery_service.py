@@ -9,17 +9,27 @@ When is a document stuck? Every stage touches the document it works on (`ragline
 so a document that has not moved for `stall_after_s` is not being worked on. It may still be
 waiting its turn behind a backlog, so documents are re-driven only when nothing in progress
 has moved for that long: a busy pipeline is never second-guessed. Each automatic restart of a
-document doubles the patience before the next (`stall_after_s`, then twice, four times…), so
-an outage that keeps the whole pipeline still for a while (a broker's consumers rejoining) does
-not use up a document's restarts. After a broker that lost its messages (the local broker
-keeps them in memory), everything in flight is re-driven at once, without counting it against
-the documents.
+document doubles the patience before the next (`stall_after_s`, then twice, four times…).
+
+Whose fault is it? A restart counts against the document (`redrives`, failing it at
+`max_redrives`) only when other documents moved on while it did not: a stage took another one
+into its next stage, or ended it indexed or failed (`progressed_at`), after this one was last
+restarted or last touched (with one heartbeat's slack, a quarter of `stall_after_s`: a document
+being worked on is touched that often). The reconciler's own restarts and failures are not
+progress, so restarting ten stuck documents in one pass does not make each look like the others
+moved. When nothing else moved either, the pipeline as a whole was still (an outage: a broker's
+consumers rejoining, a server down), and the restart is not the document's fault. Yet a lone
+poison document in an otherwise idle system looks the same, so restarts not counted have a
+bound of their own, larger (`max_uncounted_redrives`); the patience doubles over all restarts,
+so reaching that bound takes long (about 21 hours with the defaults). After a broker that lost
+its messages (the local broker keeps them in memory), everything in flight is re-driven at once,
+counted in neither.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from core.errors import NotFound
 from infra.document_repository import DocumentRepository
@@ -69,12 +79,16 @@ class ReconcilerService:
         events: EventSender,
         stall_after_s: float,
         max_redrives: int,
+        max_uncounted_redrives: int,
     ) -> None:
         self._documents = documents
         self._lifecycle = lifecycle
         self._events = events
         self._stall_after = timedelta(seconds=stall_after_s)
+        # A stage touches the document it works on this often (`ragline.stages.runtime`).
+        self._heartbeat = self._stall_after / 4
         self._max_redrives = max_redrives
+        self._max_uncounted = max_uncounted_redrives
 
     async def redrive_stalled(self) -> int:
         """If nothing in progress moved within the stall deadline, re-drives what is in
@@ -87,16 +101,32 @@ class ReconcilerService:
         stalled = [
             document
             for document in await self._documents.in_progress(before, PASS_LIMIT)
-            if document.updated_at < now - self._stall_after * 2**document.redrives
+            if document.updated_at < now - self._stall_after * 2 ** _restarts(document)
         ]
-        return await self._redrive(stalled, "stalled")
+        if not stalled:
+            return 0
+        latest = await self._documents.latest_progress()
+        return await self._redrive(stalled, "stalled", latest)
 
     async def redrive_in_flight(self, reason: str) -> int:
         """Re-drives everything in progress (its events were lost with the broker's)."""
         in_flight = await self._documents.in_progress(utcnow() + timedelta(seconds=1), PASS_LIMIT)
-        return await self._redrive(in_flight, reason, counted=False)
+        return await self._redrive(in_flight, reason, None)
 
-    async def _redrive(self, documents: list[Document], reason: str, counted: bool = True) -> int:
+    def _others_moved(self, document: Document, latest: list[tuple[str, datetime]]) -> bool:
+        """Whether a stage moved another document on since this one last moved or was
+        restarted (its `updated_at`), beyond one heartbeat."""
+        quiet_since = document.updated_at + self._heartbeat
+        return any(other != document.id and at > quiet_since for other, at in latest)
+
+    async def _redrive(
+        self,
+        documents: list[Document],
+        reason: str,
+        latest: list[tuple[str, datetime]] | None,
+    ) -> int:
+        """Restarts the documents (failing those out of restarts); `latest` is the latest
+        progress elsewhere, None for restarts that count in neither bound."""
         waiting = await self._events.outbox.waiting_documents([d.id for d in documents])
         events: list[Pending] = []
         handled = 0
@@ -104,33 +134,51 @@ class ReconcilerService:
             if document.id in waiting:
                 continue  # its event is on the way (Kafka was down): not stuck
             handled += 1
-            if counted and document.redrives >= self._max_redrives:
-                await self._fail(document, reason)
-                continue
-            redrives = document.redrives + 1 if counted else document.redrives
+            redrives, uncounted = document.redrives, document.uncounted_redrives
+            if latest is not None and self._others_moved(document, latest):
+                if redrives >= self._max_redrives:
+                    await self._fail(document, reason, alone=False)
+                    continue
+                redrives += 1
+            elif latest is not None:
+                if uncounted >= self._max_uncounted:
+                    await self._fail(document, reason, alone=True)
+                    continue
+                uncounted += 1
             try:
-                restarted, event = await self._lifecycle.restart(document.id, redrives=redrives)
+                restarted, event = await self._lifecycle.restart(
+                    document.id, redrives=redrives, uncounted_redrives=uncounted
+                )
             except NotFound:
                 continue  # deleted meanwhile
             events.append(event)
             REDRIVES.labels(reason, "redriven").inc()
             log.warning(
-                "re-driving document %s (stopped in %s; restart %d of %d, %s)",
+                "re-driving document %s (stopped in %s; restart %d of %d counted against it, "
+                "%d of %d not, %s)",
                 document.id, document.parse_status.value, restarted.redrives,
-                self._max_redrives, reason,
+                self._max_redrives, restarted.uncounted_redrives, self._max_uncounted, reason,
             )  # fmt: skip
         await self._events.send_now(events)
         return handled
 
-    async def _fail(self, document: Document, reason: str) -> None:
+    async def _fail(self, document: Document, reason: str, *, alone: bool) -> None:
         stage = document.parse_status.value
+        restarts = _restarts(document)
+        while_idle = ", while no other document was moving either," if alone else ""
         failed = await self._documents.mark_failed(
             document.id,
             document.generation,
-            f"processing stopped while {stage} and did not resume after {document.redrives} "
-            "automatic restarts; re-index the document to try again (if it stops again, the "
+            f"processing stopped while {stage} and did not resume after {restarts} automatic "
+            f"restarts{while_idle}; re-index the document to try again (if it stops again, the "
             "file itself may be the cause)",
+            by_stage=False,
         )
         if failed:
             REDRIVES.labels(reason, "failed").inc()
             log.warning("document %s failed: stuck in %s", document.id, stage)
+
+
+def _restarts(document: Document) -> int:
+    """The reconciler's restarts of the document's current line of runs, counted or not."""
+    return document.redrives + document.uncounted_redrives

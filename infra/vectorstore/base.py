@@ -21,6 +21,7 @@ from core.filters import (
     chunks_from,
     chunks_of_document,
     older_versions,
+    version_of,
 )
 from schemas.chunks import ChunkPayload
 
@@ -182,13 +183,39 @@ class PublishedDocument:
         return {"active": True, "readers": list(self.readers)}
 
     def selections(self) -> tuple[Filter, Filter, Filter]:
-        """What publishing touches: the chunks to show, and the two sets to delete (older
-        versions of the source, the document's own chunks from `keep_chunks` on)."""
+        """What publishing touches: the chunks to show, the chunks to hide (older versions of
+        the source, deleted once the version is finished: `older_versions`), and the chunks
+        to delete (the document's own from `keep_chunks` on)."""
         return (
             chunks_of_document(self.tenant_id, self.document_id),
             older_versions(self.tenant_id, self.kb_id, self.source_key, self.version),
             chunks_from(self.tenant_id, self.document_id, self.keep_chunks),
         )
+
+
+# What is set on the chunks of older versions when a newer one is published.
+HIDDEN_PAYLOAD: dict[str, Any] = {"active": False}
+
+
+@dataclass(frozen=True)
+class WithdrawnDocument:
+    """A run of a document that failed, perhaps after it was published: its chunks go, and the
+    version of its source that is live (finished) is shown again."""
+
+    tenant_id: str
+    kb_id: str
+    document_id: str
+    source_key: str
+    # The live version of the source if it is an older one (its chunks were hidden when this
+    # run was published); 0 when there is none, or it is this document itself.
+    live_version: int
+
+    def selections(self) -> tuple[Filter, Filter | None]:
+        """The chunks to delete, and those to show again (None: none)."""
+        own = chunks_of_document(self.tenant_id, self.document_id)
+        if self.live_version <= 0:
+            return own, None
+        return own, version_of(self.tenant_id, self.kb_id, self.source_key, self.live_version)
 
 
 class RetrievalMode(StrEnum):
@@ -264,9 +291,15 @@ class VectorStore(Protocol):
         ...
 
     async def publish_document(self, document: PublishedDocument) -> None:
-        """Makes a document's chunks searchable and, in the same step, removes the chunks of
-        older versions of its source and any of its own chunks numbered `keep_chunks` or
-        above (left by an earlier run that had more)."""
+        """Makes a document's chunks searchable and, in the same step, hides the chunks of
+        older versions of its source (to delete once the version is finished, or to show again
+        if it fails: `withdraw_document`) and removes any of its own chunks numbered
+        `keep_chunks` or above (left by an earlier run that had more)."""
+        ...
+
+    async def withdraw_document(self, document: WithdrawnDocument) -> None:
+        """Deletes a failed run's chunks and, in the same step, shows the live older version
+        of its source again."""
         ...
 
     async def delete(self, selector: Filter) -> None:

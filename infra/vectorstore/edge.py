@@ -56,6 +56,7 @@ from infra.metrics import VECTOR_STORE_OPTIMIZATIONS
 from infra.vectorstore.base import (
     DENSE_VECTOR,
     DOCUMENT_ID,
+    HIDDEN_PAYLOAD,
     PAYLOAD_INDEXES,
     SPARSE_VECTOR,
     ChunkPoint,
@@ -67,6 +68,7 @@ from infra.vectorstore.base import (
     ScoredChunk,
     SparseVector,
     VectorQuery,
+    WithdrawnDocument,
     holder,
     split_known,
 )
@@ -287,15 +289,31 @@ class EdgeVectorStore:
         await self._write(lambda shard: shard.update(qe.UpdateOperation.upsert_points(edge_points)))
 
     async def publish_document(self, document: PublishedDocument) -> None:
-        """Shows the document, drops older versions and its own stale tail, atomically: the
-        three calls hold the store exclusively, so no search sees a state in between (an older
-        version beside the new one, or the stale tail shown)."""
+        """Shows the document, hides older versions and drops its own stale tail, atomically:
+        the three calls hold the store exclusively, so no search sees a state in between (an
+        older version beside the new one, or the stale tail shown)."""
         shown, older, tail = (edge_filter(selector) for selector in document.selections())
         operations = [
             qe.UpdateOperation.set_payload_by_filter(shown, document.shown_payload()),
-            qe.UpdateOperation.delete_points_by_filter(older),
+            qe.UpdateOperation.set_payload_by_filter(older, HIDDEN_PAYLOAD),
             qe.UpdateOperation.delete_points_by_filter(tail),
         ]
+
+        def apply(shard: qe.EdgeShard) -> None:
+            for operation in operations:
+                shard.update(operation)
+
+        await self._write(apply, exclusive=True)
+
+    async def withdraw_document(self, document: WithdrawnDocument) -> None:
+        """Deletes the failed run's chunks and shows the live version again, atomically (the
+        calls hold the store exclusively)."""
+        own, live = document.selections()
+        operations = [qe.UpdateOperation.delete_points_by_filter(edge_filter(own))]
+        if live is not None:
+            operations.append(
+                qe.UpdateOperation.set_payload_by_filter(edge_filter(live), {"active": True})
+            )
 
         def apply(shard: qe.EdgeShard) -> None:
             for operation in operations:

@@ -37,6 +37,7 @@ from core.filters import (
 from infra.vectorstore.base import (
     DENSE_VECTOR,
     DOCUMENT_ID,
+    HIDDEN_PAYLOAD,
     PAYLOAD_INDEXES,
     SPARSE_VECTOR,
     ChunkPoint,
@@ -48,6 +49,7 @@ from infra.vectorstore.base import (
     ScoredChunk,
     SparseVector,
     VectorQuery,
+    WithdrawnDocument,
     holder,
     split_known,
 )
@@ -185,7 +187,8 @@ class QdrantServerStore:
             await self._client.upsert(self._collection, structs, wait=True)
 
     async def publish_document(self, document: PublishedDocument) -> None:
-        """Shows the document, drops older versions and its own stale tail, in one request.
+        """Shows the document, hides older versions and drops its own stale tail, in one
+        request.
 
         The server applies the three operations in order; a search landing between the first
         two can see both versions, which the search service's version guard hides.
@@ -198,11 +201,29 @@ class QdrantServerStore:
                     qm.SetPayloadOperation(
                         set_payload=qm.SetPayload(payload=document.shown_payload(), filter=shown)
                     ),
-                    qm.DeleteOperation(delete=qm.FilterSelector(filter=older)),
+                    qm.SetPayloadOperation(
+                        set_payload=qm.SetPayload(payload=HIDDEN_PAYLOAD, filter=older)
+                    ),
                     qm.DeleteOperation(delete=qm.FilterSelector(filter=tail)),
                 ],
                 wait=True,
             )
+
+    async def withdraw_document(self, document: WithdrawnDocument) -> None:
+        """Deletes the failed run's chunks, then shows the live version again, in one request
+        (a search landing between the two sees neither, never the failed run)."""
+        own, live = document.selections()
+        operations: list[Any] = [
+            qm.DeleteOperation(delete=qm.FilterSelector(filter=qdrant_filter(own)))
+        ]
+        if live is not None:
+            operations.append(
+                qm.SetPayloadOperation(
+                    set_payload=qm.SetPayload(payload={"active": True}, filter=qdrant_filter(live))
+                )
+            )
+        async with _qdrant_errors():
+            await self._client.batch_update_points(self._collection, operations, wait=True)
 
     async def delete(self, selector: Filter) -> None:
         """Deletes the points the filter selects."""

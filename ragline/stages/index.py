@@ -2,19 +2,33 @@
 
 Points are written hidden (`active=false`) and a document becomes searchable at once when its
 last batch is in: in one step its chunks are shown and the chunks of the older versions of the
-same source (same file name or external id) are removed, so search never shows two versions of
-a document and never none. A document re-indexed under the same id keeps its chunks visible
-while the new run overwrites them.
+same source (same file name or external id) are hidden, so search never shows two versions of
+a document and never none; once MongoDB has the version finished (live), the older versions'
+chunks are deleted. A document re-indexed under the same id keeps its chunks visible while the
+new run overwrites them.
+
+A run that fails permanently in this stage, even after it was published (the step that
+finishes it in MongoDB failing), is withdrawn before the document is marked failed: its points
+are deleted and, in the same step, the live older version is shown again; its chunks leave the
+KB's count (`IndexHandler.withdraw`). So a failed new version leaves the old one as it was,
+searchable, and a failed re-index under the same id (whose run overwrote the indexed chunks)
+leaves nothing of the document searchable.
 """
 
 from __future__ import annotations
 
 import logging
 
-from core.filters import chunks_of_document
+from core.filters import chunks_of_document, older_versions
 from infra.lifecycle import Superseded
 from infra.metrics import CHUNKS_INDEXED
-from infra.vectorstore.base import ChunkPoint, PublishedDocument, SparseVector, VectorStore
+from infra.vectorstore.base import (
+    ChunkPoint,
+    PublishedDocument,
+    SparseVector,
+    VectorStore,
+    WithdrawnDocument,
+)
 from ragline.stages.ports import DocumentStatus, Freshness, Lifecycle, StageResult, TextStore
 from ragline.stages.runtime import Stage, document_stage
 from ragline.system import System
@@ -130,14 +144,60 @@ class IndexHandler:
             )
         outcome = await self._lifecycle.finish(document.id, document.generation)
         if outcome is None:
+            # A replay: if this run did finish (and the older versions' deletion was cut
+            # short), the older versions' hidden chunks go now.
+            current = await self._documents.find(document.id)
+            if (
+                current is not None
+                and current.generation == document.generation
+                and current.parse_status is ParseStatus.INDEXED
+            ):
+                await self._delete_older_versions(document)
             return StageResult(skipped=True)
         if isinstance(outcome, Superseded):
             await self._drop_superseded(outcome.document)
             return StageResult(skipped=True)
+        await self._delete_older_versions(document)
         await self._freshness.kbs_changed(outcome.revisions)
         for retired in outcome.retired:
             await self._delete_files(retired)
         return StageResult(finished_document=True)
+
+    async def withdraw(self, event: ChunkBatchEmbedded) -> None:
+        """Before a run of the document is marked failed: takes its points out of search
+        (published or not) and shows the live older version of its source again, then takes
+        its chunks out of the KB's count. Nothing if the run is no longer current or
+        finished."""
+        current = await self._documents.find(event.document_id)
+        if (
+            current is None
+            or current.generation != event.generation
+            or current.parse_status in (ParseStatus.INDEXED, ParseStatus.DELETING)
+        ):
+            return
+        live = await self._lifecycle.live_version(current.kb_id, current.source_key)
+        await self._store.withdraw_document(
+            WithdrawnDocument(
+                tenant_id=current.tenant_id,
+                kb_id=current.kb_id,
+                document_id=current.id,
+                source_key=current.source_key,
+                live_version=live if live < current.version else 0,
+            )
+        )
+        revisions = await self._lifecycle.withdraw(current.id, current.generation)
+        if revisions:
+            await self._freshness.kbs_changed(revisions)
+        log.warning(
+            "document %s (version %d): its failed run was taken out of search", current.id,
+            current.version,
+        )  # fmt: skip
+
+    async def _delete_older_versions(self, document: Document) -> None:
+        """Deletes the chunks of the source's versions older than this live one (hidden when
+        it was published)."""
+        source = (document.tenant_id, document.kb_id, document.source_key)
+        await self._store.delete(older_versions(*source, document.version))
 
     async def _current_readers(self, document: Document) -> list[str]:
         current = await self._documents.find(document.id)
@@ -174,4 +234,5 @@ async def build_index_stage(system: System) -> Stage[ChunkBatchEmbedded]:
         system.document_repo,
         system.settings.stages.index,
         slow_means_outage=True,
+        on_failure=handler.withdraw,
     )

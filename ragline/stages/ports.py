@@ -114,6 +114,10 @@ class Lifecycle(Protocol):
         """Deletes a document's record and takes it out of its KB's counts."""
         ...
 
+    async def withdraw(self, document_id: str, generation: int) -> KbRevisions | None:
+        """Takes a failing run's chunks out of its KB's count."""
+        ...
+
 
 class Freshness(Protocol):
     """Told of new KB revisions, so cached answers go out of date (`services.freshness_service`)."""

@@ -16,7 +16,9 @@ gets and how long one try may take.
   is retried as an outage is, and the document waits;
 - a permanent error marks the document failed at once (with the error's message, written for
   the user) and dead-letters the message;
-- anything unexpected is a bug: logged with its traceback, treated as permanent.
+- anything unexpected is a bug: logged with its traceback, treated as permanent;
+- before a document is marked failed, the stage's `on_failure` undoes what it made visible
+  (the index stage takes the failed run's points out of search).
 
 While a try runs (publishing its results included), the document is touched every quarter of
 the stall deadline, so the reconciler (`services.recovery_service`) never takes a long but working
@@ -71,6 +73,9 @@ class Stage(Generic[E]):
     # them is struggling (under load, MongoDB retries a conflicting transaction for up to
     # 120 s), not that the input is bad.
     slow_means_outage: bool = False
+    # Undoes what the stage made visible of a document's run before the run is marked failed
+    # (the index stage takes its points out of search).
+    on_failure: Callable[[E], Awaitable[None]] | None = None
 
 
 def document_stage(
@@ -82,6 +87,7 @@ def document_stage(
     policy: StagePolicy,
     *,
     slow_means_outage: bool = False,
+    on_failure: Callable[[DocumentEvent], Awaitable[None]] | None = None,
 ) -> Stage[DocumentEvent]:
     """A stage that works on a document: each message first moves the document to `enters`
     (or checks it is still there), and one whose document is gone, superseded or re-indexed
@@ -93,7 +99,7 @@ def document_stage(
             return StageResult(skipped=True)
         return await handler(event, document)
 
-    return Stage(name, event_type, handle, policy, slow_means_outage)
+    return Stage(name, event_type, handle, policy, slow_means_outage, on_failure)
 
 
 class StageRunner(Generic[E]):
@@ -224,11 +230,25 @@ class StageRunner(Generic[E]):
         log.warning("%s: %s failed: %s", name, subject, reason)
         headers = {"stage": name, "error": reason, "attempts": str(attempts)}
         if isinstance(event, Event):
+            await self._undo(event)
             await self._documents.mark_failed(event.document_id, event.generation, reason)
             headers["document_id"] = event.document_id
             DOCUMENTS_FAILED.labels(name).inc()
         await self._dead_letter(raw, headers)
         STAGE_MESSAGES.labels(name, "failed").inc()
+
+    async def _undo(self, event: E) -> None:
+        """Runs the stage's `on_failure`. A service being away propagates (the message comes
+        back, and the failure is recorded then); anything else is logged, and the failure
+        recorded regardless."""
+        if self._stage.on_failure is None:
+            return
+        try:
+            await self._stage.on_failure(event)
+        except RetryableError:
+            raise
+        except Exception:
+            log.exception("%s: could not undo the work on %s", self._stage.name, _subject(event))
 
     def _backoff(self, attempt: int) -> float:
         settings = self._backoff_settings

@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 from qdrant_client import AsyncQdrantClient
 
+from core.errors import PermanentError
 from core.filters import SearchScope, chunks_where
 from infra.blob_store import BlobStore
 from infra.document_repository import DocumentRepository
 from infra.knowledge_base_repository import KnowledgeBaseRepository
-from infra.lifecycle import DocumentLifecycle, KbRevisions
+from infra.lifecycle import DocumentLifecycle, Finished, KbRevisions, Superseded
 from infra.mongo import Database
 from infra.outbox import Outbox
-from infra.settings import StagePolicy
+from infra.settings import IngestSettings, StagePolicy
 from infra.vectorstore.base import VectorQuery, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
 from infra.vectorstore.qdrant_server import QdrantServerStore
 from ragline.stages.index import IndexHandler
-from ragline.stages.runtime import document_stage
+from ragline.stages.runtime import StageRunner, document_stage
 from schemas.domain import ChunkRecord, Document, ParseStatus, file_source_key
-from schemas.events import ChunkBatchEmbedded
+from schemas.events import ChunkBatchEmbedded, Event
 from tests.factories import make_document
 
 DIM = 8
@@ -53,10 +54,18 @@ class RecordedRevisions:
             self.told[kb_id] = max(revision, self.told.get(kb_id, 0))
 
 
+class FinishFails(DocumentLifecycle):
+    """The lifecycle, with the step that finishes a published run in MongoDB failing for
+    good (as a status write after the publication that cannot succeed)."""
+
+    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+        raise PermanentError("the version could not be marked live")
+
+
 class Stage:
     """The index stage (as the runner runs it) with the repositories it works on."""
 
-    def __init__(self, db: Database, store: VectorStore) -> None:
+    def __init__(self, db: Database, store: VectorStore, *, finish_fails: bool = False) -> None:
         self.db = db
         self.store = store
         self.documents = DocumentRepository(db)
@@ -64,14 +73,34 @@ class Stage:
         self.kbs = KnowledgeBaseRepository(db)
         self.blobs = BlobStore(db)
         self.freshness = RecordedRevisions()
-        self.handler = document_stage(
+        lifecycle = FinishFails(db.client, db, Outbox(db)) if finish_fails else self.lifecycle
+        handler = IndexHandler(self.documents, lifecycle, store, self.blobs, self.freshness)
+        self.stage = document_stage(
             "index",
             ChunkBatchEmbedded,
             ParseStatus.INDEXING,
-            IndexHandler(self.documents, self.lifecycle, store, self.blobs, self.freshness),
+            handler,
             self.documents,
             StagePolicy(),
-        ).handler
+            slow_means_outage=True,
+            on_failure=handler.withdraw,
+        )
+        self.handler = self.stage.handler
+        self.dead: list[dict[str, str]] = []
+
+        async def publish(events: Sequence[Event]) -> None:
+            raise AssertionError("the index stage publishes nothing")
+
+        async def dead_letter(raw: bytes, headers: dict[str, str]) -> None:
+            self.dead.append(headers)
+
+        self.runner = StageRunner(
+            self.stage, self.documents, publish, dead_letter, IngestSettings()
+        )
+
+    async def run(self, batch: ChunkBatchEmbedded) -> None:
+        """Handles one message as the worker does: errors mapped to actions."""
+        await self.runner.run(batch.model_dump_json().encode())
 
     async def document(self, kb_id: str, filename: str = "a.pdf", chunks: int = 7) -> Document:
         """A document as the intake creates it, chunked into `chunks` chunks in 2 batches."""
@@ -222,3 +251,72 @@ async def test_a_batch_for_a_deleted_document_leaves_no_points(
     await stage.documents.begin_delete("acme", kb.id, document.id)
     assert (await stage.handler(_batches(document)[1])).skipped
     assert await store.count(chunks_where("acme", document_id=document.id)) == 0
+
+
+async def test_a_new_version_failing_after_its_publication_leaves_the_old_one_as_it_was(
+    db: Database, store: VectorStore
+) -> None:
+    stage = Stage(db, store)
+    kb = await stage.kbs.create("acme", "KB", "", "en")
+    old = await stage.document(kb.id, chunks=7)
+    for batch in _batches(old, 7):
+        await stage.run(batch)
+    failing = Stage(db, store, finish_fails=True)
+    new = await failing.document(kb.id, chunks=5)
+    for batch in _batches(new, 5):
+        await failing.run(batch)
+    # The last batch published the new version, then finishing it failed for good: the
+    # document is failed with the reason, and none of its points is left, shown or not.
+    failed = await stage.documents.find(new.id)
+    assert failed is not None
+    assert failed.parse_status is ParseStatus.FAILED
+    assert failed.parse_error == "the version could not be marked live"
+    assert [letter["document_id"] for letter in failing.dead] == [new.id]
+    assert await store.count(chunks_where("acme", document_id=new.id)) == 0
+    # The old version is searchable again, whole, and still the live, counted one.
+    assert await stage.visible(kb.id) == {old.id}
+    assert await store.count(chunks_where("acme", document_id=old.id, active=True)) == 7
+    kept = await stage.documents.find(old.id)
+    assert kept is not None
+    assert kept.parse_status is ParseStatus.INDEXED
+    assert await stage.lifecycle.live_version(kb.id, old.source_key) == old.version
+    counted = await stage.kbs.get("acme", kb.id)
+    assert (counted.document_count, counted.chunk_count) == (2, 7)
+    # Cached answers that may have seen the new version are retired.
+    assert failing.freshness.told == {kb.id: counted.revision}
+
+
+async def test_a_reindex_failing_after_its_publication_leaves_nothing_of_it_searchable(
+    db: Database, store: VectorStore
+) -> None:
+    stage = Stage(db, store)
+    kb = await stage.kbs.create("acme", "KB", "", "en")
+    document = await stage.document(kb.id, chunks=7)
+    for batch in _batches(document, 7):
+        await stage.run(batch)
+    # Re-indexed under its own id: the new run overwrites the indexed chunks as it goes.
+    again, _ = await stage.lifecycle.restart(document.id)
+    await stage.documents.record_chunking(
+        document.id, again.generation, chunk_count=5, text_char_count=50, batch_count=2
+    )
+    failing = Stage(db, store, finish_fails=True)
+    for batch in _batches(again, 5):
+        await failing.run(batch)
+    failed = await stage.documents.find(document.id)
+    assert failed is not None
+    assert failed.parse_status is ParseStatus.FAILED
+    assert failed.indexed_chunk_count == 0
+    assert await store.count(chunks_where("acme", document_id=document.id)) == 0
+    assert await stage.visible(kb.id) == set()
+    counted = await stage.kbs.get("acme", kb.id)
+    assert (counted.document_count, counted.chunk_count) == (1, 0)
+    # A re-index that then succeeds counts its chunks once.
+    restarted, _ = await stage.lifecycle.restart(document.id)
+    await stage.documents.record_chunking(
+        document.id, restarted.generation, chunk_count=5, text_char_count=50, batch_count=2
+    )
+    for batch in _batches(restarted, 5):
+        await stage.run(batch)
+    assert await stage.visible(kb.id) == {document.id}
+    counted = await stage.kbs.get("acme", kb.id)
+    assert (counted.document_count, counted.chunk_count) == (1, 5)

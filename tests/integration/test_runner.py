@@ -145,7 +145,9 @@ async def test_when_even_the_failure_cannot_be_recorded_the_message_comes_back(
         raise ServiceUnavailable("gemini", "down")
 
     class Unrecordable(DocumentRepository):
-        async def mark_failed(self, document_id: str, generation: int, reason: str) -> bool:
+        async def mark_failed(
+            self, document_id: str, generation: int, reason: str, *, by_stage: bool = True
+        ) -> bool:
             raise ServiceUnavailable("mongodb", "down too")
 
     unrecordable = Unrecordable(db)

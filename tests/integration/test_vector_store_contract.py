@@ -36,6 +36,7 @@ from infra.vectorstore.base import (
     SparseVector,
     VectorQuery,
     VectorStore,
+    WithdrawnDocument,
 )
 from infra.vectorstore.edge import EdgeVectorStore
 from infra.vectorstore.qdrant_server import QdrantServerStore
@@ -149,7 +150,7 @@ async def test_inactive_chunks_are_hidden_until_published(store: VectorStore) ->
     assert await store.count(chunks_where("t1", document_id="doc_a", active=True)) == 3
 
 
-async def test_publishing_a_version_removes_older_versions_only(store: VectorStore) -> None:
+async def test_publishing_a_version_hides_older_versions_only(store: VectorStore) -> None:
     await store.upsert(
         [_point("t1", "kb1", "doc_v1", i, version=1) for i in range(3)]
         + [_point("t1", "kb1", "doc_v2", i, version=2, active=False) for i in range(2)]
@@ -159,13 +160,32 @@ async def test_publishing_a_version_removes_older_versions_only(store: VectorSto
         + [_point("t2", "kb1", "doc_t2", 0, version=1)]
     )
     await store.publish_document(_published("doc_v2", version=2))
-    assert await store.count(chunks_where("t1", document_id="doc_v1")) == 0
+    # Hidden, to be deleted once the new version is finished (or shown again if it fails).
+    assert await store.count(chunks_where("t1", document_id="doc_v1", active=True)) == 0
+    assert await store.count(chunks_where("t1", document_id="doc_v1", active=False)) == 3
+    assert _docs(await store.search(_query("t1", ("kb1",), _unit(1)))) == {"doc_v2", "doc_other"}
     assert await store.count(chunks_where("t1", document_id="doc_v2", active=True)) == 2
     # A newer version still being written, other sources, KBs and tenants are untouched.
     assert await store.count(chunks_where("t1", document_id="doc_v3", active=False)) == 2
     assert await store.count(chunks_where("t1", document_id="doc_other")) == 1
     assert await store.count(chunks_where("t1", document_id="doc_kb2")) == 1
     assert await store.count(chunks_where("t2", document_id="doc_t2")) == 1
+
+
+async def test_withdrawing_a_failed_version_shows_the_live_one_again(store: VectorStore) -> None:
+    await store.upsert(
+        [_point("t1", "kb1", "doc_v1", i, version=1) for i in range(3)]
+        + [_point("t1", "kb1", "doc_v2", i, version=2, active=False) for i in range(2)]
+        + [_point("t1", "kb1", "doc_other", 0, source="file:b.txt")]
+    )
+    await store.publish_document(_published("doc_v2", version=2))
+    await store.withdraw_document(WithdrawnDocument("t1", "kb1", "doc_v2", "file:a.txt", 1))
+    assert await store.count(chunks_where("t1", document_id="doc_v2")) == 0
+    assert await store.count(chunks_where("t1", document_id="doc_v1", active=True)) == 3
+    assert _docs(await store.search(_query("t1", ("kb1",), _unit(1)))) == {"doc_v1", "doc_other"}
+    # Without a live older version, only the failed run's chunks go.
+    await store.withdraw_document(WithdrawnDocument("t1", "kb1", "doc_v1", "file:a.txt", 0))
+    assert _docs(await store.search(_query("t1", ("kb1",), _unit(1)))) == {"doc_other"}
 
 
 async def test_publishing_is_scoped_to_the_tenant(store: VectorStore) -> None:

@@ -32,6 +32,10 @@ def app_with_deadline() -> FastAPI:
     async def quick() -> dict[str, str]:
         return {"answer": "at once"}
 
+    @app.post("/bulk/first")
+    async def first() -> dict[str, float | None]:
+        return {"remaining": _remaining()}
+
     @app.post("/bulk/{name}")
     @bulk_operation
     async def bulk(name: str) -> dict[str, float | None]:
@@ -78,6 +82,7 @@ async def test_a_request_past_its_budget_is_answered_503_with_retry_after() -> N
         took = time.monotonic() - started
     assert answer.status_code == 503
     assert answer.headers["retry-after"] == str(RETRY_AFTER_S)
+    assert answer.headers["content-type"] == "application/json"
     assert "longer than 0.3 s" in answer.json()["detail"]
     assert took < BUDGET_S + 2.0
 
@@ -98,6 +103,21 @@ async def test_database_operations_get_what_is_left_of_the_budget() -> None:
     # A bulk operation has the longer budget: it outlived the ordinary one and still answered.
     assert bulk is not None
     assert BUDGET_S < bulk <= BULK_BUDGET_S
+
+
+async def test_a_route_the_router_tries_first_keeps_its_own_budget() -> None:
+    async with client() as http:
+        # `/bulk/first` also fits `/bulk/{name}`, but is declared before it: the router picks
+        # it, and it is not a bulk route.
+        first = (await http.post("/bulk/first")).json()["remaining"]
+        again = (await http.post("/bulk/second")).json()["remaining"]
+        plain = (await http.post("/plain")).json()["remaining"]
+    assert first is not None
+    assert 0 < first <= BUDGET_S
+    assert again is not None
+    assert BUDGET_S < again <= BULK_BUDGET_S
+    assert plain is not None
+    assert 0 < plain <= BUDGET_S
 
 
 async def test_an_answer_already_started_is_cut_short_not_answered_twice() -> None:

@@ -9,7 +9,7 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from infra.settings import Settings
+from infra.settings import RelaySettings, Settings
 
 REAL = {
     "local_mode": False,
@@ -78,3 +78,11 @@ def test_a_stage_variable_changes_only_the_field_it_names(
     assert (stages.index.max_attempts, stages.index.time_limit_s) == (7, 120)
     assert (stages.extract.max_attempts, stages.extract.time_limit_s) == (3, 60)
     assert (stages.embed.max_attempts, stages.embed.time_limit_s) == (3, 300)
+
+
+def test_uncounted_restarts_are_bounded_no_tighter_than_counted_ones() -> None:
+    with pytest.raises(ValidationError, match="max_uncounted_redrives"):
+        RelaySettings(max_redrives=5, max_uncounted_redrives=4)
+    relay = RelaySettings(max_redrives=5, max_uncounted_redrives=5)
+    assert (relay.max_redrives, relay.max_uncounted_redrives) == (5, 5)
+    assert RelaySettings().max_uncounted_redrives > RelaySettings().max_redrives
