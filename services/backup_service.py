@@ -112,9 +112,9 @@ class _Written:
 
     records: dict[str, list[Any]] = field(default_factory=dict)
     point_ids: list[str] = field(default_factory=list)
-    # The documents written, with their status and what they had indexed.
+    # The documents written, with their status and what they had indexed, and their points.
     documents: dict[str, MongoDoc] = field(default_factory=dict)
-    active_points: Counter[str] = field(default_factory=Counter)
+    points: Counter[str] = field(default_factory=Counter)
 
 
 class BackupService:
@@ -249,7 +249,7 @@ class BackupService:
         async for points in _batches(directory, points_file, decode_point):
             await self._store.upsert(points)
             written.point_ids.extend(point.point_id for point in points)
-            written.active_points.update(p.payload.document_id for p in points if p.payload.active)
+            written.points.update(point.payload.document_id for point in points)
 
     async def _undo(self, written: _Written, target: str) -> None:
         """Takes away what the restore wrote; if that fails too, the marker stays."""
@@ -271,7 +271,7 @@ class BackupService:
             status = record.get("parse_status")
             unfinished = status in IN_PROGRESS or (
                 status == ParseStatus.INDEXED
-                and written.active_points[document_id] < int(record.get("indexed_chunk_count", 0))
+                and written.points[document_id] < int(record.get("indexed_chunk_count", 0))
             )
             if not unfinished:
                 continue
