@@ -6,7 +6,10 @@ import asyncio
 from typing import Any
 
 import httpx
+from aiokafka import AIOKafkaProducer
 
+from schemas.events import RecordPublished
+from schemas.topics import RECORDS_INGEST
 from tests.conftest import RunningPipeline
 
 FINAL = {"indexed", "failed"}
@@ -177,3 +180,13 @@ class Api:
         """The /metrics URL of one worker of a stage."""
         worker = self.running.pipeline.workers(stage)[number]
         return f"http://127.0.0.1:{worker.env['RAGLINE_METRICS_PORT']}/metrics"
+
+
+async def publish_record(running: RunningPipeline, event: RecordPublished) -> None:
+    """Publishes a connector's record straight to the records topic (as a connector does)."""
+    producer = AIOKafkaProducer(bootstrap_servers=running.settings().kafka.bootstrap_servers)
+    await producer.start()
+    try:
+        await producer.send_and_wait(RECORDS_INGEST, event.model_dump_json().encode(), event.key)
+    finally:
+        await producer.stop()

@@ -26,17 +26,15 @@ from typing import Any
 
 import httpx
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from infra.mongo import DOCUMENTS, KNOWLEDGE_BASES, connect
 from infra.mongo_snapshot import COLLECTIONS, MongoSnapshot
 from infra.token_repository import TokenRepository
 from schemas.domain import Record, Role
 from schemas.events import RecordPublished
-from schemas.topics import RECORDS_INGEST
 from tests.conftest import RunningPipeline, own_stack, unique
 from tests.crawl_site import CrawlSite
-from tests.e2e.client import CLIENT_LIMITS, Api
+from tests.e2e.client import CLIENT_LIMITS, Api, publish_record
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -197,12 +195,7 @@ async def _dead_letter(api: Api, kb_id: str) -> None:
         record=Record(external_id="orphan", title="Orphan", content="For nobody yet."),
         governance={"visibility_mode": "shared", "audience_tags": ["nobody-yet"]},
     )
-    producer = AIOKafkaProducer(bootstrap_servers=api.running.settings().kafka.bootstrap_servers)
-    await producer.start()
-    try:
-        await producer.send_and_wait(RECORDS_INGEST, event.model_dump_json().encode(), event.key)
-    finally:
-        await producer.stop()
+    await publish_record(api.running, event)
     async with asyncio.timeout(60):
         while not (await _call(api, "GET", "/api/v1/dead-letters"))["items"]:
             await asyncio.sleep(0.3)

@@ -7,15 +7,13 @@ import asyncio
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
 
 from infra.mongo import connect
 from infra.token_repository import TokenRepository
 from schemas.domain import Record, Role
 from schemas.events import RecordPublished
-from schemas.topics import RECORDS_INGEST
 from tests.conftest import unique
-from tests.e2e.client import Api
+from tests.e2e.client import Api, publish_record
 
 pytestmark = pytest.mark.e2e
 
@@ -59,12 +57,7 @@ async def test_a_record_refused_for_an_unknown_audience_is_redriven_once_it_exis
         ),
         governance={"visibility_mode": "shared", "audience_tags": [crew]},
     )
-    producer = AIOKafkaProducer(bootstrap_servers=api.running.settings().kafka.bootstrap_servers)
-    await producer.start()
-    try:
-        await producer.send_and_wait(RECORDS_INGEST, event.model_dump_json().encode(), event.key)
-    finally:
-        await producer.stop()
+    await publish_record(api.running, event)
 
     letter = await _wait_letter(api, stage="records", kb_id=kb["id"])
     assert f"unknown audience: {crew}" in letter["error"]
