@@ -850,6 +850,16 @@ class Settings(BaseSettings):
         le=65535,
         description="Port of a worker process's Prometheus endpoint (0: no endpoint).",
     )
+    memory_trace_frames: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description=(
+            "Trace the process's Python allocations with this many frames each and write a "
+            "snapshot to `memory` under `run_dir` on SIGUSR2 (0: off; for diagnosis, it costs "
+            "memory and CPU)."
+        ),
+    )
 
     kafka: KafkaSettings = Field(
         default=KafkaSettings(), description="Kafka connection and consumer tuning."

@@ -21,6 +21,7 @@ from infra.kafka import (
     kafka_dead_letter,
 )
 from infra.logs import configure_logging
+from infra.memory_trace import trace_memory
 from infra.metrics import (
     ASSIGNED_PARTITIONS,
     CONSUMER_LAG,
@@ -193,6 +194,7 @@ def stage_app(
 ) -> FastStream:
     """A worker process for one stage: broker, subscriber, lifespan, metrics."""
     configure_logging(settings.log_level)
+    trace_memory(settings.memory_trace_frames, settings.run_dir, stage)
     broker = build_broker(settings.kafka, f"ragline-{stage}")
     slot = RunnerSlot()
     subscriber = subscribe_stage(broker, settings, stage, slot, concurrency)

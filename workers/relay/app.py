@@ -19,6 +19,7 @@ from contextlib import AsyncExitStack
 from core.errors import RetryableError
 from infra.kafka import broker_is_new, build_broker
 from infra.logs import configure_logging
+from infra.memory_trace import trace_memory
 from infra.metrics import OUTBOX_PENDING, serve_metrics
 from infra.mongo import ensure_indexes
 from infra.settings import Settings
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Runs until `stop` is set (or SIGINT / SIGTERM)."""
     configure_logging(settings.log_level)
+    trace_memory(settings.memory_trace_frames, settings.run_dir, "relay")
     stop = stop or _stop_on_signals()
     broker = build_broker(settings.kafka, "ragline-relay")
     async with AsyncExitStack() as stack:

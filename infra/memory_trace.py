@@ -1,0 +1,96 @@
+"""Memory attribution on request: Python allocations traced, snapshots written on SIGUSR2.
+
+With `memory_trace_frames` above 0 (`RAGLINE_MEMORY_TRACE_FRAMES`) a process answers SIGUSR2:
+the first one starts tracing its Python allocations (`tracemalloc`, that many frames each; not
+from the process's start, which would slow loading the models down several times and trace
+what never changes), and each one writes a snapshot to
+`<run_dir>/memory/<process>-<pid>-<n>.tracemalloc` (the first one's is empty), with beside it
+(`.malloc.json`) what the C allocator holds: `mallinfo2()`, so that native memory in use (the
+model runtimes, the vector store's engine) can be told from memory freed but kept by malloc.
+Two snapshots compared (`Snapshot.compare_to`) name the lines whose allocations grew in
+between: the soak starts tracing before its warm-up and takes a snapshot when the warm-up ends
+and one when the load stops. Tracing costs memory and CPU (a trace for every live block), so
+it is off by default and meant for diagnosis.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import json
+import logging
+import os
+import signal
+import tracemalloc
+from pathlib import Path
+from types import FrameType
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_SIGNAL = signal.SIGUSR2
+SNAPSHOT_SUFFIX = ".tracemalloc"
+MALLOC_SUFFIX = ".malloc.json"
+
+
+class _MallInfo2(ctypes.Structure):
+    # glibc's `struct mallinfo2` (malloc.h), every field a size_t.
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+            "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def malloc_info() -> dict[str, int]:
+    """What glibc's malloc holds, in bytes, summed over its arenas: `heap` (obtained with
+    brk/arenas), `mmapped` (large blocks, each its own mapping), `in_use` and `free` (of the
+    heap; free memory malloc keeps rather than returning it); empty without glibc."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError):
+        return {}
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    return {
+        "heap": info.arena,
+        "mmapped": info.hblkhd,
+        "in_use": info.uordblks,
+        "free": info.fordblks,
+    }
+
+
+def snapshot_dir(run_dir: Path) -> Path:
+    """Where the processes of a run directory write their snapshots."""
+    return run_dir / "memory"
+
+
+def trace_memory(frames: int, run_dir: Path, process: str) -> bool:
+    """Makes SIGUSR2 start tracing with `frames` frames (the first time) and write a snapshot
+    (each time); call from the main thread. Does nothing with `frames` 0; returns whether the
+    signal is answered."""
+    if frames <= 0:
+        return False
+    directory = snapshot_dir(run_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    taken = itertools.count(1)
+
+    def write_snapshot(_signum: int, _frame: FrameType | None) -> None:
+        if not tracemalloc.is_tracing():
+            tracemalloc.start(frames)
+        stem = directory / f"{process}-{os.getpid()}-{next(taken)}"
+        # malloc's figures first: taking the snapshot allocates.
+        stem.with_name(stem.name + MALLOC_SUFFIX).write_text(json.dumps(malloc_info()))
+        snapshot = tracemalloc.take_snapshot()
+        partial = stem.with_name(stem.name + ".partial")
+        snapshot.dump(str(partial))
+        partial.rename(stem.with_name(stem.name + SNAPSHOT_SUFFIX))  # never read half written
+        log.info("memory snapshot written to %s%s", stem, SNAPSHOT_SUFFIX)
+
+    signal.signal(SNAPSHOT_SIGNAL, write_snapshot)
+    log.warning(
+        "SIGUSR2 starts tracing memory allocations (%d frames) and writes a snapshot", frames
+    )
+    return True
