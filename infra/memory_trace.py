@@ -15,7 +15,6 @@ it is off by default and meant for diagnosis.
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import json
 import logging
@@ -25,41 +24,13 @@ import tracemalloc
 from pathlib import Path
 from types import FrameType
 
+from infra.malloc import malloc_info
+
 log = logging.getLogger(__name__)
 
 SNAPSHOT_SIGNAL = signal.SIGUSR2
 SNAPSHOT_SUFFIX = ".tracemalloc"
 MALLOC_SUFFIX = ".malloc.json"
-
-
-class _MallInfo2(ctypes.Structure):
-    # glibc's `struct mallinfo2` (malloc.h), every field a size_t.
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-            "fordblks", "keepcost",
-        )
-    ]  # fmt: skip
-
-
-def malloc_info() -> dict[str, int]:
-    """What glibc's malloc holds, in bytes, summed over its arenas: `heap` (obtained with
-    brk/arenas), `mmapped` (large blocks, each its own mapping), `in_use` and `free` (of the
-    heap; free memory malloc keeps rather than returning it); empty without glibc."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallinfo2 = libc.mallinfo2
-    except (OSError, AttributeError):
-        return {}
-    mallinfo2.restype = _MallInfo2
-    info = mallinfo2()
-    return {
-        "heap": info.arena,
-        "mmapped": info.hblkhd,
-        "in_use": info.uordblks,
-        "free": info.fordblks,
-    }
 
 
 def snapshot_dir(run_dir: Path) -> Path:

@@ -850,6 +850,14 @@ class Settings(BaseSettings):
         le=65535,
         description="Port of a worker process's Prometheus endpoint (0: no endpoint).",
     )
+    release_free_memory_every_s: float = Field(
+        default=10.0,
+        ge=0,
+        description=(
+            "How often the process gives the memory malloc keeps free back to the system "
+            "(`malloc_trim`; 0: never). Kept, it made the processes' private memory grow."
+        ),
+    )
     memory_trace_frames: int = Field(
         default=0,
         ge=0,
