@@ -25,7 +25,7 @@ whose delete was answered before the search was sent. Every document is polled u
 
     .venv/bin/python -m benchmarks.soak [--minutes 30] [--upload-rate 0.5] [--search-rate 1]
                                         [--delete-rate 0.4] [--warmup-minutes 2] [--grace-s 300]
-                                        [--min-indexed 30]
+                                        [--min-indexed 30] [--trace-memory FRAMES]
     .venv/bin/python -m benchmarks.soak --tiny    # 36 s of load, no warm-up (`make test`)
 
 Defaults: 0.5 uploads/s (about 0.6 documents and 1.7 chunks a second), 0.4 deletes/s, 1
@@ -50,9 +50,16 @@ pipeline to finish: error counts, documents uploaded / indexed / failed / delete
 documents (uploaded, not deleted, and neither indexed nor failed after the grace period), the
 KB's counts against the documents, and, with the stack stopped, its vector store: a deleted
 document must hold no point, an indexed one exactly its chunk count, and nothing else may be
-there. The last line printed is one JSON object: among others `errors` and `errors_by_kind`,
-`lost_documents`, `deleted_documents_returned`, `deleted_documents_with_points`, `documents`,
-`requests`, `max_rss_growth_pct`, `rss_growth_pct`, `private_growth_pct`, `cpu_pct_of_a_core`,
+there. Then, per process, what grew between the two moments by mapping (from
+`/proc/PID/smaps`: private anonymous memory, the heap, each mapped file) and, with
+`--trace-memory FRAMES`, the Python allocation sites that grew most: each Ragline process then
+traces its allocations from the warm-up's start (`memory_trace_frames`) and writes a
+tracemalloc snapshot at both moments, which are compared (tracing costs memory and CPU: such a
+run's growth figures are for attribution, not the record). The last line printed is one JSON
+object: among others
+`errors` and `errors_by_kind`, `lost_documents`, `deleted_documents_returned`,
+`deleted_documents_with_points`, `documents`, `requests`, `max_rss_growth_pct`,
+`rss_growth_pct`, `private_growth_pct`, `mapped_growth_mb`, `cpu_pct_of_a_core`,
 `p95_ms_upload`, `p95_ms_search`, their per-minute lists and `load_average_at_end`.
 """
 
@@ -69,6 +76,7 @@ import re
 import signal
 import tempfile
 import time
+import tracemalloc
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -83,14 +91,17 @@ import httpx
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from benchmarks import memory
 from benchmarks.ingest import SECRET, TOKEN
 from benchmarks.results import add_results_option, publish
 from benchmarks.stack import RECORD_STAGES, announce, bench_stack
 from core.filters import chunks_where
 from devstack.launcher import LocalServices, Pipeline
+from infra.memory_trace import snapshot_dir
 from infra.vectorstore.edge import EdgeVectorStore
 
-FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
 PDFS = (
     "crazyones.pdf",
     "service-handbook.pdf",
@@ -308,6 +319,9 @@ class Soak:
         self.rss: dict[str, dict[str, float]] = {}
         self.anon: dict[str, dict[str, float]] = {}
         self.cpu: dict[str, dict[str, float]] = {}
+        # At `start` and `end`: every process's mappings, and its tracemalloc snapshot's path.
+        self.mappings: dict[str, dict[str, memory.Mappings]] = {}
+        self.traces: dict[str, dict[str, Path]] = {}
         self.dead: set[str] = set()
         # Seconds indexed documents spent in each status (waiting included), by status.
         self.stage_s: dict[str, list[float]] = {}
@@ -605,6 +619,26 @@ class Soak:
                 self.dead.add(proc.name)
                 self.error(f"process:died:{proc.name}", proc.tail(10))
 
+    async def attribute(self, label: str) -> None:
+        """Records every process's mappings under `label` (after its RSS) and, with
+        `--trace-memory`, has each Ragline process write a tracemalloc snapshot (the first
+        time, start tracing: `infra.memory_trace`)."""
+        procs = [*self.services.processes, *self.pipeline.processes]
+        self.mappings[label] = {
+            p.name: memory.tree_mappings([p.pid, *_children(p.pid)]) for p in procs
+        }
+        if self.args.trace_memory:
+            pids = {p.name: p.pid for p in self.pipeline.processes}
+            directory = snapshot_dir(self.pipeline.run_dir)
+            self.traces[label] = await asyncio.to_thread(memory.request_snapshots, pids, directory)
+            missing = sorted(set(pids) - set(self.traces[label]))
+            print(
+                f"       tracemalloc snapshots ({label}) written; none from {missing}"
+                if missing
+                else f"       tracemalloc snapshots ({label}) written",
+                flush=True,
+            )
+
     async def reporter(self, end: float) -> None:
         """Prints each minute as it ends, with every process's RSS; keeps the snapshots taken
         when the warm-up ends (`start`) and when the load stops (`end`)."""
@@ -617,6 +651,7 @@ class Soak:
         )
         if warmup == 0:
             self.snapshot("start")
+            await self.attribute("start")
         k = 0
         while True:
             k += 1
@@ -629,9 +664,11 @@ class Soak:
                 self.rss["start"], self.cpu["start"] = self.rss[label], self.cpu[label]
                 self.anon["start"] = self.anon[label]
                 print("       warm-up over: the RSS above is the start", flush=True)
+                await self.attribute("start")
             if at >= end:
                 self.rss["end"], self.cpu["end"] = self.rss[label], self.cpu[label]
                 self.anon["end"] = self.anon[label]
+                await self.attribute("end")
                 return
 
     def print_minute(self, index: int, warmup: int) -> None:
@@ -657,6 +694,8 @@ class Soak:
     async def run(self) -> None:
         """Warm-up and soak at the fixed rates, then the grace period."""
         args = self.args
+        if args.trace_memory:
+            await self.attribute("tracing started")
         self.started = time.monotonic()
         warmup_end = self.started + args.warmup_minutes * 60
         end = warmup_end + args.minutes * 60
@@ -796,6 +835,37 @@ def _growth(start: dict[str, float], end: dict[str, float]) -> dict[str, float]:
     }
 
 
+def print_attribution(soak: Soak) -> dict[str, dict[str, float]]:
+    """Prints, per process, what grew from the warm-up's end to the load's end: mappings
+    (smaps) and, with `--trace-memory`, Python allocation sites; returns the mappings' growth
+    in MB (all resident, private anonymous, pages of files) by process."""
+    start, end = soak.mappings.get("start", {}), soak.mappings.get("end", {})
+    grown: dict[str, dict[str, float]] = {}
+    print("\nmemory from the warm-up's end to the load's end, by mapping (smaps):")
+    for name in start:
+        if name not in end:
+            continue
+        before, after = memory.totals(start[name]), memory.totals(end[name])
+        grown[name] = {key: round((after[key] - before[key]) / 1024, 1) for key in before}
+        print(f"{name}:")
+        print("\n".join(memory.format_mappings(start[name], end[name])))
+    traces_start, traces_end = soak.traces.get("start", {}), soak.traces.get("end", {})
+    for name in traces_start:
+        if name not in traces_end:
+            continue
+        growers = memory.snapshot_growth(
+            tracemalloc.Snapshot.load(str(traces_start[name])),
+            tracemalloc.Snapshot.load(str(traces_end[name])),
+        )
+        print(f"{name}: Python allocations that grew most (tracemalloc)")
+        malloc_start = memory.malloc_figures(traces_start[name])
+        malloc_end = memory.malloc_figures(traces_end[name])
+        if malloc_start and malloc_end:
+            print(memory.format_malloc(malloc_start, malloc_end))
+        print("\n".join(memory.format_growers(growers, (str(ROOT),))) or "  none")
+    return grown
+
+
 def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[str, Any]:
     """Prints the end-of-run figures; returns the headline figures."""
     args = soak.args
@@ -850,6 +920,7 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
     print(
         f"{'soak (load gen.)':<17} {'':>12} {'':>11} {'':>9} {cpu['soak (load generator)']:>16.1f}"
     )
+    mapped_growth = print_attribution(soak)
     print(f"\nrequests: {dict(totals)}")
     print(f"documents: {documents}; live reference codes searched: {soak.live_probes['asked']}")
     print(f"KB counts {finals['kb_counts']}, from the documents {finals['expected']}")
@@ -891,6 +962,7 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "private_growth_pct": anon_growth,
         "private_mb_start": anon_start,
         "private_mb_end": anon_end,
+        "mapped_growth_mb": mapped_growth,
         "cpu_pct_of_a_core": cpu,
         "stage_work": finals["stages"],
         "p95_ms_upload": rounded(percentile(upload_ms, 95)),
@@ -903,11 +975,19 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
     }
 
 
+def stack_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The settings the stack runs with: every one at its default, but for tracing memory
+    when `--trace-memory` asks for it."""
+    tracing = {"RAGLINE_MEMORY_TRACE_FRAMES": str(args.trace_memory)} if args.trace_memory else {}
+    return STACK_SETTINGS | tracing
+
+
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Starts the stack, drives the load, checks the outcome; everything stops on the way out."""
     rng = random.Random(args.seed)
     corpus = Corpus(args.eval, rng)
-    with bench_stack(work, TOKEN, SECRET, STACK_SETTINGS, RECORD_STAGES) as (services, pipeline):
+    settings = stack_settings(args)
+    with bench_stack(work, TOKEN, SECRET, settings, RECORD_STAGES) as (services, pipeline):
         print(f"stack up: {', '.join(p.name for p in [*services.processes, *pipeline.processes])}")
 
         async def drive() -> tuple[Soak, dict[str, Any]]:
@@ -948,6 +1028,15 @@ def main() -> None:
         action="store_true",
         help="36 s at 1 upload/s, 2 searches/s, 1 delete/s, no warm-up: what `make test` runs",
     )
+    parser.add_argument(
+        "--trace-memory",
+        type=int,
+        default=0,
+        metavar="FRAMES",
+        help="trace the Ragline processes' Python allocations (tracemalloc, FRAMES frames) and "
+        "print what grew between the warm-up's end and the load's end (costs memory and CPU: "
+        "the growth figures of such a run are not comparable)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
     parser.add_argument(
@@ -957,7 +1046,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.tiny:
         vars(args).update(TINY)
-    announce(STACK_SETTINGS)
+    announce(stack_settings(args))
     print(
         f"soak: {args.warmup_minutes} min warm-up + {args.minutes:g} min at "
         f"{args.upload_rate:g} uploads/s, {args.delete_rate:g} deletes/s, "

@@ -872,6 +872,24 @@ class Settings(BaseSettings):
         le=65535,
         description="Port of a worker process's Prometheus endpoint (0: no endpoint).",
     )
+    release_free_memory_every_s: float = Field(
+        default=10.0,
+        ge=0,
+        description=(
+            "How often the process gives the memory malloc keeps free back to the system "
+            "(`malloc_trim`; 0: never). Kept, it made the processes' private memory grow."
+        ),
+    )
+    memory_trace_frames: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description=(
+            "Trace the process's Python allocations with this many frames each and write a "
+            "snapshot to `memory` under `run_dir` on SIGUSR2 (0: off; for diagnosis, it costs "
+            "memory and CPU)."
+        ),
+    )
 
     kafka: KafkaSettings = Field(
         default=KafkaSettings(), description="Kafka connection and consumer tuning."

@@ -27,6 +27,8 @@ from core.filters import chunks_where
 from infra.document_repository import DocumentRepository
 from infra.kafka import build_broker, ensure_topics
 from infra.logs import configure_logging
+from infra.malloc import releasing_free_memory
+from infra.memory_trace import trace_memory
 from infra.metrics import DOCUMENTS_STALLED
 from infra.mongo import ensure_indexes
 from infra.settings import Settings
@@ -89,6 +91,7 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
     stack.callback(stalled.cancel)
     sweeping = asyncio.create_task(_sweep_deletes(system.removal_service))
     stack.callback(sweeping.cancel)
+    await stack.enter_async_context(releasing_free_memory(settings.release_free_memory_every_s))
 
     async def readiness() -> dict[str, str]:
         # All at once, so that the answer comes within one probe's bound however many hang.
@@ -110,6 +113,7 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
 def build_app(settings: Settings) -> FastAPI:
     """The API app of this process."""
     configure_logging(settings.log_level)
+    trace_memory(settings.memory_trace_frames, settings.run_dir, "api")
     return create_app(lambda stack: open_api_services(settings, stack), settings.api)
 
 

@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from infra.embedding.base import normalise
 from infra.embedding.onnx_runtime import load_encoder, read_layout
+from infra.malloc import release_free_memory
 from infra.settings import EmbeddingSettings
 
 # Shards each batch is cut into, per replica: more than one lets a free replica take work
@@ -93,7 +94,11 @@ class SentenceTransformerEmbedder:
             self._pool.submit(self._encode, list(texts[i : i + share]))
             for i in range(0, len(texts), share)
         ]
-        return np.concatenate([future.result() for future in futures], axis=0)
+        vectors = np.concatenate([future.result() for future in futures], axis=0)
+        # The batch's activations, freed in the replicas' malloc arenas, go back to the
+        # system; kept, they made the worker's memory grow with every new batch shape.
+        release_free_memory()
+        return vectors
 
     def embed_queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """One normalised vector per query (the model is symmetric: as for documents)."""

@@ -21,6 +21,8 @@ from infra.kafka import (
     kafka_dead_letter,
 )
 from infra.logs import configure_logging
+from infra.malloc import releasing_free_memory
+from infra.memory_trace import trace_memory
 from infra.metrics import (
     ASSIGNED_PARTITIONS,
     CONSUMER_LAG,
@@ -193,6 +195,7 @@ def stage_app(
 ) -> FastStream:
     """A worker process for one stage: broker, subscriber, lifespan, metrics."""
     configure_logging(settings.log_level)
+    trace_memory(settings.memory_trace_frames, settings.run_dir, stage)
     broker = build_broker(settings.kafka, f"ragline-{stage}")
     slot = RunnerSlot()
     subscriber = subscribe_stage(broker, settings, stage, slot, concurrency)
@@ -205,6 +208,9 @@ def stage_app(
             system = System(settings, stack, broker)
             slot.runner = stage_runner(system, await build(system))
             await stack.enter_async_context(rewinding(subscriber, stage))
+            await stack.enter_async_context(
+                releasing_free_memory(settings.release_free_memory_every_s)
+            )
             serve_metrics(settings.metrics_host, settings.metrics_port)
             log.info("%s worker ready", stage)
             yield

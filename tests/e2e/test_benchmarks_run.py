@@ -101,6 +101,7 @@ SOAK_KEYS = {
     "max_rss_growth_pct",
     "rss_growth_pct",
     "private_growth_pct",
+    "mapped_growth_mb",
     "cpu_pct_of_a_core",
     "p95_ms_upload",
     "p95_ms_search",

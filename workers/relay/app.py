@@ -19,6 +19,8 @@ from contextlib import AsyncExitStack
 from core.errors import RetryableError
 from infra.kafka import broker_is_new, build_broker
 from infra.logs import configure_logging
+from infra.malloc import releasing_free_memory
+from infra.memory_trace import trace_memory
 from infra.metrics import OUTBOX_PENDING, serve_metrics
 from infra.mongo import ensure_indexes
 from infra.settings import Settings
@@ -31,6 +33,7 @@ log = logging.getLogger(__name__)
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Runs until `stop` is set (or SIGINT / SIGTERM)."""
     configure_logging(settings.log_level)
+    trace_memory(settings.memory_trace_frames, settings.run_dir, "relay")
     stop = stop or _stop_on_signals()
     broker = build_broker(settings.kafka, "ragline-relay")
     async with AsyncExitStack() as stack:
@@ -38,6 +41,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         await ensure_indexes(system.db)
         await broker.start()
         stack.push_async_callback(broker.stop)
+        await stack.enter_async_context(releasing_free_memory(settings.release_free_memory_every_s))
         serve_metrics(settings.metrics_host, settings.metrics_port)
         relay_service = system.relay_service
         reconciler_service = system.reconciler_service
