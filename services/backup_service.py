@@ -197,9 +197,14 @@ class BackupService:
             try:
                 await self._write(directory, manifest, written)
             except (RaglineError, PyMongoError) as exc:
-                await self._undo(written, target)
+                if await self._undo(written, target):
+                    raise ServiceUnavailable(
+                        "restore", f"stopped and was undone, nothing of it is kept: {exc}"
+                    ) from exc
                 raise ServiceUnavailable(
-                    "restore", f"stopped and was undone, nothing of it is kept: {exc}"
+                    "restore",
+                    f"stopped, and what it wrote could not be taken away ({exc}); restore the "
+                    "same snapshot again to finish it (nothing else can be restored there first)",
                 ) from exc
             await self._snapshot.end_restore(target)
             restarted = await self._restart_unfinished(written)
@@ -251,8 +256,8 @@ class BackupService:
             written.point_ids.extend(point.point_id for point in points)
             written.points.update(point.payload.document_id for point in points)
 
-    async def _undo(self, written: _Written, target: str) -> None:
-        """Takes away what the restore wrote; if that fails too, the marker stays."""
+    async def _undo(self, written: _Written, target: str) -> bool:
+        """Takes away what the restore wrote; whether it could (if not, the marker stays)."""
         try:
             for start in range(0, len(written.point_ids), BATCH):
                 await self._store.delete_points(written.point_ids[start : start + BATCH])
@@ -261,6 +266,8 @@ class BackupService:
             await self._snapshot.end_restore(target)
         except (RaglineError, PyMongoError):
             log.exception("undoing a failed restore failed: restore the snapshot again")
+            return False
+        return True
 
     async def _restart_unfinished(self, written: _Written) -> list[str]:
         """Starts the pipeline again on the documents it had not finished, and on indexed ones

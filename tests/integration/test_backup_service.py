@@ -200,3 +200,26 @@ async def test_an_interrupted_restore_is_finished_by_the_same_snapshot_only(
     assert report.records[KNOWLEDGE_BASES] == 1
     assert await target.interrupted_restore("deployment") is None
     assert await b.db[DOCUMENTS].count_documents({}) == 1
+
+
+class _GoneStore(_FailingStore):
+    """The real store, gone after the first batch: writes fail, and so do deletes."""
+
+    async def delete_points(self, point_ids: Sequence[str]) -> None:
+        raise ServiceUnavailable("vector store", "connection lost")
+
+
+async def test_a_restore_that_cannot_be_undone_says_so_and_the_same_snapshot_finishes_it(
+    systems: list[System], tmp_path: Path
+) -> None:
+    a, b = systems
+    await _tenant(a, "acme", [f"note {i} about the harbour" for i in range(600)])
+    await _service(a).backup(None, tmp_path / "snap")
+    with pytest.raises(ServiceUnavailable, match="could not be taken away"):
+        await _service(b, _GoneStore(b.store)).restore(None, tmp_path / "snap")
+    target = MongoSnapshot(b.mongo, b.db)
+    assert await target.interrupted_restore("deployment") is not None
+    report = await _service(b).restore(None, tmp_path / "snap")
+    assert report.points == 600
+    assert await target.interrupted_restore("deployment") is None
+    assert await _points(b.store, "acme") == await _points(a.store, "acme")
