@@ -74,14 +74,21 @@ class Manifest(BaseModel):
         return {entry.name: entry.records for entry in self.files}
 
 
+def new_file(name: str) -> SnapshotFile:
+    """The entry of a file not written yet."""
+    return SnapshotFile(name=name, records=0, bytes=0, sha256="")
+
+
 def write_lines(directory: Path, name: str, lines: Iterable[bytes]) -> SnapshotFile:
     """Writes one file of records (each a line without a newline in it); returns its entry.
-    Called again for the same name, appends (`append_lines`)."""
-    return append_lines(directory, SnapshotFile(name=name, records=0, bytes=0, sha256=""), lines)
+    More records go to it with `append_lines`."""
+    return append_lines(directory, new_file(name), lines)
 
 
 def append_lines(directory: Path, entry: SnapshotFile, lines: Iterable[bytes]) -> SnapshotFile:
-    """Adds records to a file begun with `write_lines` (a new gzip member); returns its entry."""
+    """Adds records to a file (a new gzip member); returns its entry, whose size and checksum
+    `write_manifest` takes once the file is whole (not after every batch: each would read the
+    whole file again)."""
     _check_name(entry.name)
     path = directory / entry.name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -93,13 +100,19 @@ def append_lines(directory: Path, entry: SnapshotFile, lines: Iterable[bytes]) -
             out.write(line)
             out.write(b"\n")
             records += 1
-    size, digest = _size_and_digest(path)
-    return SnapshotFile(name=entry.name, records=records, bytes=size, sha256=digest)
+    return entry.model_copy(update={"records": records})
 
 
-def write_manifest(directory: Path, manifest: Manifest) -> None:
-    """Writes the manifest last: a directory without one is not a snapshot."""
-    (directory / MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
+def write_manifest(directory: Path, manifest: Manifest) -> Manifest:
+    """Writes the manifest, with each file's size and checksum taken now, last: a directory
+    without one is not a snapshot. Returns it as written."""
+    files = []
+    for entry in manifest.files:
+        size, digest = _size_and_digest(directory / entry.name)
+        files.append(entry.model_copy(update={"bytes": size, "sha256": digest}))
+    sealed = manifest.model_copy(update={"files": files})
+    (directory / MANIFEST).write_text(sealed.model_dump_json(indent=2) + "\n")
+    return sealed
 
 
 def read_manifest(directory: Path) -> Manifest:

@@ -47,6 +47,7 @@ from infra.snapshot_files import (
     Manifest,
     SnapshotFile,
     append_lines,
+    new_file,
     read_lines,
     verify,
     write_lines,
@@ -153,7 +154,8 @@ class BackupService:
                 documents.update(str(record["_id"]) for record in records)
                 statuses.update(str(record.get("parse_status")) for record in records)
             lines = [encode(record) for record in records]
-            files[name] = await asyncio.to_thread(_append, directory, files.get(name), name, lines)
+            entry = files.get(name) or new_file(name)
+            files[name] = await asyncio.to_thread(append_lines, directory, entry, lines)
         selector = None if tenant_id is None else Filter(must=(Match("tenant_id", tenant_id),))
         points = await asyncio.to_thread(write_lines, directory, POINTS, [])
         async for batch in self._store.export_points(selector):
@@ -167,7 +169,7 @@ class BackupService:
             files=[*files.values(), points],
             documents=dict(sorted(statuses.items())),
         )
-        await asyncio.to_thread(write_manifest, directory, manifest)
+        manifest = await asyncio.to_thread(write_manifest, directory, manifest)
         log.info("backup of %s taken: %s", tenant_id or "the deployment", manifest.records)
         return manifest
 
@@ -292,14 +294,6 @@ class BackupService:
             restarted.append(document_id)
         await self._events.send_now(events)
         return restarted
-
-
-def _append(
-    directory: Path, entry: SnapshotFile | None, name: str, lines: list[bytes]
-) -> SnapshotFile:
-    if entry is None:
-        return write_lines(directory, name, lines)
-    return append_lines(directory, entry, lines)
 
 
 async def _batches(

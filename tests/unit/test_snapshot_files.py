@@ -40,8 +40,7 @@ def _snapshot(directory: Path) -> Manifest:
         embedding=EmbeddingIdentity(provider="local", model="m", dimensions=384),
         files=[kbs, points, empty],
     )
-    write_manifest(directory, manifest)
-    return manifest
+    return write_manifest(directory, manifest)
 
 
 def test_what_is_written_is_verified_and_read_back(tmp_path: Path) -> None:
@@ -107,7 +106,8 @@ def test_a_missing_added_or_foreign_file_is_refused(
 def test_a_manifest_naming_a_path_outside_the_snapshot_is_refused(tmp_path: Path) -> None:
     manifest = _snapshot(tmp_path)
     entry = manifest.files[0].model_copy(update={"name": "mongo/../../etc.jsonl.gz"})
-    write_manifest(tmp_path, manifest.model_copy(update={"files": [entry]}))
+    hostile = manifest.model_copy(update={"files": [entry]})
+    (tmp_path / MANIFEST).write_text(hostile.model_dump_json())
     with pytest.raises(SnapshotInvalid, match=re.escape("is not a snapshot file's name")):
         verify(tmp_path)
 
