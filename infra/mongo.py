@@ -19,6 +19,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
 from core.errors import ServiceUnavailable
+from infra.mongo_cancellation import make_condition_waits_cancel_safe
 from infra.settings import MongoSettings
 
 KNOWLEDGE_BASES = "knowledge_bases"
@@ -56,6 +57,7 @@ Database = AsyncDatabase[MongoDoc]
 
 def connect(settings: MongoSettings) -> AsyncMongoClient[MongoDoc]:
     """A client for the configured server; it connects lazily."""
+    make_condition_waits_cancel_safe()
     return AsyncMongoClient(
         settings.url,
         tz_aware=True,
