@@ -12,7 +12,9 @@ request runs under a deadline (`api.request_timeout_s`, 5 s by default; routes m
 - anything else still running when the deadline passes is cancelled and answered 503 with
   `Retry-After`, unless the answer had already started (then the connection is closed).
 
-`/mcp` is left alone: its streams stay open for as long as a client keeps a session.
+`/mcp` is bounded the same way for its POSTs (the server is stateless with JSON answers, so
+each POST is a whole JSON-RPC exchange, a tool call included); its other requests (a GET
+opening a stream of server messages) are left alone.
 """
 
 from __future__ import annotations
@@ -96,7 +98,9 @@ class RequestDeadline:
         self._bulk: dict[str | None, BulkRoutes] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith("/mcp"):
+        if scope["type"] != "http" or (
+            scope["path"].startswith("/mcp") and scope["method"] != "POST"
+        ):
             await self.app(scope, receive, send)
             return
         budget = self.bulk_timeout_s if self._is_bulk(scope) else self.timeout_s

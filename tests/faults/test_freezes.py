@@ -1,6 +1,6 @@
 """Hangs, not crashes: MongoDB, the Kafka broker, Redis and a stage worker are each frozen
-(SIGSTOP) for 30 s while uploads, listings, a bot's searches and readiness probes go on, then
-resumed (SIGCONT).
+(SIGSTOP) for 30 s while uploads, listings, a bot's searches, an agent's new questions over
+MCP and readiness probes go on, then resumed (SIGCONT).
 
 While a part is frozen, no request waits longer than the API's bound (`api.request_timeout_s`,
 5 s by default, which this stack keeps): what needs the frozen part is refused with 503 and
@@ -42,6 +42,10 @@ BOUND_S = 5.0
 SLACK_S = 2.5
 RECOVERY_LIMIT_S = 240
 QUESTION = "when does the harbour ferry leave"
+MCP_HEADERS = {
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2025-06-18",
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +68,23 @@ def _pid(stack: RunningPipeline, part: str) -> int:
 # Each part, and what a request of each kind may answer while it is frozen.
 EXPECTED: dict[str, dict[str, set[int]]] = {
     # Uploads and listings need the database; a repeated question may come from the cache.
-    "mongodb": {"upload": {503}, "listing": {503}, "repeated question": {200, 503}},
+    # An agent's new question over MCP is answered, as a tool error or an HTTP 503.
+    "mongodb": {
+        "upload": {503},
+        "listing": {503},
+        "repeated question": {200, 503},
+        "mcp question": {200, 503},
+    },
     # Uploads wait in the outbox (MongoDB) for the broker.
-    "kafka": {"upload": {202}, "listing": {200}, "repeated question": {200}},
+    "kafka": {"upload": {202}, "listing": {200}, "repeated question": {200}, "mcp question": {200}},
     # Search goes to the stores when its cache does not answer.
-    "redis": {"upload": {202}, "listing": {200}, "repeated question": {200}},
-    "extract-1": {"upload": {202}, "listing": {200}, "repeated question": {200}},
+    "redis": {"upload": {202}, "listing": {200}, "repeated question": {200}, "mcp question": {200}},
+    "extract-1": {
+        "upload": {202},
+        "listing": {200},
+        "repeated question": {200},
+        "mcp question": {200},
+    },
 }
 # What `/readyz` says meanwhile: its status, and the check that must not be "ok".
 READINESS: dict[str, tuple[int, str | None]] = {
@@ -135,6 +150,22 @@ async def _requests_while_frozen(api: Api, bot: str, kb_id: str, answers: Answer
                 headers={"X-Internal-Secret": api.running.internal_secret},
             ),
         )
+        await answers.timed(
+            "mcp question",
+            http.post(
+                "/mcp",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": n,
+                    "method": "tools/call",
+                    "params": {
+                        "name": "knowledge_search",
+                        "arguments": {"query": f"{QUESTION} from berth {n}"},
+                    },
+                },
+                headers={**api.auth, **MCP_HEADERS},
+            ),
+        )
         await answers.timed("readiness", http.get("/readyz"))
         await asyncio.sleep(0.5)
 
@@ -170,7 +201,7 @@ async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
     print(f"\nfrozen {part} for {FREEZE_S:.0f} s: {len(answers.seen)} requests, slowest "
           f"{slowest[0]} {slowest[2]:.2f} s; {len(answers.accepted)} uploads accepted, all "
           f"indexed {recovered:.1f} s after the resume")  # fmt: skip
-    assert kinds == {"upload", "listing", "repeated question", "readiness"}
+    assert kinds == {"upload", "listing", "repeated question", "mcp question", "readiness"}
     late = [a for a in answers.seen if a[2] > BOUND_S + SLACK_S]
     assert late == [], late
     for kind, allowed in EXPECTED[part].items():

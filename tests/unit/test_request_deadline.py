@@ -56,9 +56,14 @@ def app_with_deadline() -> FastAPI:
         return StreamingResponse(parts())
 
     @app.get("/mcp")
-    async def mcp() -> dict[str, str]:
-        await asyncio.sleep(BUDGET_S * 2)
+    async def mcp_stream() -> dict[str, str]:
+        await asyncio.sleep(BUDGET_S * 5)  # past the budget and its grace
         return {"session": "kept"}
+
+    @app.post("/mcp")
+    async def mcp_call() -> dict[str, str]:
+        await asyncio.sleep(BUDGET_S * 5)
+        return {"result": "late"}
 
     app.add_middleware(RequestDeadline, timeout_s=BUDGET_S, bulk_timeout_s=BULK_BUDGET_S)
     return app
@@ -147,7 +152,10 @@ async def test_an_answer_already_started_is_cut_short_not_answered_twice() -> No
     assert sent[1]["more_body"] is True
 
 
-async def test_the_mcp_endpoint_keeps_its_own_time() -> None:
+async def test_an_mcp_call_is_bounded_and_its_stream_keeps_its_own_time() -> None:
     async with client() as http:
-        answer = await http.get("/mcp")
-    assert answer.status_code == 200
+        stream = await http.get("/mcp")
+        call = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call"})
+    assert stream.status_code == 200
+    assert call.status_code == 503
+    assert call.headers["retry-after"] == "5"
