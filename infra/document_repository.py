@@ -36,11 +36,16 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 RUN_FIELDS = ("chunker", "embedded_batches", "indexed_batches", "batch_count")
 
 
+# Set on a document the reconciler failed: the generation whose run the API process's sweep is
+# to take out of search (it may have been published; the reconciler cannot reach the store).
+WITHDRAW = "withdraw_generation"
+
+
 def to_document(doc: MongoDoc) -> Document:
     """A stored record as a `Document` (its bookkeeping fields folded into progress)."""
     record = from_mongo(doc)
     embedded = record.pop("embedded_batches", None) or {}
-    for internal in ("indexed_batches", "batch_count", "chunker"):
+    for internal in ("indexed_batches", "batch_count", "chunker", WITHDRAW):
         record.pop(internal, None)
     record["chunks_embedded"] = sum(int(size) for size in embedded.values())
     return Document.model_validate(record)
@@ -500,7 +505,9 @@ class DocumentRepository:
         self, document_id: str, generation: int, reason: str, *, by_stage: bool = True
     ) -> bool:
         """Marks the document failed with a reason the user can act on. A stage's verdict is
-        progress (`progressed_at`); the reconciler giving up on a stuck document is not."""
+        progress (`progressed_at`); the reconciler giving up on a stuck document is not, and
+        leaves the run for the API process to take out of search (`runs_to_withdraw`): the
+        index stage may have published it before the document stopped moving."""
         limit = self._parse_error_max_chars
         text = reason if len(reason) <= limit else reason[: limit - 1] + "…"
         now = utcnow()
@@ -512,7 +519,23 @@ class DocumentRepository:
         }
         if by_stage:
             fields["progressed_at"] = now
+        else:
+            fields[WITHDRAW] = generation
         return await self._update_current(document_id, generation, {"$set": fields})
+
+    async def runs_to_withdraw(self, limit: int) -> list[tuple[Document, int]]:
+        """Documents the reconciler failed, each with the generation whose run is to be taken
+        out of search (the document may have moved on to a newer one since)."""
+        async with mongo_errors():
+            cursor = self._docs.find({WITHDRAW: {"$gt": 0}}).limit(limit)
+            return [(to_document(doc), int(doc[WITHDRAW])) async for doc in cursor]
+
+    async def withdrawn(self, document_id: str, generation: int) -> None:
+        """Notes that the run of `generation` is out of search."""
+        async with mongo_errors():
+            await self._docs.update_one(
+                {"_id": document_id, WITHDRAW: generation}, {"$unset": {WITHDRAW: ""}}
+            )
 
     async def _update_current(
         self, document_id: str, generation: int, update: dict[str, Any]

@@ -151,6 +151,8 @@ async def ensure_indexes(db: Database) -> None:
         await docs.create_index([("parse_status", ASCENDING), ("updated_at", ASCENDING)])
         # When a stage last moved any document on (the reconciler's question).
         await docs.create_index([("progressed_at", DESCENDING)])
+        # The runs the reconciler failed, for the API process's sweep to withdraw.
+        await docs.create_index([("withdraw_generation", ASCENDING)])
         # A record's versions by external id; a source's documents for a full sync.
         await docs.create_index([("kb_id", ASCENDING), ("external_id", ASCENDING)])
         await docs.create_index([("kb_id", ASCENDING), ("source", ASCENDING)])

@@ -130,10 +130,12 @@ async def _report_stalled(documents: DocumentRepository, stall_after_s: float) -
 
 
 async def _sweep_deletes(removal: RemovalService) -> None:
-    """Finishes the deletes of retired documents (closed syncs, interrupted deletes)."""
+    """Finishes the deletes of retired documents (closed syncs, interrupted deletes) and takes
+    the runs the reconciler failed out of search."""
     while True:
         try:
             await removal.sweep()
+            await removal.withdraw_failed_runs()
         except RetryableError as exc:
             log.warning("cannot finish deletes: %s", exc)
         await asyncio.sleep(1.0)

@@ -4,7 +4,8 @@ A delete retires the document's generation first, so nothing in flight can bring
 back, then removes its chunks, files and record. A process without the vector store (the
 records worker closing a sync) only retires documents; the API process, which holds the store,
 sweeps retired documents every second and finishes their deletes, as it finishes a delete that
-was interrupted.
+was interrupted. The same sweep takes out of search the runs the reconciler failed (it runs
+where the store may not be reachable).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from infra.blob_store import BlobStore
 from infra.document_repository import DocumentRepository
 from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
-from infra.vectorstore.base import VectorStore
-from schemas.domain import Document, KbStatus, utcnow
+from infra.vectorstore.base import VectorStore, WithdrawnDocument
+from schemas.domain import Document, KbStatus, ParseStatus, utcnow
 from services.freshness_service import FreshnessService
 from services.governance_service import PolicyService
 
@@ -82,6 +83,35 @@ class RemovalService:
                 await self._freshness.kbs_changed(removed.revisions)
                 finished += 1
         return finished
+
+    async def withdraw_failed_runs(self, limit: int = 100) -> int:
+        """Takes out of search the runs the reconciler failed (its process cannot reach the
+        vector store), as the index stage does for a run failing there: the run's points go,
+        the live older version of its source is shown again, its chunks leave the KB's count,
+        and cached answers are retired. Returns how many runs were withdrawn."""
+        withdrawn = 0
+        for document, generation in await self._documents.runs_to_withdraw(limit):
+            if document.generation == generation and document.parse_status is ParseStatus.FAILED:
+                live = await self._lifecycle.live_version(document.kb_id, document.source_key)
+                await self._store.withdraw_document(
+                    WithdrawnDocument(
+                        tenant_id=document.tenant_id,
+                        kb_id=document.kb_id,
+                        document_id=document.id,
+                        source_key=document.source_key,
+                        live_version=live if live < document.version else 0,
+                    )
+                )
+                revisions = await self._lifecycle.withdraw(document.id, generation)
+                if revisions:
+                    await self._freshness.kbs_changed(revisions)
+                withdrawn += 1
+                log.warning(
+                    "document %s (version %d): the run the reconciler failed was taken out of "
+                    "search", document.id, document.version,
+                )  # fmt: skip
+            await self._documents.withdrawn(document.id, generation)
+        return withdrawn
 
     async def delete_kb(self, tenant_id: str, kb_id: str) -> None:
         """Removes a KB and everything in it: hidden at once, then points, files, records.

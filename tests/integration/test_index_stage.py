@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from qdrant_client import AsyncQdrantClient
 
-from core.errors import PermanentError
+from core.errors import PermanentError, ServiceUnavailable
 from core.filters import SearchScope, chunks_where
 from infra.blob_store import BlobStore
 from infra.document_repository import DocumentRepository
@@ -25,6 +25,7 @@ from ragline.stages.index import IndexHandler
 from ragline.stages.runtime import StageRunner, document_stage
 from schemas.domain import ChunkRecord, Document, ParseStatus, file_source_key
 from schemas.events import ChunkBatchEmbedded, Event
+from services.removal_service import RemovalService
 from tests.factories import make_document
 
 DIM = 8
@@ -62,10 +63,25 @@ class FinishFails(DocumentLifecycle):
         raise PermanentError("the version could not be marked live")
 
 
+class FinishCannotReachMongo(DocumentLifecycle):
+    """The lifecycle, with MongoDB not answering the step that finishes a published run (the
+    message comes back later, or, if it is lost, the reconciler takes over)."""
+
+    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+        raise ServiceUnavailable("mongodb", "no answer")
+
+
 class Stage:
     """The index stage (as the runner runs it) with the repositories it works on."""
 
-    def __init__(self, db: Database, store: VectorStore, *, finish_fails: bool = False) -> None:
+    def __init__(
+        self,
+        db: Database,
+        store: VectorStore,
+        *,
+        finish_fails: bool = False,
+        lifecycle: DocumentLifecycle | None = None,
+    ) -> None:
         self.db = db
         self.store = store
         self.documents = DocumentRepository(db)
@@ -73,7 +89,8 @@ class Stage:
         self.kbs = KnowledgeBaseRepository(db)
         self.blobs = BlobStore(db)
         self.freshness = RecordedRevisions()
-        lifecycle = FinishFails(db.client, db, Outbox(db)) if finish_fails else self.lifecycle
+        if lifecycle is None:
+            lifecycle = FinishFails(db.client, db, Outbox(db)) if finish_fails else self.lifecycle
         handler = IndexHandler(self.documents, lifecycle, store, self.blobs, self.freshness)
         self.stage = document_stage(
             "index",
@@ -81,7 +98,7 @@ class Stage:
             ParseStatus.INDEXING,
             handler,
             self.documents,
-            StagePolicy(),
+            StagePolicy(max_attempts=1),
             slow_means_outage=True,
             on_failure=handler.withdraw,
         )
@@ -320,3 +337,50 @@ async def test_a_reindex_failing_after_its_publication_leaves_nothing_of_it_sear
     assert await stage.visible(kb.id) == {document.id}
     counted = await stage.kbs.get("acme", kb.id)
     assert (counted.document_count, counted.chunk_count) == (1, 5)
+
+
+async def test_a_published_run_the_reconciler_fails_is_taken_out_of_search(
+    db: Database, store: VectorStore
+) -> None:
+    stage = Stage(db, store)
+    kb = await stage.kbs.create("acme", "KB", "", "en")
+    old = await stage.document(kb.id, chunks=7)
+    for batch in _batches(old, 7):
+        await stage.run(batch)
+    stuck = Stage(db, store, lifecycle=FinishCannotReachMongo(db.client, db, Outbox(db)))
+    new = await stuck.document(kb.id, chunks=5)
+    first, last = _batches(new, 5)
+    await stuck.run(first)
+    with pytest.raises(ServiceUnavailable):
+        await stuck.run(last)  # published, then never marked live
+    assert await stage.visible(kb.id) == {new.id}
+    # Its message is lost; the reconciler gives up on the document (in the relay, which may
+    # not reach the vector store).
+    assert await stage.documents.mark_failed(new.id, new.generation, "stuck", by_stage=False)
+    removal = RemovalService(
+        stage.documents,
+        stage.kbs,
+        stage.lifecycle,
+        stage.blobs,
+        store,
+        stage.freshness,  # type: ignore[arg-type]
+    )
+    # The API process's sweep takes the run out of search and shows the old version again.
+    assert await removal.withdraw_failed_runs() == 1
+    assert await store.count(chunks_where("acme", document_id=new.id)) == 0
+    assert await stage.visible(kb.id) == {old.id}
+    assert await store.count(chunks_where("acme", document_id=old.id, active=True)) == 7
+    failed = await stage.documents.find(new.id)
+    assert failed is not None
+    assert (failed.parse_status, failed.parse_error) == (ParseStatus.FAILED, "stuck")
+    counted = await stage.kbs.get("acme", kb.id)
+    assert (counted.document_count, counted.chunk_count) == (2, 7)
+    assert stage.freshness.told == {kb.id: counted.revision}
+    # Once done, it is not done again; a run the reconciler failed before its publication
+    # leaves nothing to withdraw and the live version as it is.
+    assert await removal.withdraw_failed_runs() == 0
+    early = await stuck.document(kb.id, filename="b.pdf", chunks=5)
+    assert await stage.documents.mark_failed(early.id, early.generation, "stuck", by_stage=False)
+    assert await removal.withdraw_failed_runs() == 1
+    assert await stage.visible(kb.id) == {old.id}
+    assert await removal.withdraw_failed_runs() == 0
