@@ -93,15 +93,7 @@ class RemovalService:
         for document, generation in await self._documents.runs_to_withdraw(limit):
             if document.generation == generation and document.parse_status is ParseStatus.FAILED:
                 live = await self._lifecycle.live_version(document.kb_id, document.source_key)
-                await self._store.withdraw_document(
-                    WithdrawnDocument(
-                        tenant_id=document.tenant_id,
-                        kb_id=document.kb_id,
-                        document_id=document.id,
-                        source_key=document.source_key,
-                        live_version=live if live < document.version else 0,
-                    )
-                )
+                await self._store.withdraw_document(WithdrawnDocument.run_of(document, live))
                 revisions = await self._lifecycle.withdraw(document.id, generation)
                 if revisions:
                     await self._freshness.kbs_changed(revisions)

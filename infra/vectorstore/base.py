@@ -24,6 +24,7 @@ from core.filters import (
     version_of,
 )
 from schemas.chunks import ChunkPayload
+from schemas.domain import Document
 
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "sparse"
@@ -209,6 +210,18 @@ class WithdrawnDocument:
     # The live version of the source if it is an older one (its chunks were hidden when this
     # run was published); 0 when there is none, or it is this document itself.
     live_version: int
+
+    @classmethod
+    def run_of(cls, document: Document, live_version: int) -> WithdrawnDocument:
+        """The failed run of `document`, whose source's live version is `live_version` (0:
+        none)."""
+        return cls(
+            tenant_id=document.tenant_id,
+            kb_id=document.kb_id,
+            document_id=document.id,
+            source_key=document.source_key,
+            live_version=live_version if live_version < document.version else 0,
+        )
 
     def selections(self) -> tuple[Filter, Filter | None]:
         """The chunks to delete, and those to show again (None: none)."""

@@ -176,15 +176,7 @@ class IndexHandler:
         ):
             return
         live = await self._lifecycle.live_version(current.kb_id, current.source_key)
-        await self._store.withdraw_document(
-            WithdrawnDocument(
-                tenant_id=current.tenant_id,
-                kb_id=current.kb_id,
-                document_id=current.id,
-                source_key=current.source_key,
-                live_version=live if live < current.version else 0,
-            )
-        )
+        await self._store.withdraw_document(WithdrawnDocument.run_of(current, live))
         revisions = await self._lifecycle.withdraw(current.id, current.generation)
         if revisions:
             await self._freshness.kbs_changed(revisions)
