@@ -123,6 +123,7 @@ from numpy.typing import NDArray
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from benchmarks import store_snapshots
 from benchmarks.encoder import measure_encoder
 from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb
 from benchmarks.results import add_results_option, publish
@@ -164,7 +165,7 @@ from infra.vectorstore.base import (
 from infra.vectorstore.edge import EdgeVectorStore
 from ragline.system import System
 from schemas.chunks import ChunkPayload
-from schemas.domain import ChunkRecord, Role, chunk_id, chunk_point_id
+from schemas.domain import ChunkRecord, KnowledgeBase, Role, chunk_id, chunk_point_id
 
 KBS = 10
 ATTACHED = 3
@@ -511,12 +512,19 @@ async def write_distinct(writer: Writer, material: Material) -> None:
 
 @dataclass
 class Filled:
-    """A filled store: its KBs, what was written, how long it took, its dense recall."""
+    """A filled store: its KBs, what was written (counts, and how long filling took), whether
+    it is a kept one, its dense recall."""
 
     kb_ids: list[str]
-    written: Written
-    seconds: float
+    written: dict[str, Any]
+    reused: bool = False
     recall: float | None = None
+
+
+def material_texts(material: Material, store_kind: str) -> list[str]:
+    """The texts a store of the kind is made from (what its snapshot's name hashes)."""
+    chunks = material.duplicates if store_kind == DUPLICATES else material.real
+    return [chunk.record.embedding_text for chunk in chunks]
 
 
 async def fill_store(
@@ -526,35 +534,79 @@ async def fill_store(
     material: Material,
     queries: list[str],
     encoder: Embedder,
-    readers_of: Callable[[int], list[str]] = everyone,
+    cache_dir: Path,
 ) -> Filled:
-    """Creates the KBs and writes `total` chunks of the kind across them (the API is not
-    running yet: this process owns the store), builds the HNSW index, and with `queries`
-    measures the dense search's recall@10 in the bot's scope against an exact search."""
+    """The store of the kind and size in this run's directory: a kept one copied in
+    (`store_snapshots`), or its KBs created and `total` chunks written across them (the API is
+    not running yet: this process owns the store) and kept for the next runs. Then its HNSW
+    index is built (or rebuilt, if its settings changed) and, with `queries`, the dense
+    search's recall@10 in the bot's scope is measured against an exact search."""
+    name = store_snapshots.key(
+        store_kind, total, encoder.model_id, material_texts(material, store_kind)
+    )
+    vectors = settings.vector_store_path
     async with AsyncExitStack() as stack:
         system = System(settings, stack)
         await ensure_indexes(system.db)
-        store = await system.open_vector_store()
-        kbs = system.knowledge_base_service
-        kb_ids = [(await kbs.create("default", f"KB {n}")).id for n in range(KBS)]
-        started = time.perf_counter()
-        writer = Writer(store, kb_ids, total, keep=False)
-        if store_kind == DUPLICATES:
-            await write_duplicates(writer, material, readers_of)
+        kept = store_snapshots.find(cache_dir, name)
+        if kept is not None:
+            begun = time.perf_counter()
+            await store_snapshots.restore(kept, vectors, system.db)
+            print(f"reused the kept store {kept.path} ({time.perf_counter() - begun:.0f} s)")
+            fresh = None
         else:
-            await write_distinct(writer, material)
-        await writer.flush()
-        wrote = time.perf_counter() - started
-        print(f"wrote {total} chunks in {wrote:.0f} s")
+            fresh = await write_store(system, store_kind, total, material)
+    if fresh is not None:
+        kept = store_snapshots.save(cache_dir, name, vectors, fresh.kbs, fresh.written)
+        print(f"kept the store as {kept.path}")
+    assert kept is not None
+    filled = Filled(kept.kb_ids, kept.written, reused=fresh is None)
+    async with AsyncExitStack() as stack:
+        system = System(settings, stack)
+        store = await system.open_vector_store()
         if isinstance(store, EdgeVectorStore):
             begun = time.perf_counter()
             await store.optimize()
-            print(f"built the HNSW index in {time.perf_counter() - begun:.0f} s")
-        filled = Filled(kb_ids, writer.written, time.perf_counter() - started)
+            print(f"optimised the store in {time.perf_counter() - begun:.0f} s")
         if queries:
-            scope = SearchScope("default", tuple(kb_ids[:ATTACHED]), BOT_PRINCIPALS)
+            scope = SearchScope("default", tuple(filled.kb_ids[:ATTACHED]), BOT_PRINCIPALS)
             filled.recall = await dense_recall(store, encoder, scope, queries)
     return filled
+
+
+@dataclass(frozen=True)
+class Fresh:
+    """A store filled by this run: its KB records and what was written (counts)."""
+
+    kbs: list[KnowledgeBase]
+    written: dict[str, Any]
+
+
+async def write_store(system: System, store_kind: str, total: int, material: Material) -> Fresh:
+    """Creates the KBs, writes `total` chunks of the kind across them and builds the HNSW
+    index; the store is closed with the system."""
+    store = await system.open_vector_store()
+    kbs = [await system.knowledge_base_service.create("default", f"KB {n}") for n in range(KBS)]
+    started = time.perf_counter()
+    writer = Writer(store, [kb.id for kb in kbs], total, keep=False)
+    if store_kind == DUPLICATES:
+        await write_duplicates(writer, material)
+    else:
+        await write_distinct(writer, material)
+    await writer.flush()
+    print(f"wrote {total} chunks in {time.perf_counter() - started:.0f} s")
+    if isinstance(store, EdgeVectorStore):
+        begun = time.perf_counter()
+        await store.optimize()
+        print(f"built the HNSW index in {time.perf_counter() - begun:.0f} s")
+    written = writer.written
+    counts = {
+        "max_copies_of_a_text": max(written.copies.values()),
+        "real_chunks": written.real,
+        "made_chunks": written.made,
+        "fill_s": round(time.perf_counter() - started),
+    }
+    return Fresh(kbs, counts)
 
 
 async def dense_recall(
@@ -728,9 +780,34 @@ def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(values, q))
 
 
+# The server's steps of a search as its answer's `metrics` report them (`services.search.clock`).
+STEPS = ("access", "limit", "cache", "embedding", "ranking", "fetch", "shaping", "writes")
+
+
+def step_budget(breakdown: list[dict[str, Any]], latencies: list[float]) -> dict[str, Any]:
+    """p50 and p95 of each step's time, of the server's whole time (`total`) and of what the
+    client waited beyond it (`transport`: HTTP, parsing and serialising around the service)."""
+    columns = {step: [m[f"{step}_ms"] for m in breakdown] for step in STEPS}
+    columns["total"] = [m["total_ms"] for m in breakdown]
+    columns["transport"] = [
+        max(0.0, waited - m["total_ms"]) for waited, m in zip(latencies, breakdown, strict=True)
+    ]
+    return {
+        name: {"p50": round(percentile(values, 50), 3), "p95": round(percentile(values, 95), 3)}
+        for name, values in columns.items()
+    }
+
+
+def print_budget(label: str, budget: dict[str, Any]) -> None:
+    """The step table, one line."""
+    parts = "  ".join(f"{name} {v['p50']:.2f}/{v['p95']:.2f}" for name, v in budget.items())
+    print(f"{label}, server steps p50/p95 ms: {parts}")
+
+
 async def measure(port: int, bot_id: str, questions: list[str], scale: Scale) -> dict[str, Any]:
-    """Every concurrency level, uncached then cached."""
+    """Every concurrency level, uncached then cached; at concurrency 1, each step's budget."""
     figures: dict[str, tuple[list[float], float]] = {}
+    budgets: dict[str, Any] = {}
     fresh = iter(questions)
     form = bot_form(bot_id)
     for level in LEVELS:
@@ -740,16 +817,17 @@ async def measure(port: int, bot_id: str, questions: list[str], scale: Scale) ->
         latencies, rps = await load(port, form, uncached, level, breakdown)
         figures[f"uncached_c{level}"] = (latencies, rps)
         if level == 1:
-            parts = {
-                part: round(statistics.mean(m[part] for m in breakdown), 2)
-                for part in ("embedding_ms", "vector_search_ms", "total_ms")
-            }
-            print(f"uncached c1, server side, mean: {parts}")
+            budgets["steps_uncached_c1"] = step_budget(breakdown, latencies)
+            print_budget("uncached c1", budgets["steps_uncached_c1"])
         hot = questions[-1]
         await load(port, form, [hot], 1)  # the answer is now cached
-        latencies, rps = await load(port, form, [hot] * count * 2, level)
+        breakdown = []
+        latencies, rps = await load(port, form, [hot] * count * 2, level, breakdown)
         figures[f"cached_c{level}"] = (latencies, rps)
-    return summarise(figures)
+        if level == 1:
+            budgets["steps_cached_c1"] = step_budget(breakdown, latencies)
+            print_budget("cached c1", budgets["steps_cached_c1"])
+    return summarise(figures) | budgets
 
 
 async def measure_mcp(
@@ -811,6 +889,8 @@ class Run:
     material: Material
     encoder: Embedder
     scale: Scale
+    # Where filled stores are kept for the next runs (`store_snapshots`).
+    cache_dir: Path
     stores_measured: int = 0
 
     def env(self, name: str) -> dict[str, str]:
@@ -842,23 +922,21 @@ def measure_store(run: Run, store_kind: str, chunks: int) -> dict[str, Any]:
             run.material,
             questions[-run.scale.recall_queries :],
             run.encoder,
+            run.cache_dir,
         )
     )
     written = filled.written
     result: dict[str, Any] = {
-        "fill_s": round(filled.seconds),
+        **written,
+        "store_reused": filled.reused,
         "recall_at_10_quantised": round(filled.recall or 0.0, 4),
-        "max_copies_of_a_text": max(written.copies.values()),
-        "real_chunks": written.real,
-        "made_chunks": written.made,
     }
     print(
-        f"store: {chunks} chunks ({written.real} real, {written.made} made), each text stored "
-        f"at most {result['max_copies_of_a_text']} times, in {KBS} KBs; the bot searches "
-        f"{ATTACHED} of them (about {chunks * ATTACHED // KBS} chunks), hybrid, top 4"
+        f"store: {chunks} chunks ({written['real_chunks']} real, {written['made_chunks']} "
+        f"made), each text stored at most {written['max_copies_of_a_text']} times, in {KBS} "
+        f"KBs; the bot searches {ATTACHED} of them (about {chunks * ATTACHED // KBS} chunks), "
+        "hybrid, top 4"
     )
-    del written
-    filled.written = Written(keep=False)  # the vectors are no longer needed
     port = free_port()
     pipeline = Pipeline(run.work / name, env, api_port=port)
     try:
@@ -1108,7 +1186,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="ragline-search-") as tmp,
         LocalServices.on_free_ports(Path(tmp) / "services") as services,
     ):
-        run = Run(services, Path(tmp), material, encoder, scale)
+        run = Run(services, Path(tmp), material, encoder, scale, args.cache_dir)
         if args.user_form:
             user_figures = measure_user_size(run, scale.chunks[0])
             print(json.dumps(user_figures))

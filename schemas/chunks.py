@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.copies import copy_signature
+
 
 class ChunkPayload(BaseModel):
     """Everything stored with a chunk's vectors: what filters select on and what cites it."""
@@ -30,6 +32,11 @@ class ChunkPayload(BaseModel):
     chunk_text: str
     # The prefix the chunk was embedded with.
     context: str = ""
+    # What the text is made of (`core.copies`): search tells copies apart by it without reading
+    # texts. Computed from the text when not given (a payload written before it existed).
+    copy_signature: str = Field(
+        default_factory=lambda data: copy_signature(str(data.get("chunk_text", "")))
+    )
     # Where the text is, for citations.
     source_name: str = ""
     document_title: str = ""

@@ -161,9 +161,17 @@ class CacheHits(BaseModel):
 
 
 class SearchMetrics(BaseModel):
-    """Where the time went."""
+    """Where the time went, in milliseconds, step by step (`services.search.clock` says what
+    each step is); `vector_search_ms` is ranking and fetch together."""
 
+    access_ms: float = 0.0
+    limit_ms: float = 0.0
+    cache_ms: float = 0.0
     embedding_ms: float = 0.0
+    ranking_ms: float = 0.0
+    fetch_ms: float = 0.0
+    shaping_ms: float = 0.0
+    writes_ms: float = 0.0
     vector_search_ms: float = 0.0
     total_ms: float = 0.0
     cache: CacheHits = Field(default_factory=CacheHits)

@@ -38,6 +38,7 @@ from infra.vectorstore.base import (
     VectorQuery,
     VectorStore,
 )
+from services.search.clock import Clock
 from services.search.fusion import (
     Fused,
     FusionParams,
@@ -143,13 +144,16 @@ class Retriever:
         threshold: float,
         fusion: FusionParams,
         previous: Retrieved | None = None,
+        clock: Clock | None = None,
     ) -> Retrieved:
         """Up to `limit` chunks for the query, best first, filtered as the module docstring
         says. `previous` is this same search's answer for a smaller limit, to look deeper."""
+        clock = clock or Clock()
         if mode is RetrievalMode.DENSE:
-            found = await self._store.search(
-                VectorQuery(scope, vector, limit, score_threshold=threshold or None, mode=mode)
-            )
+            with clock.step("ranking"):
+                found = await self._store.search(
+                    VectorQuery(scope, vector, limit, score_threshold=threshold or None, mode=mode)
+                )
             return Retrieved(
                 [
                     Candidate(hit, hit.score, f"semantic match (cosine {hit.score:.2f})")
@@ -159,9 +163,10 @@ class Retriever:
             )
         sparse = self._sparse.query(query)
         if mode is RetrievalMode.SPARSE:
-            found = await self._store.search(
-                VectorQuery(scope, vector, limit, mode=mode, sparse=sparse)
-            )
+            with clock.step("ranking"):
+                found = await self._store.search(
+                    VectorQuery(scope, vector, limit, mode=mode, sparse=sparse)
+                )
             return Retrieved(
                 [
                     Candidate(hit, hit.score, f"keyword match (BM25 {hit.score:.2f})")
@@ -171,8 +176,9 @@ class Retriever:
             )
         ranking = previous.ranking if previous is not None else None
         if ranking is None:
-            ranking = await self._rank(scope, query, vector, sparse, limit, fusion)
-        return await self._hybrid(scope, query, vector, ranking, limit, threshold)
+            with clock.step("ranking"):
+                ranking = await self._rank(scope, query, vector, sparse, limit, fusion)
+        return await self._hybrid(scope, query, vector, ranking, limit, threshold, clock)
 
     async def _rank(
         self,
@@ -212,11 +218,13 @@ class Retriever:
         ranking: HybridRanking,
         limit: int,
         threshold: float,
+        clock: Clock,
     ) -> Retrieved:
         best = ranking.fused[:limit]
         wanted = [f.point_id for f in best if f.point_id not in ranking.fetched]
         if wanted:
-            fetched = await self._store.fetch(scope, wanted, vector, ranking.cosines)
+            with clock.step("fetch"):
+                fetched = await self._store.fetch(scope, wanted, vector, ranking.cosines)
             found = {c.point_id: c for c in fetched}
             ranking.fetched.update({point_id: found.get(point_id) for point_id in wanted})
         # The query's terms, as sparse-vector indices: a chunk contains a term exactly when its

@@ -29,6 +29,7 @@ from schemas.search import (
 from services.freshness_service import FreshnessService
 from services.governance_service import PolicyService
 from services.search.access import AccessGuard
+from services.search.clock import Clock
 from services.search.fusion import FusionMethod, FusionParams
 from services.search.retrieval import Candidate, Retriever
 from services.search.retrieval_events import Defer, RetrievalEvents
@@ -112,15 +113,16 @@ class SearchService:
         """A bot's search, within its attached, active KBs: of what `user_id` may read, or
         without one, of what the whole tenant may read. With `defer`, what it retrieved is
         announced after the answer."""
-        started = time.perf_counter()
-        access, cached_access = await self._guard.for_bot(request.bot_id)
-        knowledge = access.knowledge
-        strict = knowledge.strict if request.strict is None else request.strict
-        reader = (
-            Reader.tenant_wide()
-            if request.user_id is None
-            else await self._policy.user(access.tenant_id, request.user_id)
-        )
+        clock = Clock()
+        with clock.step("access"):
+            access, cached_access = await self._guard.for_bot(request.bot_id)
+            knowledge = access.knowledge
+            strict = knowledge.strict if request.strict is None else request.strict
+            reader = (
+                Reader.tenant_wide()
+                if request.user_id is None
+                else await self._policy.user(access.tenant_id, request.user_id)
+            )
         plan = Plan(
             tenant_id=access.tenant_id,
             kb_ids=access.allowed(request.kb_ids),
@@ -143,7 +145,7 @@ class SearchService:
             session_id=request.session_id,
             turn_id=request.turn_id,
         )
-        return await self._answer(plan, started, CacheHits(access=cached_access), defer)
+        return await self._answer(plan, clock, CacheHits(access=cached_access), defer)
 
     async def search_reader(
         self,
@@ -156,7 +158,7 @@ class SearchService:
         """A person's search over their tenant's active KBs (those named, if any), of what
         they may read. With `defer` and a session or turn, what it retrieved is announced
         after the answer."""
-        started = time.perf_counter()
+        clock = Clock()
         if request.kb_ids is None:
             kb_ids = await self._kbs.all_active_ids(tenant_id)
         else:
@@ -194,11 +196,11 @@ class SearchService:
             session_id=request.session_id,
             turn_id=request.turn_id,
         )
-        return await self._answer(plan, started, CacheHits(), defer)
+        return await self._answer(plan, clock, CacheHits(), defer)
 
     async def search_tenant(self, request: TenantSearchRequest) -> SearchResponse:
         """Admin tooling's search over a tenant's requested, active KBs (as an admin)."""
-        started = time.perf_counter()
+        clock = Clock()
         plan = Plan(
             tenant_id=request.tenant_id,
             kb_ids=await self._kbs.active_ids(request.tenant_id, request.kb_ids),
@@ -212,18 +214,18 @@ class SearchService:
             fallback_message=None,
             identity=("tenant", request.tenant_id),
         )
-        return await self._answer(plan, started, CacheHits())
+        return await self._answer(plan, clock, CacheHits())
 
     async def _answer(
-        self, plan: Plan, started: float, hits: CacheHits, defer: Defer | None = None
+        self, plan: Plan, clock: Clock, hits: CacheHits, defer: Defer | None = None
     ) -> SearchResponse:
         try:
-            response = await self._within_rate(plan, started, hits)
+            response = await self._within_rate(plan, clock, hits)
         except Exception:
             SEARCH_REQUESTS.labels("error").inc()
             raise
         finally:
-            SEARCH_LATENCY.observe(time.perf_counter() - started)
+            SEARCH_LATENCY.observe(time.perf_counter() - clock.started)
         SEARCH_REQUESTS.labels("hits" if response.hits else "empty").inc()
         TENANT_REQUESTS.labels(plan.tenant_id, "search").inc()
         for layer, hit in response.metrics.cache.model_dump().items():
@@ -245,45 +247,48 @@ class SearchService:
             defer(lambda: self._events.announce(event))
         return response
 
-    async def _within_rate(self, plan: Plan, started: float, hits: CacheHits) -> SearchResponse:
+    async def _within_rate(self, plan: Plan, clock: Clock, hits: CacheHits) -> SearchResponse:
         """Over its rate (per bot, person, or tenant form), a search is answered from the
         cache if it can be, else refused with when to try again."""
         if self._limits is None:
-            return await self._cached_or_fresh(plan, started, hits)
-        retry = await self._limits.hit(
-            "search", _rate_subject(plan), self._searches_per_second, window_s=1
-        )
+            return await self._cached_or_fresh(plan, clock, hits)
+        with clock.step("limit"):
+            retry = await self._limits.hit(
+                "search", _rate_subject(plan), self._searches_per_second, window_s=1
+            )
         if not retry:
-            return await self._cached_or_fresh(plan, started, hits)
-        cached, _ = await self._cached(plan, started, hits) if plan.kb_ids else (None, None)
+            return await self._cached_or_fresh(plan, clock, hits)
+        cached, _ = await self._cached(plan, clock, hits) if plan.kb_ids else (None, None)
         if cached is None:
             raise RateLimited("searches", retry)
         return cached
 
     async def _cached(
-        self, plan: Plan, started: float, hits: CacheHits
+        self, plan: Plan, clock: Clock, hits: CacheHits
     ) -> tuple[SearchResponse | None, str | None]:
         """The cached answer, if any, and the cache key (None: not cacheable)."""
-        key = await self._result_key(plan)
-        if key is None:
-            return None, None
-        body = await self._cache.get_result(key)
+        with clock.step("cache"):
+            key = await self._result_key(plan)
+            if key is None:
+                return None, None
+            body = await self._cache.get_result(key)
         if body is None:
             return None, key
-        response = SearchResponse.model_validate_json(body)
+        with clock.step("shaping"):
+            response = SearchResponse.model_validate_json(body)
         hits.result = True
-        response.metrics = SearchMetrics(cache=hits, total_ms=_ms(started))
+        response.metrics = clock.metrics(hits)
         return response, key
 
-    async def _cached_or_fresh(self, plan: Plan, started: float, hits: CacheHits) -> SearchResponse:
+    async def _cached_or_fresh(self, plan: Plan, clock: Clock, hits: CacheHits) -> SearchResponse:
         if not plan.kb_ids:
-            return self._finish(plan, [], SearchMetrics(cache=hits), started)
-        cached, key = await self._cached(plan, started, hits)
+            return self._finish(plan, [], clock, hits)
+        cached, key = await self._cached(plan, clock, hits)
         if cached is not None:
             return cached
-        query = await self._retriever.embed(plan.query)
+        with clock.step("embedding"):
+            query = await self._retriever.embed(plan.query)
         hits.embedding = query.cached
-        searched = time.perf_counter()
         scope = SearchScope(plan.tenant_id, tuple(plan.kb_ids), plan.reader.key)
         # Copies and neighbours fold together, so the candidates may hold fewer than top_k
         # distinct passages: then deeper candidates are fetched, up to the retrievers' depth.
@@ -299,22 +304,21 @@ class SearchService:
                 threshold=plan.threshold,
                 fusion=plan.fusion,
                 previous=found,
+                clock=clock,
             )
-            passages = self._distinct(plan, found.candidates)
+            with clock.step("shaping"):
+                passages = self._distinct(plan, found.candidates)
             if len(passages) >= plan.top_k or not found.more or limit >= self._settings.depth:
                 break
             limit = min(limit * 3, self._settings.depth)
-        metrics = SearchMetrics(
-            embedding_ms=0.0 if query.cached else query.milliseconds,
-            vector_search_ms=_ms(searched),
-            cache=hits,
-        )
-        response = self._finish(plan, passages, metrics, started)
+        response = self._finish(plan, passages, clock, hits)
         if key is not None:
-            stored = response.model_copy(update={"metrics": SearchMetrics()})
-            await self._cache.set_result(
-                key, stored.model_dump_json().encode(), found=bool(response.hits)
-            )
+            with clock.step("writes"):
+                stored = response.model_copy(update={"metrics": SearchMetrics()})
+                await self._cache.set_result(
+                    key, stored.model_dump_json().encode(), found=bool(response.hits)
+                )
+            response.metrics = clock.metrics(hits)
         return response
 
     async def _result_key(self, plan: Plan) -> str | None:
@@ -369,16 +373,16 @@ class SearchService:
         self,
         plan: Plan,
         passages: list[Passage],
-        metrics: SearchMetrics,
-        started: float,
+        clock: Clock,
+        cache: CacheHits,
     ) -> SearchResponse:
-        hits = [_hit(passage) for passage in within_budget(passages, plan.max_context_tokens)]
-        metrics.total_ms = _ms(started)
-        return SearchResponse(
-            hits=hits,
-            metrics=metrics,
-            fallback_message=plan.fallback_message if not hits else None,
-        )
+        with clock.step("shaping"):
+            hits = [_hit(passage) for passage in within_budget(passages, plan.max_context_tokens)]
+            response = SearchResponse(
+                hits=hits, fallback_message=plan.fallback_message if not hits else None
+            )
+        response.metrics = clock.metrics(cache)
+        return response
 
 
 def _hit(passage: Passage) -> SearchHit:
@@ -411,7 +415,3 @@ def _rate_subject(plan: Plan) -> str:
     if plan.user_id:
         return f"user:{plan.tenant_id}:{plan.user_id}"
     return f"tenant:{plan.tenant_id}"
-
-
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)
