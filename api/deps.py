@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, TypeVar
 
-from fastapi import BackgroundTasks, Depends, Request
+from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from api.audit_middleware import remember_principal
@@ -28,7 +28,6 @@ from services.intake_service import IntakeService
 from services.knowledge_base_service import KnowledgeBaseService
 from services.people_service import PeopleService
 from services.removal_service import RemovalService
-from services.search.retrieval_events import Defer
 from services.search.search_service import SearchService
 from services.sync_service import SyncService
 from services.token_service import TokenService
@@ -123,15 +122,6 @@ async def resolve_kb_id(
 ) -> str:
     """The id of the KB a path names by id or by code (404 for neither in the tenant)."""
     return await knowledge_base_service.resolve(principal.tenant_id, kb_id)
-
-
-def after_response(background: BackgroundTasks) -> Defer:
-    """Runs deferred jobs once the response has been sent (FastAPI's background tasks)."""
-
-    async def run(job: Callable[[], Awaitable[None]]) -> None:
-        await job()
-
-    return lambda job: background.add_task(run, job)
 
 
 # A `{kb_id}` path segment: the KB's id or its code, resolved to the id.

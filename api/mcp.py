@@ -10,10 +10,9 @@ never breaks. The tools themselves are `services.agent_tool_service`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import mcp_types as types
@@ -63,11 +62,6 @@ class RaglineTokens:
         )
 
 
-async def _after_yield(job: Callable[[], Awaitable[None]]) -> None:
-    await asyncio.sleep(0)  # let the answer go out first
-    await job()
-
-
 def _session_id(ctx: ServerRequestContext[Any]) -> str:
     """The conversation a call belongs to: the client's MCP session id if it sent one, else
     the token it calls with."""
@@ -107,8 +101,6 @@ class KnowledgeMcp:
 
     def __init__(self, services: ServicesNow) -> None:
         self._services = services
-        # Retrieval events being sent after their answers (kept so they finish).
-        self._pending: set[asyncio.Task[None]] = set()
         self.server: Server[Any] = Server(
             "ragline",
             instructions=(
@@ -193,16 +185,10 @@ class KnowledgeMcp:
             log.exception("tool %s failed", spec.name)
             return _tool_error(f"{spec.name} failed: an internal error (it was logged)")
 
-    def _defer(self, job: Callable[[], Awaitable[None]]) -> None:
-        """Runs a job after the answer (the call's response does not wait for it)."""
-        task = asyncio.get_running_loop().create_task(_after_yield(job))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-
     async def _run(self, spec: ToolSpec, arguments: Any, session_id: str) -> Any:
         agent = await self._agent()
         tools = self._tools()
-        session = Session(session_id, self._defer)
+        session = Session(session_id)
         match spec.name:
             case "knowledge_search":
                 return {"results": _plain(await tools.knowledge_search(agent, arguments, session))}

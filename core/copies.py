@@ -101,10 +101,14 @@ class Signature:
     def decode(cls, stored: str) -> Signature:
         """A stored signature (`ValueError` for one that is not)."""
         level, _, packed = stored.partition(":")
-        raw = base64.b64decode(packed, validate=True)
+        try:
+            raw = base64.b64decode(packed, validate=True)
+            depth = int(level)
+        except ValueError as exc:
+            raise ValueError(f"not a copy signature: {stored[:40]!r}") from exc
         if len(raw) % 2:
-            raise ValueError("a copy signature holds 16-bit hashes")
-        return cls(int(level), frozenset(struct.unpack(f"<{len(raw) // 2}H", raw)))
+            raise ValueError("not a copy signature: it must hold 16-bit hashes")
+        return cls(depth, frozenset(struct.unpack(f"<{len(raw) // 2}H", raw)))
 
 
 def copy_signature(text: str) -> str:

@@ -99,6 +99,18 @@ def serve_metrics(host: str, port: int) -> None:
         start_http_server(port, addr=host)
 
 
+DRAINED_ITEMS = Counter(
+    "ragline_drained_items_total",
+    "Work queued by requests and done after them (`infra.drain`): handled, failed, or dropped "
+    "because its queue was full.",
+    ["queue", "result"],
+)
+SEARCH_INVALIDATIONS = Counter(
+    "ragline_search_invalidations_total",
+    "Changes to what searches may see (KB revisions, bots' access, tenants' KBs) received by "
+    "this process, and resets of its cached state (a missed change, a lost subscription).",
+    ["kind"],
+)
 RETRIEVAL_EVENTS = Counter(
     "ragline_retrieval_events_total",
     "rag_chunks_retrieved events: sent, or failed (Kafka unavailable; the search answered).",

@@ -84,6 +84,10 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
         await stack.enter_async_context(rewinding(subscriber, "index"))
     await broker.start()
     stack.push_async_callback(broker.stop)
+    # Searches read bots' access and KB revisions from memory once this process follows the
+    # changes to them (without Redis it does not: they are read from MongoDB).
+    if not await system.freshness_service.start():
+        log.warning("not following search changes yet (Redis): searches read MongoDB")
 
     stalled = asyncio.create_task(
         _report_stalled(system.document_repo, settings.ingest.stall_after_s)

@@ -319,8 +319,15 @@ class System:
 
     @cached_property
     def freshness_service(self) -> FreshnessService:
-        """The owner of KB revisions and bots' cached access."""
-        return FreshnessService(self.search_cache, self.knowledge_base_repo, self.bot_repo)
+        """The owner of KB revisions, bots' access and tenants' KBs as searches see them."""
+        freshness = FreshnessService(
+            self.search_cache,
+            self.knowledge_base_repo,
+            self.bot_repo,
+            ttl_s=self.settings.search.access_ttl_s,
+        )
+        self._stack.push_async_callback(freshness.close)
+        return freshness
 
     @cached_property
     def policy_service(self) -> PolicyService:
@@ -455,7 +462,6 @@ class System:
         retriever = Retriever(
             self.embedder,
             self.store,
-            self.search_cache,
             SparseEncoder(),
             search.depth,
             feedback=Feedback(
@@ -485,7 +491,9 @@ class System:
     @cached_property
     def retrieval_events(self) -> RetrievalEvents:
         """Announces what searches of a session retrieved (through the process's broker)."""
-        return RetrievalEvents(self.send)
+        events = RetrievalEvents(self.send)
+        self._stack.push_async_callback(events.close)
+        return events
 
     @cached_property
     def access_guard(self) -> AccessGuard:

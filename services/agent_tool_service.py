@@ -21,12 +21,10 @@ from schemas.search import (
     AgentHit,
     BotSearchRequest,
     KnowledgeSearchRequest,
-    SearchResponse,
 )
 from services.governance_service import PolicyService
 from services.search.access import AccessGuard, BotAccess
-from services.search.retrieval_events import Defer
-from services.search.search_service import SearchService
+from services.search.search_service import Answer, SearchService
 from services.wiki_service import WikiService
 
 # What `retrieve_knowledge` returns at most, in tokens (about four characters each).
@@ -35,11 +33,9 @@ RETRIEVE_TOKEN_BUDGET = 4000
 
 @dataclass(frozen=True)
 class Session:
-    """The conversation a tool call belongs to, and how its retrieval event is sent after the
-    answer."""
+    """The conversation a tool call belongs to (its searches' retrieval events name it)."""
 
     session_id: str
-    defer: Defer | None = None
 
 
 @dataclass(frozen=True)
@@ -321,7 +317,7 @@ class AgentToolService:
         top_k: int | None,
         session: Session,
         max_context_tokens: int | None = None,
-    ) -> SearchResponse:
+    ) -> Answer:
         if agent.bot is not None:
             named = None if kb_ids is None else await self._kbs.ids_of(agent.tenant_id, kb_ids)
             request = BotSearchRequest(
@@ -332,7 +328,7 @@ class AgentToolService:
                 top_k=top_k,
                 max_context_tokens=max_context_tokens,
             )
-            return await self._search.search_bot(request, session.defer, "mcp")
+            return await self._search.search_bot(request, "mcp")
         people = KnowledgeSearchRequest(
             query=query,
             kb_ids=kb_ids,
@@ -340,9 +336,7 @@ class AgentToolService:
             max_context_tokens=max_context_tokens,
             session_id=session.session_id,
         )
-        return await self._search.search_reader(
-            agent.tenant_id, agent.reader, people, session.defer, "mcp"
-        )
+        return await self._search.search_reader(agent.tenant_id, agent.reader, people, "mcp")
 
 
 def _info(kb: KnowledgeBase) -> KnowledgeBaseInfo:

@@ -35,7 +35,7 @@ class KnowledgeBaseService:
         files: list[str] | None = None,
     ) -> KnowledgeBase:
         """Creates an active, empty knowledge base (409 if its code is taken)."""
-        return await self._kbs.create(
+        kb = await self._kbs.create(
             tenant_id,
             name,
             description,
@@ -45,6 +45,9 @@ class KnowledgeBaseService:
             urls=urls,
             files=files,
         )
+        # People's searches of the tenant search it from now on.
+        await self._freshness.kb_changed(kb, access=True)
+        return kb
 
     async def resolve(self, tenant_id: str, id_or_code: str) -> str:
         """The id of the tenant's KB named by its id or its code."""

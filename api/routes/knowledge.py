@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, BackgroundTasks, Response, status
+from fastapi import APIRouter, Response, status
 from fastapi.responses import JSONResponse
 
 from api.deadline import bulk_operation
-from api.deps import CallerDep, SearchServiceDep, WikiServiceDep, after_response
+from api.deps import CallerDep, SearchServiceDep, WikiServiceDep
 from api.responses import AUTHENTICATED, BODY, refusals
 from core.errors import InvalidRequest
 from schemas.api import WikiPageIn, WikiPageList, WikiPageOut
@@ -21,14 +21,11 @@ async def knowledge_search(
     body: KnowledgeSearchRequest,
     caller: CallerDep,
     search_service: SearchServiceDep,
-    background: BackgroundTasks,
 ) -> KnowledgeSearchResponse:
     """Searches the caller's tenant's active KBs (those named, if any), returning only
     passages of items the caller may read; with a `session_id` or `turn_id`, announces what
     it retrieved after the answer."""
-    response = await search_service.search_reader(
-        caller.tenant_id, caller.reader, body, after_response(background)
-    )
+    response = await search_service.search_reader(caller.tenant_id, caller.reader, body)
     return KnowledgeSearchResponse(
         results=[KnowledgeResult.of(hit) for hit in response.hits], metrics=response.metrics
     )

@@ -45,7 +45,7 @@ async def playground_search(
         session_id=f"playground:{principal.token_id}",
         **body.model_dump(exclude_none=True),
     )
-    answer = await search_service.search_bot(request)
+    answer = await search_service.search_bot(request, announce=False)
     return PlaygroundResponse(
         hits=[PlaygroundHit.of(hit) for hit in answer.hits],
         metrics=answer.metrics,

@@ -92,8 +92,8 @@ class ChunkPoint:
 
 @dataclass(frozen=True)
 class ScoredChunk:
-    """A search result: the point, its score (cosine or BM25) and its payload, and for a
-    fetched chunk the indices of its sparse vector (which query terms it contains)."""
+    """A search result (`VectorStore.search`): the point, its score (cosine or BM25) and its
+    payload."""
 
     point_id: str
     score: float
@@ -109,56 +109,6 @@ class ScoredChunk:
             payload=ChunkPayload.from_store(point.payload),
             terms=_terms(point.vector if isinstance(point.vector, dict) else {}),
         )
-
-    @classmethod
-    def from_records(
-        cls,
-        records: Sequence[Any],
-        query: NDArray[np.float32],
-        scope: SearchScope,
-        cosines: Mapping[str, float] | None = None,
-    ) -> list[ScoredChunk]:
-        """From points retrieved by id (either Qdrant API): those in `scope`, scored by their
-        cosine similarity with the unit vector `query`: the one given in `cosines`, else
-        computed from the point's dense vector (retrieved for the points without one)."""
-        known = cosines or {}
-        selector = scope.filter()
-        visible = [record for record in records if selector.matches(record.payload or {})]
-        if not visible:
-            return []
-        # Each record's vectors are converted once: the bindings build them anew on access.
-        vectors = [record.vector if isinstance(record.vector, dict) else {} for record in visible]
-        unknown = [i for i, record in enumerate(visible) if str(record.id) not in known]
-        scores = [known.get(str(record.id), 0.0) for record in visible]
-        if unknown:
-            missing = np.zeros_like(query)
-            dense = np.array(
-                [vectors[i].get(DENSE_VECTOR, missing) for i in unknown], dtype=np.float32
-            )
-            norms = np.linalg.norm(dense, axis=1)
-            computed = (dense @ query) / np.where(norms > 0, norms, 1.0)
-            for i, cosine in zip(unknown, computed, strict=True):
-                scores[i] = float(cosine)
-        return [
-            cls(
-                point_id=str(record.id),
-                score=score,
-                payload=ChunkPayload.from_store(record.payload),
-                terms=_terms(vector),
-            )
-            for record, vector, score in zip(visible, vectors, scores, strict=True)
-        ]
-
-
-def split_known(
-    point_ids: Sequence[str], cosines: Mapping[str, float] | None
-) -> tuple[list[Any], list[Any]]:
-    """The points whose cosine is given, and the others (whose dense vectors must be read)."""
-    known = cosines or {}
-    return (
-        [point for point in point_ids if point in known],
-        [point for point in point_ids if point not in known],
-    )
 
 
 def _terms(vectors: dict[str, Any]) -> frozenset[int]:
@@ -260,30 +210,139 @@ class VectorQuery:
     exact: bool = False
 
 
+# The payload fields a ranking call brings with each chunk (`VectorStore.rank`): what fusion,
+# versions, neighbours and copies need, and what a folded copy is cited by; never the text.
+RANK_FIELDS: tuple[str, ...] = (
+    "document_id",
+    "kb_id",
+    "source_key",
+    "version",
+    "chunk_index",
+    "start",
+    "end",
+    "page",
+    "document_title",
+    "source_name",
+    "copy_signature",
+)
+
+
+@dataclass(frozen=True)
+class RankedChunk:
+    """A chunk as a ranking call brings it: its `RANK_FIELDS` (those it has) and, in a hybrid
+    ranking, the terms it holds (its sparse vector's indices)."""
+
+    point_id: str
+    fields: Mapping[str, Any]
+    terms: frozenset[int] = frozenset()
+
+    @classmethod
+    def from_point(cls, point: Any) -> RankedChunk:
+        """From a scored point of either Qdrant API."""
+        vectors = point.vector if isinstance(point.vector, dict) else {}
+        return cls(str(point.id), point.payload or {}, _terms(vectors))
+
+
+class RankPart(StrEnum):
+    """The parts of a ranking call (`RankQuery.parts`), each one query of the batch."""
+
+    # The dense ranking: chunks by cosine similarity (with a minimum, in dense mode).
+    DENSE = "dense"
+    # The sparse ranking: chunks by BM25.
+    SPARSE = "sparse"
+    # The sparse ranking's and the probes' chunks again, scored by cosine: what the threshold
+    # reads.
+    COSINES = "cosines"
+    # The chunks holding one probed term.
+    PROBE = "probe"
+
+
+@dataclass(frozen=True)
+class RankQuery:
+    """One search's ranking call (`VectorStore.rank`): the chunks in scope by each retriever
+    the mode uses, `depth` of each, with their `RANK_FIELDS`; in hybrid mode also up to
+    `probe_limit` chunks holding each probed term (with their fields), the cosines of the
+    sparse ranking's and the probes' chunks, and the terms every chunk holds."""
+
+    scope: SearchScope
+    dense: NDArray[np.float32]
+    depth: int
+    mode: RetrievalMode = RetrievalMode.HYBRID
+    sparse: SparseVector | None = None
+    # Dense mode: the minimum cosine, applied by the store.
+    threshold: float | None = None
+    probes: tuple[int, ...] = ()
+    probe_limit: int = 0
+
+    def parts(self) -> list[tuple[RankPart, int | None]]:
+        """The queries of the batch, in order: each part, and the term a probe probes."""
+        if not self.scope.kb_ids:
+            return []
+        if self.mode is RetrievalMode.DENSE:
+            return [(RankPart.DENSE, None)]
+        has_terms = self.sparse is not None and bool(self.sparse.indices)
+        if self.mode is RetrievalMode.SPARSE:
+            return [(RankPart.SPARSE, None)] if has_terms else []
+        parts: list[tuple[RankPart, int | None]] = [(RankPart.DENSE, None)]
+        if has_terms:
+            parts.append((RankPart.SPARSE, None))
+        parts += [(RankPart.PROBE, term) for term in self.probes]
+        if has_terms or self.probes:
+            parts.append((RankPart.COSINES, None))
+        return parts
+
+    @property
+    def with_terms(self) -> bool:
+        """Whether ranked chunks come with the terms they hold (hybrid only)."""
+        return self.mode is RetrievalMode.HYBRID
+
+
 @dataclass(frozen=True)
 class Rankings:
-    """Each retriever's best points within a scope, best first: (point id, score) pairs,
-    cosine similarities for the dense one and BM25 scores for the sparse one; and for each
-    probed term, the points holding it with their documents, (point id, document id) pairs (at
-    most the probe limit)."""
+    """A ranking call's answer: each retriever's best points within a scope, best first, as
+    (point id, score) pairs (cosine similarities for the dense one, BM25 scores for the sparse
+    one); every ranked chunk's fields; the cosine of every ranked chunk the store scored (the
+    dense ranking's and, in hybrid mode, the sparse ranking's); and for each probed term the
+    points holding it with their documents, (point id, document id) pairs (at most the probe
+    limit)."""
 
     dense: list[tuple[str, float]]
     sparse: list[tuple[str, float]]
     holding: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+    chunks: dict[str, RankedChunk] = field(default_factory=dict)
+    cosines: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def from_batch(
-        cls,
-        ranked: list[list[tuple[str, float]]],
-        held: list[list[tuple[str, str]]],
-        probes: Sequence[int],
-    ) -> Rankings:
-        """From the answers of a batch query: dense, then sparse (if asked); and the probes'."""
-        return cls(
-            dense=ranked[0],
-            sparse=ranked[1] if len(ranked) > 1 else [],
-            holding=dict(zip(probes, held, strict=True)),
-        )
+    def from_answers(cls, query: RankQuery, answers: Sequence[Sequence[Any]]) -> Rankings:
+        """From the answers to `query.parts()` (scored points of either Qdrant API)."""
+        rankings = cls([], [])
+        for (part, term), points in zip(query.parts(), answers, strict=True):
+            scored = [(str(p.id), float(p.score)) for p in points]
+            if part is RankPart.COSINES:
+                rankings.cosines.update(scored)
+                continue
+            for point in points:
+                rankings.chunks.setdefault(str(point.id), RankedChunk.from_point(point))
+            if part is RankPart.PROBE:
+                assert term is not None
+                rankings.holding[term] = [holder(p) for p in points]
+            elif part is RankPart.DENSE:
+                rankings.dense.extend(scored)
+                rankings.cosines.update(scored)
+            else:
+                rankings.sparse.extend(scored)
+        return rankings
+
+
+def readable(records: Sequence[Any], scope: SearchScope) -> dict[str, ChunkPayload]:
+    """The payloads of the points retrieved by id (either Qdrant API) that are still active
+    chunks in `scope`."""
+    selector = scope.filter()
+    return {
+        str(record.id): ChunkPayload.from_store(record.payload)
+        for record in records
+        if selector.matches(record.payload or {})
+    }
 
 
 def holder(point: Any) -> tuple[str, str]:
@@ -337,38 +396,13 @@ class VectorStore(Protocol):
         """The best active chunks in scope, best first (by exact search if `query.exact`)."""
         ...
 
-    async def rank(
-        self,
-        scope: SearchScope,
-        dense: NDArray[np.float32],
-        sparse: SparseVector | None,
-        depth: int,
-        probes: Sequence[int] = (),
-        probe_limit: int = 0,
-    ) -> Rankings:
-        """The `depth` best active chunks in scope by each retriever, ids and scores only (no
-        sparse ranking without query terms), and up to `probe_limit` chunks in scope holding
-        each probed term, with their documents: all in one round trip."""
+    async def rank(self, query: RankQuery) -> Rankings:
+        """The query's rankings (`RankQuery`), in one call to the engine."""
         ...
 
-    async def sparse_rank(
-        self, scope: SearchScope, sparse: SparseVector, depth: int
-    ) -> list[tuple[str, float]]:
-        """The `depth` best active chunks in scope by BM25 alone, (point id, score) pairs, best
-        first (none without query terms)."""
-        ...
-
-    async def fetch(
-        self,
-        scope: SearchScope,
-        point_ids: Sequence[str],
-        dense: NDArray[np.float32],
-        cosines: Mapping[str, float] | None = None,
-    ) -> list[ScoredChunk]:
-        """Those of the points that are still active chunks in scope, with their payloads,
-        their cosine similarity with `dense` as score, and their sparse terms; in no order.
-        A point's cosine given in `cosines` (a dense ranking's score) is taken as it is, and
-        its dense vector is not read."""
+    async def read(self, scope: SearchScope, point_ids: Sequence[str]) -> dict[str, ChunkPayload]:
+        """The payloads of those of the points that are still active chunks in scope, by point
+        id: one call to the engine."""
         ...
 
     async def count(self, selector: Filter) -> int:

@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -55,22 +55,23 @@ from core.filters import (
 from infra.metrics import VECTOR_STORE_OPTIMIZATIONS
 from infra.vectorstore.base import (
     DENSE_VECTOR,
-    DOCUMENT_ID,
     HIDDEN_PAYLOAD,
     PAYLOAD_INDEXES,
+    RANK_FIELDS,
     SPARSE_VECTOR,
     ChunkPoint,
     IndexKind,
     PublishedDocument,
     Quantization,
     Rankings,
+    RankPart,
+    RankQuery,
     RetrievalMode,
     ScoredChunk,
     SparseVector,
     VectorQuery,
     WithdrawnDocument,
-    holder,
-    split_known,
+    readable,
 )
 from schemas.chunks import ChunkPayload
 
@@ -394,83 +395,72 @@ class EdgeVectorStore:
         points = await self._read(lambda shard: shard.query(request))
         return [ScoredChunk.from_point(p) for p in points]
 
-    async def rank(
-        self,
-        scope: SearchScope,
-        dense: NDArray[np.float32],
-        sparse: SparseVector | None,
-        depth: int,
-        probes: Sequence[int] = (),
-        probe_limit: int = 0,
-    ) -> Rankings:
-        """Both retrievers' best ids and scores and the probes' holders, in one batch call to
-        the engine, shared with the searches ranking at the same moment."""
-        if not scope.kb_ids:
+    async def rank(self, query: RankQuery) -> Rankings:
+        """The query's rankings in one batch call to the engine, shared with the searches
+        ranking at the same moment."""
+        parts = query.parts()
+        if not parts:
             return Rankings([], [])
-        selector = edge_filter(scope.filter())
-        requests = [
-            qe.QueryRequest(
-                limit=depth, query=_dense_query(dense), filter=selector, params=self._dense_params
-            )
-        ]
-        sparse_query = _sparse_query(sparse)
-        if sparse_query is not None:
-            requests.append(qe.QueryRequest(limit=depth, query=sparse_query, filter=selector))
-        for term in probes:
-            probe = _sparse_query(SparseVector([term], [1.0]))
-            requests.append(
-                qe.QueryRequest(
-                    limit=probe_limit, query=probe, filter=selector, with_payload=[DOCUMENT_ID]
+        selector = edge_filter(query.scope.filter())
+        dense = _dense_query(query.dense)
+        sparse = _sparse_query(query.sparse)
+        vectors = [SPARSE_VECTOR] if query.with_terms else None
+        requests = []
+        for part, term in parts:
+            if part is RankPart.DENSE:
+                request = qe.QueryRequest(
+                    limit=query.depth,
+                    query=dense,
+                    filter=selector,
+                    params=self._dense_params,
+                    score_threshold=query.threshold,
+                    with_payload=list(RANK_FIELDS),
+                    with_vector=vectors,
                 )
-            )
-        answers = await self._rankings.submit(requests)
-        retrievers = len(answers) - len(probes)
-        return Rankings.from_batch(
-            [[(str(p.id), float(p.score)) for p in points] for points in answers[:retrievers]],
-            [[holder(p) for p in points] for points in answers[retrievers:]],
-            probes,
-        )
+            elif part is RankPart.SPARSE:
+                request = qe.QueryRequest(
+                    limit=query.depth,
+                    query=sparse,
+                    filter=selector,
+                    with_payload=list(RANK_FIELDS),
+                    with_vector=vectors,
+                )
+            elif part is RankPart.COSINES:
+                candidates = [
+                    qe.Prefetch(limit=query.probe_limit, query=_probe(term), filter=selector)
+                    for term in query.probes
+                ]
+                if sparse is not None:
+                    candidates.append(qe.Prefetch(limit=query.depth, query=sparse, filter=selector))
+                request = qe.QueryRequest(
+                    limit=query.depth + query.probe_limit * len(query.probes),
+                    query=dense,
+                    prefetches=candidates,
+                    params=self._dense_params,
+                )
+            else:
+                request = qe.QueryRequest(
+                    limit=query.probe_limit,
+                    query=_probe(term or 0),
+                    filter=selector,
+                    with_payload=list(RANK_FIELDS),
+                    with_vector=vectors,
+                )
+            requests.append(request)
+        return Rankings.from_answers(query, await self._rankings.submit(requests))
 
     async def _query_batch(self, requests: list[qe.QueryRequest]) -> list[list[Any]]:
         batch = qe.QueryBatchRequest(requests)
         return await self._read(lambda shard: shard.query_batch(batch))
 
-    async def sparse_rank(
-        self, scope: SearchScope, sparse: SparseVector, depth: int
-    ) -> list[tuple[str, float]]:
-        """The BM25 ranking's ids and scores."""
-        query = _sparse_query(sparse)
-        if query is None or not scope.kb_ids:
-            return []
-        request = qe.QueryRequest(limit=depth, query=query, filter=edge_filter(scope.filter()))
-        points = await self._read(lambda shard: shard.query(request))
-        return [(str(p.id), float(p.score)) for p in points]
-
-    async def fetch(
-        self,
-        scope: SearchScope,
-        point_ids: Sequence[str],
-        dense: NDArray[np.float32],
-        cosines: Mapping[str, float] | None = None,
-    ) -> list[ScoredChunk]:
-        """The points still in scope, scored by cosine with `dense` (or as `cosines` says), with
-        payload and terms.
-
-        Retrieved by id and checked here: a filtered query over a list of ids costs several
-        times as much in the engine. Dense vectors are read only for the points whose cosine
-        is not known: they are on disk, and the binding builds each as a list of floats."""
+    async def read(self, scope: SearchScope, point_ids: Sequence[str]) -> dict[str, ChunkPayload]:
+        """The payloads of the points still in scope (retrieved by id and checked here: a
+        filtered query over a list of ids costs several times as much in the engine)."""
         if not point_ids or not scope.kb_ids:
-            return []
-        known, unknown = split_known(point_ids, cosines)
-
-        def retrieve(shard: qe.EdgeShard) -> list[Any]:
-            records = list(shard.retrieve(known, True, [SPARSE_VECTOR])) if known else []
-            if unknown:
-                records += shard.retrieve(unknown, True, [DENSE_VECTOR, SPARSE_VECTOR])
-            return records
-
-        records = await self._read(retrieve)
-        return ScoredChunk.from_records(records, dense, scope, cosines)
+            return {}
+        ids: list[Any] = list(point_ids)
+        records = await self._read(lambda shard: shard.retrieve(ids, True, False))
+        return readable(records, scope)
 
     async def export_points(
         self, selector: Filter | None, batch: int = 256
@@ -627,6 +617,11 @@ def _edge_condition(condition: Condition) -> Any:
 
 def _dense_query(vector: NDArray[np.float32]) -> qe.Query:
     return qe.Query.Nearest(vector.tolist(), using=DENSE_VECTOR)
+
+
+def _probe(term: int) -> qe.Query:
+    """A query for the chunks holding a term."""
+    return qe.Query.Nearest(qe.SparseVector(indices=[term], values=[1.0]), using=SPARSE_VECTOR)
 
 
 def _sparse_query(sparse: SparseVector | None) -> qe.Query | None:

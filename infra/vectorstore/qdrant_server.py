@@ -12,13 +12,11 @@ rebuilds its segments in the background; the vectors stay as they are).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
-import numpy as np
-from numpy.typing import NDArray
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
@@ -36,22 +34,23 @@ from core.filters import (
 )
 from infra.vectorstore.base import (
     DENSE_VECTOR,
-    DOCUMENT_ID,
     HIDDEN_PAYLOAD,
     PAYLOAD_INDEXES,
+    RANK_FIELDS,
     SPARSE_VECTOR,
     ChunkPoint,
     IndexKind,
     PublishedDocument,
     Quantization,
     Rankings,
+    RankPart,
+    RankQuery,
     RetrievalMode,
     ScoredChunk,
     SparseVector,
     VectorQuery,
     WithdrawnDocument,
-    holder,
-    split_known,
+    readable,
 )
 from schemas.chunks import ChunkPayload
 
@@ -303,103 +302,88 @@ class QdrantServerStore:
                 )
         return [ScoredChunk.from_point(p) for p in response.points]
 
-    async def rank(
-        self,
-        scope: SearchScope,
-        dense: NDArray[np.float32],
-        sparse: SparseVector | None,
-        depth: int,
-        probes: Sequence[int] = (),
-        probe_limit: int = 0,
-    ) -> Rankings:
-        """Both retrievers' best ids and scores and the probes' holders, in one batch request
-        shared with the searches ranking at the same moment."""
-        if not scope.kb_ids:
+    async def rank(self, query: RankQuery) -> Rankings:
+        """The query's rankings in one batch request, shared with the searches ranking at the
+        same moment."""
+        parts = query.parts()
+        if not parts:
             return Rankings([], [])
-        selector = qdrant_filter(scope.filter())
-        requests = [
-            qm.QueryRequest(
-                query=dense.tolist(),
-                using=DENSE_VECTOR,
-                filter=selector,
-                params=self._dense_params,
-                limit=depth,
-            )
-        ]
-        sparse_vector = _sparse_vector(sparse)
-        if sparse_vector is not None:
-            requests.append(
-                qm.QueryRequest(
-                    query=sparse_vector, using=SPARSE_VECTOR, filter=selector, limit=depth
+        selector = qdrant_filter(query.scope.filter())
+        dense = query.dense.tolist()
+        sparse = _sparse_vector(query.sparse)
+        vectors = [SPARSE_VECTOR] if query.with_terms else False
+        requests = []
+        for part, term in parts:
+            if part is RankPart.DENSE:
+                request = qm.QueryRequest(
+                    query=dense,
+                    using=DENSE_VECTOR,
+                    filter=selector,
+                    params=self._dense_params,
+                    limit=query.depth,
+                    score_threshold=query.threshold,
+                    with_payload=list(RANK_FIELDS),
+                    with_vector=vectors,
                 )
-            )
-        for term in probes:
-            requests.append(
-                qm.QueryRequest(
-                    query=qm.SparseVector(indices=[term], values=[1.0]),
+            elif part is RankPart.SPARSE:
+                request = qm.QueryRequest(
+                    query=sparse,
                     using=SPARSE_VECTOR,
                     filter=selector,
-                    limit=probe_limit,
-                    with_payload=[DOCUMENT_ID],
+                    limit=query.depth,
+                    with_payload=list(RANK_FIELDS),
+                    with_vector=vectors,
                 )
-            )
+            elif part is RankPart.COSINES:
+                candidates = [
+                    qm.Prefetch(
+                        query=_probe(term),
+                        using=SPARSE_VECTOR,
+                        filter=selector,
+                        limit=query.probe_limit,
+                    )
+                    for term in query.probes
+                ]
+                if sparse is not None:
+                    candidates.append(
+                        qm.Prefetch(
+                            query=sparse, using=SPARSE_VECTOR, filter=selector, limit=query.depth
+                        )
+                    )
+                request = qm.QueryRequest(
+                    prefetch=candidates,
+                    query=dense,
+                    using=DENSE_VECTOR,
+                    params=self._dense_params,
+                    limit=query.depth + query.probe_limit * len(query.probes),
+                )
+            else:
+                request = qm.QueryRequest(
+                    query=_probe(term or 0),
+                    using=SPARSE_VECTOR,
+                    filter=selector,
+                    limit=query.probe_limit,
+                    with_payload=list(RANK_FIELDS),
+                    with_vector=vectors,
+                )
+            requests.append(request)
         answers = await self._rankings.submit(requests)
-        retrievers = len(answers) - len(probes)
-        return Rankings.from_batch(
-            [[(str(p.id), float(p.score)) for p in a.points] for a in answers[:retrievers]],
-            [[holder(p) for p in a.points] for a in answers[retrievers:]],
-            probes,
-        )
+        return Rankings.from_answers(query, [answer.points for answer in answers])
 
     async def _query_batch(self, requests: list[qm.QueryRequest]) -> list[qm.QueryResponse]:
         async with _qdrant_errors():
             return await self._client.query_batch_points(self._collection, requests)
 
-    async def sparse_rank(
-        self, scope: SearchScope, sparse: SparseVector, depth: int
-    ) -> list[tuple[str, float]]:
-        """The BM25 ranking's ids and scores."""
-        vector = _sparse_vector(sparse)
-        if vector is None or not scope.kb_ids:
-            return []
-        async with _qdrant_errors():
-            response = await self._client.query_points(
-                self._collection,
-                query=vector,
-                using=SPARSE_VECTOR,
-                query_filter=qdrant_filter(scope.filter()),
-                limit=depth,
-                with_payload=False,
-            )
-        return [(str(p.id), float(p.score)) for p in response.points]
-
-    async def fetch(
-        self,
-        scope: SearchScope,
-        point_ids: Sequence[str],
-        dense: NDArray[np.float32],
-        cosines: Mapping[str, float] | None = None,
-    ) -> list[ScoredChunk]:
-        """The points still in scope, scored by cosine with `dense` (or as `cosines` says), with
-        payload and terms.
-
-        Retrieved by id and checked here: cheaper than a filtered exact query over the ids.
-        Dense vectors (on disk when quantised) are read only for points whose cosine is not
-        known."""
+    async def read(self, scope: SearchScope, point_ids: Sequence[str]) -> dict[str, ChunkPayload]:
+        """The payloads of the points still in scope (retrieved by id and checked here:
+        cheaper than a filtered query over the ids)."""
         if not point_ids or not scope.kb_ids:
-            return []
-        records: list[Any] = []
+            return {}
         async with _qdrant_errors():
-            for ids, vectors in zip(
-                split_known(point_ids, cosines),
-                ([SPARSE_VECTOR], [DENSE_VECTOR, SPARSE_VECTOR]),
-                strict=True,
-            ):
-                if ids:
-                    records += await self._client.retrieve(
-                        self._collection, ids, with_payload=True, with_vectors=vectors
-                    )
-        return ScoredChunk.from_records(records, dense, scope, cosines)
+            records = await self._client.retrieve(
+                self._collection, list(point_ids), with_payload=True, with_vectors=False
+            )
+        return readable(records, scope)
 
     async def export_points(
         self, selector: Filter | None, batch: int = 256
@@ -456,6 +440,11 @@ def _qdrant_condition(condition: Condition) -> qm.Condition:
             return qm.FieldCondition(key=key, range=qm.Range(gte=gte, lt=lt))
         case Filter():
             return qdrant_filter(condition)
+
+
+def _probe(term: int) -> qm.SparseVector:
+    """A query for the chunks holding a term."""
+    return qm.SparseVector(indices=[term], values=[1.0])
 
 
 def _sparse_vector(sparse: SparseVector | None) -> qm.SparseVector | None:

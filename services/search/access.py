@@ -2,9 +2,9 @@
 
 A bot may search the KBs attached to it that exist in its own tenant and are active, and of
 those only the ones the request names (if it names any). Everything else is dropped without an
-error; a bot whose knowledge is disabled searches nothing. The resolved access is cached for
-`access_ttl_s` and dropped whenever the bot or one of its KBs changes
-(`services.freshness_service`).
+error; a bot whose knowledge is disabled searches nothing. The resolved access is held in the
+process's memory until the bot or one of its KBs changes (`services.freshness_service`), for
+`access_ttl_s` at most.
 """
 
 from __future__ import annotations
@@ -48,32 +48,17 @@ class AccessGuard:
         self._kbs = kbs
         self._freshness = freshness
 
-    async def for_bot(self, bot_id: str) -> tuple[BotAccess, bool]:
-        """The bot's access and whether it came from the cache; `NotFound` for no such bot."""
-        cached = await self._freshness.cached_access(bot_id)
-        if cached is not None:
-            return (
-                BotAccess(
-                    bot_id=bot_id,
-                    tenant_id=cached["tenant_id"],
-                    revision=int(cached["revision"]),
-                    knowledge=KnowledgeConfig.model_validate(cached["knowledge"]),
-                    active_kb_ids=tuple(cached["active_kb_ids"]),
-                ),
-                True,
-            )
+    async def for_bot(self, bot_id: str, since: int | None = None) -> tuple[BotAccess, bool]:
+        """The bot's access and whether it was held in memory; `NotFound` for no such bot.
+        `since`: the freshness epoch the search began with (None: now)."""
+        since = self._freshness.epoch if since is None else since
+        held = self._freshness.access(bot_id)
+        if isinstance(held, BotAccess):
+            return held, True
         bot = await self._bots.find(bot_id)
         if bot is None:
             raise NotFound("bot", bot_id)
         active = await self._kbs.active_ids(bot.tenant_id, bot.knowledge.kb_ids)
         access = BotAccess(bot.id, bot.tenant_id, bot.revision, bot.knowledge, tuple(active))
-        await self._freshness.remember_access(
-            bot_id,
-            {
-                "tenant_id": access.tenant_id,
-                "revision": access.revision,
-                "knowledge": access.knowledge.model_dump(),
-                "active_kb_ids": list(access.active_kb_ids),
-            },
-        )
+        self._freshness.remember_access(bot_id, access, set(bot.knowledge.kb_ids), since)
         return access, False

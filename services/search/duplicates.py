@@ -4,15 +4,15 @@ Knowledge bases hold the same passage several times: a manual as PDF and as DOCX
 crawled twice, a policy pasted into two documents. Without care those copies fill the answer
 and push the passages the caller needed out of the top k.
 
-Each passage is reduced to its set of word shingles (`SHINGLE_WORDS` consecutive words; case,
-punctuation, Unicode forms and line-end hyphenation ignored, so a PDF's text matches the same
-words typed in a DOCX). Two passages are copies when their overlap coefficient — shared
-shingles over the shingles of the smaller one — reaches the threshold
-(`search.duplicate_threshold`): that share of the shorter passage repeats the other word for
-word. The overlap coefficient rather than Jaccard, because copies in different formats are cut
-into chunks at different places: a chunk of the PDF and the DOCX chunk covering the same text
-are offset, and share only part of their windows. A passage shorter than a shingle is compared
-as its whole word sequence.
+Each chunk carries a copy signature computed from its text when it was indexed
+(`core.copies`: its word shingles, hashed and, for a long text, sampled), so copies are told
+apart without reading any text at query time. Two passages are copies when the overlap
+coefficient of their signatures — shared shingles over the shingles of the smaller one —
+reaches the threshold (`search.duplicate_threshold`): that share of the shorter passage repeats
+the other word for word. The overlap coefficient rather than Jaccard, because copies in
+different formats are cut into chunks at different places: a chunk of the PDF and the DOCX
+chunk covering the same text are offset, and share only part of their windows. A passage
+shorter than a shingle is compared as its whole word sequence.
 
 A copy folds into the higher-ranked passage, which lists it under `also_in`, and the next
 distinct passage moves up (`services.search.shaping.assemble`), so k distinct passages come back
@@ -21,37 +21,33 @@ when the candidates hold k.
 
 from __future__ import annotations
 
-import re
-import unicodedata
+from collections.abc import Mapping
 from functools import lru_cache
+from typing import Any
 
-SHINGLE_WORDS = 4
+from core.copies import Signature
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-# A word broken across lines by a hyphen ("config-\nuration"), as PDFs print them.
-_LINE_END_HYPHEN = re.compile(r"(\w)-[^\S\n]*\n\s*(\w)")
-
-
-# Shingle sets of recent texts: a deeper look at the same search (at most `search.depth`, 100,
-# candidates), a popular chunk, or a copy stored with the very same text, costs nothing again.
-# About 15 kB per cached set of a 1,000-character chunk: 512 of them hold ~7 MB (2,048 held
-# ~30 MB, which the soak benchmark saw as the API's memory growing while they filled).
-SHINGLE_CACHE_SIZE = 512
+# Signatures decoded lately: a popular chunk, or copies stored with the very same text, cost
+# nothing again (a few kB each).
+SIGNATURE_CACHE_SIZE = 4096
+_NONE = Signature(0, frozenset())
 
 
-@lru_cache(maxsize=SHINGLE_CACHE_SIZE)
-def shingles(text: str, size: int = SHINGLE_WORDS) -> frozenset[int]:
-    """Hashes of the text's runs of `size` consecutive words (the whole text if shorter)."""
-    text = _LINE_END_HYPHEN.sub(r"\1\2", unicodedata.normalize("NFKC", text).lower())
-    words = _WORD.findall(text)
-    if len(words) <= size:
-        return frozenset({hash(tuple(words))}) if words else frozenset()
-    return frozenset(hash(tuple(words[i : i + size])) for i in range(len(words) - size + 1))
+@lru_cache(maxsize=SIGNATURE_CACHE_SIZE)
+def decoded(stored: str) -> Signature:
+    """A stored signature (an unreadable one is empty: that chunk is nobody's copy)."""
+    try:
+        return Signature.decode(stored)
+    except ValueError:
+        return _NONE
 
 
-def overlap(first: frozenset[int], second: frozenset[int]) -> float:
-    """Shared shingles over the shingles of the smaller set (0 when either is empty)."""
-    if not first or not second:
-        return 0.0
-    small, large = (first, second) if len(first) <= len(second) else (second, first)
-    return len(small & large) / len(small)
+def signature_of(fields: Mapping[str, Any]) -> Signature:
+    """The copy signature among a chunk's payload fields (empty if it has none)."""
+    stored = fields.get("copy_signature")
+    return decoded(stored) if isinstance(stored, str) and stored else _NONE
+
+
+def is_copy(first: Signature, second: Signature, threshold: float) -> bool:
+    """Whether two passages are copies of one another."""
+    return first.overlap(second) >= threshold

@@ -1,27 +1,29 @@
-"""Retrieval: the query's vectors, the store query, and what the score threshold keeps.
+"""Retrieval: the query's vector, one ranking call to the store, and what the score threshold
+keeps.
+
+A search asks the store twice at most: one ranking call (`VectorStore.rank`) brings every
+candidate the retrievers rank, each with the few payload fields fusion and folding need and
+never its text; once the answer's passages are chosen, one read (`read`) brings their texts.
 
 `score_threshold` is a minimum cosine similarity in every mode, so a bot's setting means the
 same thing whether it searches dense or hybrid:
 
-- dense: chunks ranked by cosine; those below the threshold are dropped. `score` is the cosine.
-- hybrid: the dense and the sparse (BM25) rankings (`depth` chunks each, one store round
-  trip) are fused (`services.search.fusion`), then the best fused chunks are fetched with their
-  payloads and exact cosines. With pseudo-relevance feedback (`Feedback`), a question's
-  keyword query first gains the terms its best semantic matches share, so a passage that
-  answers in other words than the asker's is found by both retrievers: the dense ranking and
-  those chunks come first, then the sparse ranking of the widened query (three round trips).
-  A fused chunk is kept if its cosine reaches the threshold, or if it is an exact keyword
-  match, which embeddings often miss: it contains every term of the query, or every rare
-  identifier the query names (a part number, an error code, a flag).
-  `score` is the fused score, 0..1, where 1 is the best chunk of both rankings (or a chunk
-  placed first for a strong signal).
+- dense: chunks ranked by cosine, the threshold applied by the store. `score` is the cosine.
+- hybrid: the dense and the sparse (BM25) rankings (`depth` chunks each) are fused
+  (`services.search.fusion`); the same call scores the sparse ranking's chunks by cosine too,
+  and says which query terms every ranked chunk holds. A fused chunk is kept if its cosine
+  reaches the threshold, or if it is an exact keyword match, which embeddings often miss: it
+  contains every term of the query, or every rare identifier the query names (a part number,
+  an error code, a flag). `score` is the fused score, 0..1, where 1 is the best chunk of both
+  rankings (or a chunk placed first for a strong signal). With pseudo-relevance feedback
+  (`Feedback`, off by default), a question's keyword query first gains the terms its best
+  semantic matches hold, and the store ranks again with the widened query (two ranking calls).
 - sparse (admin tooling only): BM25 alone, no threshold; `score` is the BM25 score.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,16 +31,16 @@ from numpy.typing import NDArray
 from core.filters import SearchScope
 from infra.embedding.base import Embedder
 from infra.embedding.batching import QueryBatcher
-from infra.search_cache import SearchCache
 from infra.sparse import SparseEncoder, identifier_terms, term_index, tokens, with_feedback
 from infra.vectorstore.base import (
+    RankedChunk,
+    Rankings,
+    RankQuery,
     RetrievalMode,
-    ScoredChunk,
     SparseVector,
-    VectorQuery,
     VectorStore,
 )
-from services.search.clock import Clock
+from schemas.chunks import ChunkPayload
 from services.search.fusion import (
     Fused,
     FusionParams,
@@ -62,52 +64,33 @@ class Feedback:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A chunk that passed retrieval, with its score and why it was kept."""
+    """A chunk that passed retrieval: what the ranking call brought of it, its score, why it
+    was kept, and its place in the ranking it came from (fused, dense or sparse), before the
+    threshold."""
 
-    chunk: ScoredChunk
+    chunk: RankedChunk
     score: float
     rationale: str
-
-
-@dataclass(frozen=True)
-class HybridRanking:
-    """A hybrid search's fused ranking, the cosines its dense ranking found (so those chunks'
-    dense vectors need not be read again), and the chunks fetched for it so far (None: gone
-    from the store or out of scope since it was ranked)."""
-
-    fused: list[Fused]
-    fetched: dict[str, ScoredChunk | None]
-    cosines: dict[str, float] = field(default_factory=dict)
+    position: int
 
 
 @dataclass(frozen=True)
 class Retrieved:
-    """The candidates, best first, and whether a larger limit would have found more."""
+    """The candidates, best first; in hybrid mode also the fused ranking they come from."""
 
     candidates: list[Candidate]
-    more: bool
-    # Hybrid only: what a deeper look at the same search starts from, so the store does not
-    # rank again and only chunks not fetched yet are fetched.
-    ranking: HybridRanking | None = None
-
-
-@dataclass(frozen=True)
-class QueryVector:
-    """A query's dense vector, and whether it came from the cache."""
-
-    vector: NDArray[np.float32]
-    cached: bool
-    milliseconds: float
+    # How many chunks were ranked (a window of that many or more holds every candidate).
+    ranked: int
+    fused: list[Fused] | None = None
 
 
 class Retriever:
-    """Embeds queries (through the cache) and runs the store query for a mode."""
+    """Embeds queries and runs the store's ranking call and read for a mode."""
 
     def __init__(
         self,
         embedder: Embedder,
         store: VectorStore,
-        cache: SearchCache,
         sparse: SparseEncoder,
         depth: int,
         batcher: QueryBatcher | None = None,
@@ -117,21 +100,23 @@ class Retriever:
         # Concurrent searches share model calls.
         self._batcher = batcher or QueryBatcher(embedder.embed_queries)
         self._store = store
-        self._cache = cache
         self._sparse = sparse
         self._depth = depth
         self._feedback = feedback
 
-    async def embed(self, query: str) -> QueryVector:
-        """The query's dense vector, from the cache or the model."""
-        started = time.perf_counter()
-        model = self._embedder.model_id
-        cached = await self._cache.get_embedding(model, query)
-        if cached is not None and cached.shape == (self._embedder.dimensions,):
-            return QueryVector(cached, True, _ms(started))
-        vector = await self._batcher.embed(query)
-        await self._cache.set_embedding(model, query, vector)
-        return QueryVector(vector, False, _ms(started))
+    @property
+    def model_id(self) -> str:
+        """The query model's id (query vectors are cached under it)."""
+        return self._embedder.model_id
+
+    @property
+    def dimensions(self) -> int:
+        """The size of a query vector."""
+        return self._embedder.dimensions
+
+    async def embed(self, query: str) -> NDArray[np.float32]:
+        """The query's dense vector, from the model (in a batch with concurrent queries)."""
+        return await self._batcher.embed(query)
 
     async def retrieve(
         self,
@@ -140,45 +125,29 @@ class Retriever:
         vector: NDArray[np.float32],
         *,
         mode: RetrievalMode,
-        limit: int,
         threshold: float,
         fusion: FusionParams,
-        previous: Retrieved | None = None,
-        clock: Clock | None = None,
     ) -> Retrieved:
-        """Up to `limit` chunks for the query, best first, filtered as the module docstring
-        says. `previous` is this same search's answer for a smaller limit, to look deeper."""
-        clock = clock or Clock()
+        """Every chunk the store ranks for the query (`depth` per retriever), best first,
+        filtered as the module docstring says: one ranking call (two with feedback)."""
         if mode is RetrievalMode.DENSE:
-            with clock.step("ranking"):
-                found = await self._store.search(
-                    VectorQuery(scope, vector, limit, score_threshold=threshold or None, mode=mode)
-                )
-            return Retrieved(
-                [
-                    Candidate(hit, hit.score, f"semantic match (cosine {hit.score:.2f})")
-                    for hit in found
-                ],
-                more=len(found) == limit,
+            rankings = await self._store.rank(
+                RankQuery(scope, vector, self._depth, mode, threshold=threshold or None)
             )
+            return _single(rankings, rankings.dense, "semantic match (cosine {:.2f})")
         sparse = self._sparse.query(query)
         if mode is RetrievalMode.SPARSE:
-            with clock.step("ranking"):
-                found = await self._store.search(
-                    VectorQuery(scope, vector, limit, mode=mode, sparse=sparse)
-                )
-            return Retrieved(
-                [
-                    Candidate(hit, hit.score, f"keyword match (BM25 {hit.score:.2f})")
-                    for hit in found
-                ],
-                more=len(found) == limit,
+            rankings = await self._store.rank(
+                RankQuery(scope, vector, self._depth, mode, sparse=sparse)
             )
-        ranking = previous.ranking if previous is not None else None
-        if ranking is None:
-            with clock.step("ranking"):
-                ranking = await self._rank(scope, query, vector, sparse, limit, fusion)
-        return await self._hybrid(scope, query, vector, ranking, limit, threshold, clock)
+            return _single(rankings, rankings.sparse, "keyword match (BM25 {:.2f})")
+        rankings = await self._rank(scope, query, vector, sparse, fusion)
+        fused = fuse(rankings, for_query(query, fusion))
+        return Retrieved(_hybrid(query, rankings, fused, threshold), len(fused), fused)
+
+    async def read(self, scope: SearchScope, point_ids: list[str]) -> dict[str, ChunkPayload]:
+        """The chosen chunks' payloads (their texts), those still in scope: one read."""
+        return await self._store.read(scope, point_ids)
 
     async def _rank(
         self,
@@ -186,65 +155,72 @@ class Retriever:
         query: str,
         vector: NDArray[np.float32],
         sparse: SparseVector,
-        limit: int,
         fusion: FusionParams,
-    ) -> HybridRanking:
+    ) -> Rankings:
         # Identifiers in the query: the store says which chunks hold each of their terms, so
         # that fusion can put the chunks holding every rare one first.
-        probes = [term_index(term) for term in identifier_terms(query)]
-        depth = max(self._depth, limit)
-        params = for_query(query, fusion)
+        probes = tuple(term_index(term) for term in identifier_terms(query))
+        ranking = RankQuery(
+            scope,
+            vector,
+            self._depth,
+            RetrievalMode.HYBRID,
+            sparse=sparse,
+            probes=probes,
+            probe_limit=fusion.probe_limit,
+        )
+        rankings = await self._store.rank(ranking)
         feedback = self._feedback
         if not feedback.chunks or query_kind(query) is not QueryKind.QUESTION:
-            rankings = await self._store.rank(
-                scope, vector, sparse, depth, probes, fusion.probe_limit
-            )
-            return HybridRanking(fuse(rankings, params), {}, dict(rankings.dense))
-        rankings = await self._store.rank(scope, vector, None, depth, probes, fusion.probe_limit)
-        best = [point for point, _ in rankings.dense[: feedback.chunks]]
-        cosines = dict(rankings.dense)
-        found = await self._store.fetch(scope, best, vector, cosines) if best else []
+            return rankings
+        best = [rankings.chunks[point] for point, _ in rankings.dense[: feedback.chunks]]
         widened = with_feedback(
-            sparse, [chunk.terms for chunk in found], feedback.weight, feedback.min_chunks
+            sparse, [chunk.terms for chunk in best], feedback.weight, feedback.min_chunks
         )
-        rankings = replace(rankings, sparse=await self._store.sparse_rank(scope, widened, depth))
-        return HybridRanking(fuse(rankings, params), {c.point_id: c for c in found}, cosines)
+        again = await self._store.rank(RankQuery(**{**vars(ranking), "sparse": widened}))
+        return Rankings(
+            dense=rankings.dense,
+            sparse=again.sparse,
+            holding=rankings.holding,
+            chunks={**again.chunks, **rankings.chunks},
+            cosines={**again.cosines, **rankings.cosines},
+        )
 
-    async def _hybrid(
-        self,
-        scope: SearchScope,
-        query: str,
-        vector: NDArray[np.float32],
-        ranking: HybridRanking,
-        limit: int,
-        threshold: float,
-        clock: Clock,
-    ) -> Retrieved:
-        best = ranking.fused[:limit]
-        wanted = [f.point_id for f in best if f.point_id not in ranking.fetched]
-        if wanted:
-            with clock.step("fetch"):
-                fetched = await self._store.fetch(scope, wanted, vector, ranking.cosines)
-            found = {c.point_id: c for c in fetched}
-            ranking.fetched.update({point_id: found.get(point_id) for point_id in wanted})
-        # The query's terms, as sparse-vector indices: a chunk contains a term exactly when its
-        # own sparse vector has that index, so no chunk text is tokenised again here.
-        terms = {term_index(term) for term in tokens(query)}
-        kept = []
-        for fused in best:
-            chunk = ranking.fetched[fused.point_id]
-            if chunk is None:  # deleted or hidden since it was ranked
-                continue
-            cosine = chunk.score
-            matched = terms & chunk.terms
-            exact = (bool(terms) and matched == terms) or fused.lead == "identifier"
-            if cosine < threshold and not exact:
-                continue
-            why = _why(fused, cosine, len(matched), terms)
-            if cosine < threshold:
-                why += " (kept as an exact keyword match below the similarity threshold)"
-            kept.append(Candidate(chunk, fused.score, why))
-        return Retrieved(kept, more=len(ranking.fused) > limit, ranking=ranking)
+
+def _single(rankings: Rankings, ranked: list[tuple[str, float]], why: str) -> Retrieved:
+    """One retriever's ranking as candidates, in its order."""
+    return Retrieved(
+        [
+            Candidate(rankings.chunks[point], score, why.format(score), position)
+            for position, (point, score) in enumerate(ranked)
+        ],
+        len(ranked),
+    )
+
+
+def _hybrid(
+    query: str, rankings: Rankings, fused: list[Fused], threshold: float
+) -> list[Candidate]:
+    """The fused chunks that pass: a cosine at the threshold, or an exact keyword match."""
+    # The query's terms, as sparse-vector indices: a chunk contains a term exactly when its own
+    # sparse vector has that index, so no chunk text is tokenised here.
+    terms = {term_index(term) for term in tokens(query)}
+    kept = []
+    for position, point in enumerate(fused):
+        chunk = rankings.chunks.get(point.point_id)
+        if chunk is None:  # a probe's find, ranked by neither retriever
+            continue
+        # A chunk neither ranking scored by cosine is below the dense ranking's last.
+        cosine = rankings.cosines.get(point.point_id, 0.0)
+        matched = terms & chunk.terms
+        exact = (bool(terms) and matched == terms) or point.lead == "identifier"
+        if cosine < threshold and not exact:
+            continue
+        why = _why(point, cosine, len(matched), terms)
+        if cosine < threshold:
+            why += " (kept as an exact keyword match below the similarity threshold)"
+        kept.append(Candidate(chunk, point.score, why, position))
+    return kept
 
 
 def _why(fused: Fused, cosine: float, matched: int, terms: set[int]) -> str:
@@ -258,7 +234,3 @@ def _why(fused: Fused, cosine: float, matched: int, terms: set[int]) -> str:
     elif fused.lead == "semantic":
         why += "; first: its semantic match leads the rest by far"
     return why
-
-
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,25 +1,28 @@
-"""Retrieval events (`rag_chunks_retrieved`): what a search of a session or turn
-retrieved, announced on Kafka after the answer has gone out.
+"""Retrieval events (`rag_chunks_retrieved`): what a search of a session or turn retrieved,
+announced on Kafka after the answer.
 
-The transport decides what "after" means (`Defer`: FastAPI's background tasks once the
-response is sent, a task of its own on the MCP server); the search never waits for Kafka, and
-Kafka being down never fails a search: the event is dropped and counted
+A search only queues its event (`announce`: never waits, never fails); one task of the process
+builds the queued events and sends them together (`infra.drain`: the producer batches them
+into one request per partition), so no request waits for Kafka, and Kafka being down never
+fails a search: the events are dropped and counted
 (`ragline_retrieval_events_total{result="failed"}`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
+from infra.drain import Drain
 from infra.metrics import RETRIEVAL_EVENTS
 from schemas.events import ChunksRetrieved, Send
 from schemas.topics import CHUNKS_RETRIEVED
 
 log = logging.getLogger(__name__)
 
-# Runs a job after the answer is sent.
-Defer = Callable[[Callable[[], Awaitable[None]]], None]
+# Builds an event: after the answer, off the request's path.
+EventOf = Callable[[], ChunksRetrieved]
 
 
 class RetrievalEvents:
@@ -27,13 +30,32 @@ class RetrievalEvents:
 
     def __init__(self, send: Send) -> None:
         self._send = send
+        self._queue: Drain[EventOf] = Drain("retrieval-events", self._send_all)
 
-    async def announce(self, event: ChunksRetrieved) -> None:
-        """Sends the event; a failure is logged and counted, never raised."""
-        try:
-            await self._send(CHUNKS_RETRIEVED, event.key, event.model_dump_json().encode())
-        except Exception as exc:
-            RETRIEVAL_EVENTS.labels("failed").inc()
-            log.warning("retrieval event %s not sent: %s", event.event_id, exc)
-            return
-        RETRIEVAL_EVENTS.labels("sent").inc()
+    def announce(self, event: EventOf) -> None:
+        """Queues an event (built and sent by the process's sending task)."""
+        self._queue.put(event)
+
+    async def sent(self) -> None:
+        """Returns once every event queued so far was sent or dropped (for tests)."""
+        await self._queue.idle()
+
+    async def close(self) -> None:
+        """Sends what is queued (for a moment), then stops."""
+        await self._queue.close()
+
+    async def _send_all(self, queued: list[EventOf]) -> None:
+        events = [build() for build in queued]
+        results = await asyncio.gather(
+            *(
+                self._send(CHUNKS_RETRIEVED, event.key, event.model_dump_json().encode())
+                for event in events
+            ),
+            return_exceptions=True,
+        )
+        for event, result in zip(events, results, strict=True):
+            if isinstance(result, BaseException):
+                RETRIEVAL_EVENTS.labels("failed").inc()
+                log.warning("retrieval event %s not sent: %s", event.event_id, result)
+            else:
+                RETRIEVAL_EVENTS.labels("sent").inc()

@@ -1,9 +1,29 @@
-"""The search service: the access guard, the answer cache, retrieval and result shaping."""
+"""The search service: the access guard, the answer cache, retrieval and result shaping.
+
+One uncached search, step by step (`services.search.clock` times each):
+
+1. access: who may search what, from the process's memory (`services.freshness_service`): the
+   bot's access, the tenant's KBs, the KBs' revisions for the answer's cache key;
+2. limit and cache: one round trip to Redis (`infra.search_cache.SearchCache.probe`) counts the
+   search against its rate and looks up the answer and the query vector, and says whether this
+   process is behind on changes (then it waits for them and plans again);
+3. embedding: the query's vector from the model, unless it was cached;
+4. ranking: one call to the store ranks the candidates with the fields folding needs, and fusion
+   orders them (`services.search.retrieval`);
+5. shaping: versions, neighbours and copies decide the passages, without reading a text;
+6. fetch: one read brings the chosen passages' texts; the answer's body is made once;
+7. writes: the answer and the query vector are cached, and the retrieval event sent, after the
+   answer (queued, never waited for).
+
+A cached answer is returned as the bytes it was stored as, with its timings added.
+"""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Literal
 
 from core.errors import RateLimited
@@ -12,9 +32,11 @@ from core.governance import Reader
 from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.metrics import SEARCH_CACHE, SEARCH_LATENCY, SEARCH_REQUESTS, TENANT_REQUESTS
 from infra.rate_limits import RateLimiter
-from infra.search_cache import SearchCache, result_key
+from infra.search_cache import Limit, Probe, Remembered, SearchCache, result_key
 from infra.settings import SearchSettings
 from infra.vectorstore.base import RetrievalMode
+from schemas.chunks import ChunkPayload
+from schemas.domain import KbStatus, RetrievalConfig
 from schemas.events import ChunksRetrieved, RetrievedChunk
 from schemas.search import (
     AlsoIn,
@@ -31,10 +53,19 @@ from services.governance_service import PolicyService
 from services.search.access import AccessGuard
 from services.search.clock import Clock
 from services.search.fusion import FusionMethod, FusionParams
-from services.search.retrieval import Candidate, Retriever
-from services.search.retrieval_events import Defer, RetrievalEvents
-from services.search.shaping import Passage, assemble, newest_versions, within_budget
+from services.search.retrieval import Candidate, Retrieved, Retriever
+from services.search.retrieval_events import RetrievalEvents
+from services.search.shaping import (
+    Passage,
+    Piece,
+    assemble,
+    newest_versions,
+    text_of,
+    within_budget,
+)
 
+# How a cached answer is stored (its cache key says it): its body without its metrics.
+ANSWER_FORMAT = "body-v2"
 # Where a search came from, as its retrieval event says.
 Channel = Literal["bot", "people", "mcp"]
 
@@ -65,8 +96,69 @@ class Plan:
     turn_id: str | None = None
 
 
+@dataclass(frozen=True)
+class TenantKbs:
+    """A tenant's KBs as people's searches see them: the active ones, oldest first, with their
+    codes and default retrievals."""
+
+    active: tuple[str, ...]
+    by_code: dict[str, str]
+    defaults: dict[str, RetrievalConfig | None]
+
+    def named(self, refs: list[str]) -> list[str]:
+        """The active KBs these ids or codes name, in order (others are dropped)."""
+        return self.active_of(
+            [ref if ref.startswith("kb_") else self.by_code.get(ref, "") for ref in refs]
+        )
+
+    def active_of(self, kb_ids: list[str]) -> list[str]:
+        """Those of these KB ids that are active, in order, once each."""
+        active = set(self.active)
+        return [kb_id for kb_id in dict.fromkeys(kb_ids) if kb_id in active]
+
+
+class Answer:
+    """A search's answer: its body as JSON (everything but its metrics) and its metrics. Its
+    hits are read from the body only when asked for: an answer from the cache is returned as
+    the bytes it was stored as."""
+
+    def __init__(
+        self, body: bytes, metrics: SearchMetrics, response: SearchResponse | None = None
+    ) -> None:
+        self.body = body
+        self.metrics = metrics
+        if response is not None:
+            self.__dict__["response"] = response
+
+    @cached_property
+    def response(self) -> SearchResponse:
+        """The answer as a model (its metrics included)."""
+        response = SearchResponse.model_validate_json(self.body)
+        response.metrics = self.metrics
+        return response
+
+    @property
+    def hits(self) -> list[SearchHit]:
+        """The passages found, best first."""
+        return self.response.hits
+
+    @property
+    def fallback_message(self) -> str | None:
+        """What a strict bot should say when nothing was found."""
+        return self.response.fallback_message
+
+    def json(self) -> bytes:
+        """The whole answer as JSON: the body with the metrics added."""
+        metrics = self.metrics.model_dump_json().encode()
+        return self.body[:-1] + b',"metrics":' + metrics + b"}"
+
+
+# Plans a search, given the freshness epoch it begins with.
+Planner = Callable[[int], Awaitable[tuple[Plan, CacheHits]]]
+
+
 class SearchService:
-    """Answers the agent runtime's searches, and admin tooling's."""
+    """Answers the agent runtime's searches, people's, and admin tooling's."""
 
     def __init__(
         self,
@@ -108,14 +200,14 @@ class SearchService:
         )
 
     async def search_bot(
-        self, request: BotSearchRequest, defer: Defer | None = None, channel: Channel = "bot"
-    ) -> SearchResponse:
+        self, request: BotSearchRequest, channel: Channel = "bot", announce: bool = True
+    ) -> Answer:
         """A bot's search, within its attached, active KBs: of what `user_id` may read, or
-        without one, of what the whole tenant may read. With `defer`, what it retrieved is
-        announced after the answer."""
-        clock = Clock()
-        with clock.step("access"):
-            access, cached_access = await self._guard.for_bot(request.bot_id)
+        without one, of what the whole tenant may read. With `announce` (and a session or
+        turn), what it retrieved is announced after the answer."""
+
+        async def plan(since: int) -> tuple[Plan, CacheHits]:
+            access, held = await self._guard.for_bot(request.bot_id, since)
             knowledge = access.knowledge
             strict = knowledge.strict if request.strict is None else request.strict
             reader = (
@@ -123,211 +215,217 @@ class SearchService:
                 if request.user_id is None
                 else await self._policy.user(access.tenant_id, request.user_id)
             )
-        plan = Plan(
-            tenant_id=access.tenant_id,
-            kb_ids=access.allowed(request.kb_ids),
-            reader=reader,
-            query=request.query.strip(),
-            mode=RetrievalMode(knowledge.retrieval_mode),
-            top_k=request.top_k or knowledge.top_k,
-            threshold=(
-                knowledge.score_threshold
-                if request.score_threshold is None
-                else request.score_threshold
-            ),
-            fusion=self._fusion(knowledge.fusion, knowledge.dense_weight, knowledge.rrf_k),
-            max_context_tokens=request.max_context_tokens or knowledge.max_context_tokens,
-            fallback_message=knowledge.fallback_message if strict else None,
-            identity=("bot", access.bot_id, str(access.revision)),
-            channel=channel,
-            bot_id=access.bot_id,
-            user_id=request.user_id,
-            session_id=request.session_id,
-            turn_id=request.turn_id,
-        )
-        return await self._answer(plan, clock, CacheHits(access=cached_access), defer)
+            threshold = request.score_threshold
+            fusion = self._fusion(knowledge.fusion, knowledge.dense_weight, knowledge.rrf_k)
+            return Plan(
+                tenant_id=access.tenant_id,
+                kb_ids=access.allowed(request.kb_ids),
+                reader=reader,
+                query=request.query.strip(),
+                mode=RetrievalMode(knowledge.retrieval_mode),
+                top_k=request.top_k or knowledge.top_k,
+                threshold=knowledge.score_threshold if threshold is None else threshold,
+                fusion=fusion,
+                max_context_tokens=request.max_context_tokens or knowledge.max_context_tokens,
+                fallback_message=knowledge.fallback_message if strict else None,
+                identity=("bot", access.bot_id, str(access.revision)),
+                channel=channel,
+                bot_id=access.bot_id,
+                user_id=request.user_id,
+                session_id=request.session_id,
+                turn_id=request.turn_id,
+            ), CacheHits(access=held)
+
+        return await self._answer(plan, announce)
 
     async def search_reader(
         self,
         tenant_id: str,
         reader: Reader,
         request: KnowledgeSearchRequest,
-        defer: Defer | None = None,
         channel: Channel = "people",
-    ) -> SearchResponse:
+        announce: bool = True,
+    ) -> Answer:
         """A person's search over their tenant's active KBs (those named, if any), of what
-        they may read. With `defer` and a session or turn, what it retrieved is announced
+        they may read. With `announce` and a session or turn, what it retrieved is announced
         after the answer."""
-        clock = Clock()
-        if request.kb_ids is None:
-            kb_ids = await self._kbs.all_active_ids(tenant_id)
-        else:
-            named = await self._kbs.ids_of(tenant_id, request.kb_ids)
-            kb_ids = await self._kbs.active_ids(tenant_id, named)
-        threshold = request.score_threshold
-        # The searched KBs' default retrieval (an evaluation's configuration applied to them)
-        # when they all have the same one, else the service's; a mode the request names wins.
-        defaults = await self._kbs.default_retrievals(tenant_id, kb_ids)
-        shared = defaults[0] if defaults and all(d == defaults[0] for d in defaults) else None
-        plan = Plan(
-            tenant_id=tenant_id,
-            kb_ids=kb_ids,
-            reader=reader,
-            query=request.query.strip(),
-            mode=RetrievalMode(
-                request.retrieval_mode or ("hybrid" if shared is None else shared.retrieval_mode)
-            ),
-            top_k=request.top_k,
-            threshold=self._settings.people_score_threshold if threshold is None else threshold,
-            fusion=(
-                self._fusion("convex", None, 60)
-                if shared is None or shared.fusion is None
-                else self._fusion(
-                    shared.fusion,
-                    shared.dense_weight,
-                    shared.rrf_k or 60,
-                )
-            ),
-            max_context_tokens=request.max_context_tokens,
-            fallback_message=None,
-            identity=("reader", tenant_id),
-            channel=channel,
-            user_id=reader.user_id,
-            session_id=request.session_id,
-            turn_id=request.turn_id,
-        )
-        return await self._answer(plan, clock, CacheHits(), defer)
 
-    async def search_tenant(self, request: TenantSearchRequest) -> SearchResponse:
+        async def plan(since: int) -> tuple[Plan, CacheHits]:
+            tenant, held = await self._tenant_kbs(tenant_id, since)
+            kb_ids = list(tenant.active) if request.kb_ids is None else tenant.named(request.kb_ids)
+            threshold = request.score_threshold
+            # The searched KBs' default retrieval (an evaluation's configuration applied to
+            # them) when they all have the same one, else the service's; a mode the request
+            # names wins.
+            defaults = [tenant.defaults.get(kb_id) for kb_id in kb_ids]
+            shared = defaults[0] if defaults and all(d == defaults[0] for d in defaults) else None
+            mode = request.retrieval_mode or ("hybrid" if shared is None else shared.retrieval_mode)
+            return Plan(
+                tenant_id=tenant_id,
+                kb_ids=kb_ids,
+                reader=reader,
+                query=request.query.strip(),
+                mode=RetrievalMode(mode),
+                top_k=request.top_k,
+                threshold=self._settings.people_score_threshold if threshold is None else threshold,
+                fusion=(
+                    self._fusion("convex", None, 60)
+                    if shared is None or shared.fusion is None
+                    else self._fusion(shared.fusion, shared.dense_weight, shared.rrf_k or 60)
+                ),
+                max_context_tokens=request.max_context_tokens,
+                fallback_message=None,
+                identity=("reader", tenant_id),
+                channel=channel,
+                user_id=reader.user_id,
+                session_id=request.session_id,
+                turn_id=request.turn_id,
+            ), CacheHits(access=held)
+
+        return await self._answer(plan, announce)
+
+    async def search_tenant(self, request: TenantSearchRequest) -> Answer:
         """Admin tooling's search over a tenant's requested, active KBs (as an admin)."""
-        clock = Clock()
-        plan = Plan(
-            tenant_id=request.tenant_id,
-            kb_ids=await self._kbs.active_ids(request.tenant_id, request.kb_ids),
-            reader=Reader.administrator(),
-            query=request.query.strip(),
-            mode=RetrievalMode(request.retrieval_mode),
-            top_k=request.top_k,
-            threshold=request.score_threshold,
-            fusion=self._fusion(request.fusion, request.dense_weight, request.rrf_k),
-            max_context_tokens=request.max_context_tokens,
-            fallback_message=None,
-            identity=("tenant", request.tenant_id),
-        )
-        return await self._answer(plan, clock, CacheHits())
 
-    async def _answer(
-        self, plan: Plan, clock: Clock, hits: CacheHits, defer: Defer | None = None
-    ) -> SearchResponse:
+        async def plan(since: int) -> tuple[Plan, CacheHits]:
+            tenant, held = await self._tenant_kbs(request.tenant_id, since)
+            return Plan(
+                tenant_id=request.tenant_id,
+                kb_ids=tenant.active_of(request.kb_ids),
+                reader=Reader.administrator(),
+                query=request.query.strip(),
+                mode=RetrievalMode(request.retrieval_mode),
+                top_k=request.top_k,
+                threshold=request.score_threshold,
+                fusion=self._fusion(request.fusion, request.dense_weight, request.rrf_k),
+                max_context_tokens=request.max_context_tokens,
+                fallback_message=None,
+                identity=("tenant", request.tenant_id),
+            ), CacheHits(access=held)
+
+        return await self._answer(plan, announce=False)
+
+    async def _tenant_kbs(self, tenant_id: str, since: int) -> tuple[TenantKbs, bool]:
+        """The tenant's KBs, held in memory or read (and held), and whether they were held."""
+        held = self._freshness.tenant_kbs(tenant_id)
+        if isinstance(held, TenantKbs):
+            return held, True
+        kbs = sorted(await self._kbs.list_all(tenant_id), key=lambda kb: kb.created_at)
+        active = [kb for kb in kbs if kb.status is KbStatus.ACTIVE]
+        tenant = TenantKbs(
+            active=tuple(kb.id for kb in active),
+            by_code={kb.code: kb.id for kb in kbs if kb.code},
+            defaults={kb.id: kb.default_retrieval for kb in active},
+        )
+        self._freshness.remember_tenant_kbs(tenant_id, tenant, since)
+        return tenant, False
+
+    # --- one search -------------------------------------------------------------------------
+
+    async def _answer(self, planner: Planner, announce: bool) -> Answer:
+        clock = Clock()
         try:
-            response = await self._within_rate(plan, clock, hits)
+            answer, plan = await self._searched(planner, clock)
         except Exception:
             SEARCH_REQUESTS.labels("error").inc()
             raise
         finally:
             SEARCH_LATENCY.observe(time.perf_counter() - clock.started)
-        SEARCH_REQUESTS.labels("hits" if response.hits else "empty").inc()
+        cache = answer.metrics.cache
+        SEARCH_REQUESTS.labels("empty" if _found_nothing(answer.body) else "hits").inc()
         TENANT_REQUESTS.labels(plan.tenant_id, "search").inc()
-        for layer, hit in response.metrics.cache.model_dump().items():
+        for layer, hit in (("access", cache.access), ("embedding", cache.embedding)):
             SEARCH_CACHE.labels(layer, "hit" if hit else "miss").inc()
-        if defer is not None and (plan.session_id or plan.turn_id):
-            event = ChunksRetrieved(
-                tenant_id=plan.tenant_id,
-                bot_id=plan.bot_id,
-                user_id=plan.user_id,
-                session_id=plan.session_id,
-                turn_id=plan.turn_id,
-                channel=plan.channel,
-                query=plan.query,
-                retrieval_mode=plan.mode.value,
-                chunks=[RetrievedChunk.of(hit) for hit in response.hits],
-                latency_ms=response.metrics.total_ms,
-                cached=response.metrics.cache.result,
-            )
-            defer(lambda: self._events.announce(event))
-        return response
+        SEARCH_CACHE.labels("result", "hit" if cache.result else "miss").inc()
+        if announce and (plan.session_id or plan.turn_id):
+            with clock.step("writes"):
+                self._events.announce(lambda: _event(plan, answer))
+            answer.metrics = clock.metrics(cache)
+        return answer
 
-    async def _within_rate(self, plan: Plan, clock: Clock, hits: CacheHits) -> SearchResponse:
-        """Over its rate (per bot, person, or tenant form), a search is answered from the
-        cache if it can be, else refused with when to try again."""
-        if self._limits is None:
-            return await self._cached_or_fresh(plan, clock, hits)
-        with clock.step("limit"):
-            retry = await self._limits.hit(
-                "search", _rate_subject(plan), self._searches_per_second, window_s=1
-            )
-        if not retry:
-            return await self._cached_or_fresh(plan, clock, hits)
-        cached, _ = await self._cached(plan, clock, hits) if plan.kb_ids else (None, None)
-        if cached is None:
-            raise RateLimited("searches", retry)
-        return cached
-
-    async def _cached(
-        self, plan: Plan, clock: Clock, hits: CacheHits
-    ) -> tuple[SearchResponse | None, str | None]:
-        """The cached answer, if any, and the cache key (None: not cacheable)."""
+    async def _searched(self, planner: Planner, clock: Clock) -> tuple[Answer, Plan]:
+        """The answer, from the cache or found, and the plan it answers."""
+        since = self._freshness.epoch
+        with clock.step("access"):
+            plan, hits = await planner(since)
+            key = await self._result_key(plan, since) if plan.kb_ids else None
         with clock.step("cache"):
-            key = await self._result_key(plan)
-            if key is None:
-                return None, None
-            body = await self._cache.get_result(key)
-        if body is None:
-            return None, key
-        with clock.step("shaping"):
-            response = SearchResponse.model_validate_json(body)
-        hits.result = True
-        response.metrics = clock.metrics(hits)
-        return response, key
+            probe = await self._probe(plan, key)
+            if not await self._freshness.settle(probe.seq, since):
+                # A change reached this process meanwhile: plan again with it.
+                since = self._freshness.epoch
+                plan, hits = await planner(since)
+                again = await self._result_key(plan, since) if plan.kb_ids else None
+                if again != key:
+                    key = again
+                    found = await self._cache.probe(key, None, self._retriever.model_id, plan.query)
+                    probe = replace(probe, answer=found.answer)
+        if probe.answer is not None:
+            hits.result = True
+            return Answer(probe.answer, clock.metrics(hits)), plan
+        if probe.retry_after_s:
+            raise RateLimited("searches", probe.retry_after_s)
+        return await self._found(plan, key, probe, hits, clock), plan
 
-    async def _cached_or_fresh(self, plan: Plan, clock: Clock, hits: CacheHits) -> SearchResponse:
+    async def _probe(self, plan: Plan, key: str | None) -> Probe:
+        """The search's one round trip before answering."""
+        limit = None
+        if self._limits is not None:
+            window = self._limits.window("search", _rate_subject(plan), 1)
+            limit = Limit(window, self._searches_per_second)
+        return await self._cache.probe(key, limit, self._retriever.model_id, plan.query)
+
+    async def _found(
+        self, plan: Plan, key: str | None, probe: Probe, hits: CacheHits, clock: Clock
+    ) -> Answer:
+        """A search the cache could not answer."""
         if not plan.kb_ids:
-            return self._finish(plan, [], clock, hits)
-        cached, key = await self._cached(plan, clock, hits)
-        if cached is not None:
-            return cached
-        with clock.step("embedding"):
-            query = await self._retriever.embed(plan.query)
-        hits.embedding = query.cached
+            return self._finish(plan, [], {}, clock, hits)
+        vector = probe.vector
+        fresh = None
+        if vector is None or vector.shape != (self._retriever.dimensions,):
+            with clock.step("embedding"):
+                vector = fresh = await self._retriever.embed(plan.query)
+        else:
+            hits.embedding = True
         scope = SearchScope(plan.tenant_id, tuple(plan.kb_ids), plan.reader.key)
-        # Copies and neighbours fold together, so the candidates may hold fewer than top_k
-        # distinct passages: then deeper candidates are fetched, up to the retrievers' depth.
-        limit = plan.top_k * self._settings.oversample
-        found = None
-        while True:
+        with clock.step("ranking"):
             found = await self._retriever.retrieve(
                 scope,
                 plan.query,
-                query.vector,
+                vector,
                 mode=plan.mode,
-                limit=limit,
                 threshold=plan.threshold,
                 fusion=plan.fusion,
-                previous=found,
-                clock=clock,
             )
-            with clock.step("shaping"):
-                passages = self._distinct(plan, found.candidates)
-            if len(passages) >= plan.top_k or not found.more or limit >= self._settings.depth:
-                break
-            limit = min(limit * 3, self._settings.depth)
-        response = self._finish(plan, passages, clock, hits)
-        if key is not None:
-            with clock.step("writes"):
-                stored = response.model_copy(update={"metrics": SearchMetrics()})
-                await self._cache.set_result(
-                    key, stored.model_dump_json().encode(), found=bool(response.hits)
+        with clock.step("shaping"):
+            passages = self._distinct(plan, found)
+        with clock.step("fetch"):
+            wanted = [piece.point_id for passage in passages for piece in passage.pieces]
+            payloads = await self._retriever.read(scope, wanted)
+        answer = self._finish(plan, passages, payloads, clock, hits)
+        with clock.step("writes"):
+            self._cache.remember(
+                Remembered(
+                    answer_key=key,
+                    body=answer.body,
+                    found=bool(answer.response.hits),
+                    model_id=self._retriever.model_id,
+                    query=plan.query,
+                    vector=fresh,
                 )
-            response.metrics = clock.metrics(hits)
-        return response
+            )
+        answer.metrics = clock.metrics(hits)
+        return answer
 
-    async def _result_key(self, plan: Plan) -> str | None:
+    async def _result_key(self, plan: Plan, since: int) -> str | None:
         """The answer's cache key, or None if the KBs' revisions are not known."""
-        revisions = await self._freshness.revisions(plan.kb_ids)
+        revisions = await self._freshness.revisions(plan.kb_ids, since)
         if revisions is None:
             return None
         return result_key(
             [
+                ANSWER_FORMAT,
                 *plan.identity,
                 plan.reader.key,
                 sorted(zip(plan.kb_ids, revisions, strict=True)),
@@ -343,57 +441,63 @@ class SearchService:
             ]
         )
 
-    def _distinct(self, plan: Plan, candidates: list[Candidate]) -> list[Passage]:
+    def _distinct(self, plan: Plan, found: Retrieved) -> list[Passage]:
         """The best distinct passages of the candidates: newest versions only, neighbours
-        merged, copies folded; at most top_k."""
-        newest = {id(chunk) for chunk in newest_versions([c.chunk for c in candidates])}
-        passages = [
-            Passage(
-                payload=c.chunk.payload,
-                text=c.chunk.payload.chunk_text,
-                score=c.score,
-                first_index=c.chunk.payload.chunk_index,
-                last_index=c.chunk.payload.chunk_index,
-                start=c.chunk.payload.start,
-                end=c.chunk.payload.end,
-                rationale=c.rationale,
-                rank=rank,
+        merged, copies folded; at most top_k. The candidates are looked at in windows of the
+        first `top_k * oversample` ranked chunks, three times as many, and so on, until a
+        window holds top_k distinct passages or every candidate."""
+        settings = self._settings
+        window = plan.top_k * settings.oversample
+        while True:
+            within = [c for c in found.candidates if c.position < window]
+            passages = assemble(
+                newest_versions(_pieces(within)),
+                plan.top_k,
+                copy_threshold=settings.duplicate_threshold,
+                max_chunks=settings.merge_max_chunks,
             )
-            for rank, c in enumerate(candidates)
-            if id(c.chunk) in newest
-        ]
-        return assemble(
-            passages,
-            plan.top_k,
-            copy_threshold=self._settings.duplicate_threshold,
-            max_chunks=self._settings.merge_max_chunks,
-        )
+            deeper = min(window * 3, settings.depth)
+            if len(passages) >= plan.top_k or window >= found.ranked or deeper <= window:
+                return passages
+            window = deeper
 
     def _finish(
         self,
         plan: Plan,
         passages: list[Passage],
+        payloads: dict[str, ChunkPayload],
         clock: Clock,
         cache: CacheHits,
-    ) -> SearchResponse:
+    ) -> Answer:
         with clock.step("shaping"):
-            hits = [_hit(passage) for passage in within_budget(passages, plan.max_context_tokens)]
+            texts = {point_id: payload.chunk_text for point_id, payload in payloads.items()}
+            shown = [(p, text) for p in passages if (text := text_of(p, texts)) is not None]
+            kept = within_budget([text for _, text in shown], plan.max_context_tokens)
+            hits = [
+                _hit(passage, text, payloads[passage.pieces[0].point_id])
+                for (passage, _), text in zip(shown, kept, strict=False)
+            ]
             response = SearchResponse(
                 hits=hits, fallback_message=plan.fallback_message if not hits else None
             )
-        response.metrics = clock.metrics(cache)
-        return response
+            body = response.model_dump_json(exclude={"metrics"}).encode()
+        return Answer(body, clock.metrics(cache), response)
 
 
-def _hit(passage: Passage) -> SearchHit:
-    payload = passage.payload
+def _pieces(candidates: Sequence[Candidate]) -> Iterator[Piece]:
+    for rank, candidate in enumerate(candidates):
+        chunk = candidate.chunk
+        yield Piece(chunk.point_id, chunk.fields, candidate.score, candidate.rationale, rank)
+
+
+def _hit(passage: Passage, text: str, payload: ChunkPayload) -> SearchHit:
     merged = passage.last_index > passage.first_index
     rationale = passage.rationale
     if merged:
         rationale += f"; chunks {passage.first_index}-{passage.last_index} merged"
     return SearchHit(
         score=round(passage.score, 6),
-        chunk_text=passage.text,
+        chunk_text=text,
         document_id=payload.document_id,
         document_title=payload.title,
         source_name=payload.source_name,
@@ -406,6 +510,28 @@ def _hit(passage: Passage) -> SearchHit:
         retrieval_rationale=rationale,
         also_in=[AlsoIn(**vars(source)) for source in passage.also_in],
     )
+
+
+def _event(plan: Plan, answer: Answer) -> ChunksRetrieved:
+    """The retrieval event of a search (built after the answer)."""
+    return ChunksRetrieved(
+        tenant_id=plan.tenant_id,
+        bot_id=plan.bot_id,
+        user_id=plan.user_id,
+        session_id=plan.session_id,
+        turn_id=plan.turn_id,
+        channel=plan.channel,
+        query=plan.query,
+        retrieval_mode=plan.mode.value,
+        chunks=[RetrievedChunk.of(hit) for hit in answer.hits],
+        latency_ms=answer.metrics.total_ms,
+        cached=answer.metrics.cache.result,
+    )
+
+
+def _found_nothing(body: bytes) -> bool:
+    """Whether an answer's body holds no hit (without reading the rest of it)."""
+    return body.startswith(b'{"hits":[]')
 
 
 def _rate_subject(plan: Plan) -> str:

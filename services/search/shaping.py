@@ -1,25 +1,29 @@
 """Shaping search results into passages. Pure: no I/O.
 
+The passages are chosen before any text is read, from what the ranking call brings of each
+candidate (`infra.vectorstore.base.RANK_FIELDS`); the chosen ones' texts are then read once and
+joined (`text_of`):
+
 - one version per source: chunks of an older version of a source are dropped when a newer one
   is in the same answer (the store swaps versions in one step, this makes sure of it);
 - neighbours merged: adjacent or overlapping chunks of one document become one passage (of at
-  most `search.merge_max_chunks` chunks), with the overlap removed, so an answer is
-  not the same sentences twice;
+  most `search.merge_max_chunks` chunks), with the overlap removed, so an answer is not the
+  same sentences twice;
 - copies folded: near-identical passages, of any document, fold into the best-ranked one and
-  are listed in its `also_in` (`services.search.duplicates`), and the next distinct passage moves
-  up;
+  are listed in its `also_in` (`services.search.duplicates`), and the next distinct passage
+  moves up;
 - a token budget: `max_context_tokens` keeps the best passages that fit.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
-from infra.vectorstore.base import ScoredChunk
-from schemas.chunks import ChunkPayload
-from services.search.duplicates import overlap, shingles
+from core.copies import Signature
+from services.search.duplicates import is_copy, signature_of
 
 # A rough count of tokens for budgets: about four characters each for English text.
 CHARS_PER_TOKEN = 4
@@ -38,50 +42,115 @@ class Source:
 
 
 @dataclass(frozen=True)
-class Passage:
-    """One or more adjacent chunks of a document, as one hit."""
+class Piece:
+    """One candidate chunk, as the ranking call brought it (no text): its point, the fields it
+    came with, its score, why it was kept and its rank among the candidates."""
 
-    payload: ChunkPayload
-    text: str
+    point_id: str
+    fields: Mapping[str, Any]
     score: float
-    first_index: int
-    last_index: int
-    start: int | None
-    end: int | None
     rationale: str
     rank: int
-    # Other places holding (nearly) the same text, folded into this passage.
-    also_in: tuple[Source, ...] = ()
+
+    @property
+    def document_id(self) -> str:
+        """The chunk's document."""
+        return str(self.fields.get("document_id", ""))
+
+    @property
+    def chunk_index(self) -> int:
+        """The chunk's place in its document."""
+        return int(self.fields.get("chunk_index", 0))
+
+    @property
+    def start(self) -> int | None:
+        """Where the chunk's text starts in its document's text (None: not known)."""
+        start = self.fields.get("start")
+        return None if start is None else int(start)
+
+    @property
+    def end(self) -> int | None:
+        """Where the chunk's text ends in its document's text (None: not known)."""
+        end = self.fields.get("end")
+        return None if end is None else int(end)
+
+    @property
+    def version_line(self) -> tuple[str, str]:
+        """The source this chunk is a version of: one version of it is shown at a time."""
+        fields = self.fields
+        return str(fields.get("kb_id", "")), str(fields.get("source_key") or self.document_id)
+
+    @property
+    def version(self) -> int:
+        """The version of its source the chunk belongs to."""
+        return int(self.fields.get("version", 0))
 
     @property
     def source(self) -> Source:
-        """The document and chunk this passage comes from."""
-        payload = self.payload
+        """The document and chunk this piece comes from."""
+        fields = self.fields
+        page = fields.get("page")
         return Source(
-            document_id=payload.document_id,
-            document_title=payload.title,
-            source_name=payload.source_name,
-            kb_id=payload.kb_id,
-            page=payload.page,
-            chunk_index=self.first_index,
+            document_id=self.document_id,
+            document_title=str(fields.get("document_title") or fields.get("source_name") or ""),
+            source_name=str(fields.get("source_name") or ""),
+            kb_id=str(fields.get("kb_id", "")),
+            page=None if page is None else int(page),
+            chunk_index=self.chunk_index,
         )
 
 
-def newest_versions(chunks: list[ScoredChunk]) -> list[ScoredChunk]:
+@dataclass(frozen=True)
+class Passage:
+    """One or more adjacent chunks of a document, as one hit: its pieces by chunk index."""
+
+    pieces: tuple[Piece, ...]
+    score: float
+    rationale: str
+    rank: int
+    signature: Signature
+    # Other places holding (nearly) the same text, folded into this passage.
+    also_in: tuple[Source, ...] = ()
+
+    @classmethod
+    def of(cls, piece: Piece, signature: Signature) -> Passage:
+        """A passage of one chunk."""
+        return cls((piece,), piece.score, piece.rationale, piece.rank, signature)
+
+    @property
+    def document_id(self) -> str:
+        """The passage's document."""
+        return self.pieces[0].document_id
+
+    @property
+    def first_index(self) -> int:
+        """The first chunk's index."""
+        return self.pieces[0].chunk_index
+
+    @property
+    def last_index(self) -> int:
+        """The last chunk's index."""
+        return self.pieces[-1].chunk_index
+
+    @property
+    def source(self) -> Source:
+        """The document and first chunk this passage comes from."""
+        return self.pieces[0].source
+
+
+def newest_versions(pieces: Iterable[Piece]) -> list[Piece]:
     """Drops chunks of a source whose newer version is also among the results."""
+    pieces = list(pieces)
     newest: dict[tuple[str, str], int] = {}
-    for chunk in chunks:
-        line = chunk.payload.version_line
-        newest[line] = max(newest.get(line, 0), chunk.payload.version)
-    return [
-        chunk for chunk in chunks if chunk.payload.version == newest[chunk.payload.version_line]
-    ]
+    for piece in pieces:
+        newest[piece.version_line] = max(newest.get(piece.version_line, 0), piece.version)
+    return [piece for piece in pieces if piece.version == newest[piece.version_line]]
 
 
 def assemble(
-    passages: Iterable[Passage], limit: int, copy_threshold: float, max_chunks: int
+    pieces: Iterable[Piece], limit: int, copy_threshold: float, max_chunks: int
 ) -> list[Passage]:
-    """Up to `limit` distinct passages from single-chunk passages given best first:
+    """Up to `limit` distinct passages from chunks given best first:
 
     - a chunk next to (or overlapping) a kept passage of its own document joins it, as long as
       that passage spans at most `max_chunks` chunks; if the grown passage now copies another
@@ -94,94 +163,104 @@ def assemble(
     list of candidates refills the answer with distinct passages.
     """
     kept: list[Passage] = []
-    prints: list[frozenset[int]] = []
 
-    def copied(mine: frozenset[int], skip: int = -1) -> int | None:
+    def copied(mine: Signature, skip: int = -1) -> int | None:
         return next(
             (
                 i
-                for i, theirs in enumerate(prints)
-                if i != skip and overlap(mine, theirs) >= copy_threshold
+                for i, theirs in enumerate(kept)
+                if i != skip and is_copy(mine, theirs.signature, copy_threshold)
             ),
             None,
         )
 
-    for passage in passages:
-        mine = shingles(passage.text)
+    for piece in pieces:
+        mine = signature_of(piece.fields)
         # A neighbour joins first: a short chunk that lies mostly in the overlap with the
         # next one repeats its words, but it is more of the same stretch, not a copy.
-        place = _neighbour(kept, passage, max_chunks)
+        place = _neighbour(kept, piece, max_chunks)
         if place is None:
             original = copied(mine)
             if original is not None:
-                kept[original] = _with_copy(kept[original], passage)
+                kept[original] = _with_copy(kept[original], piece.source, ())
             elif len(kept) < limit:
-                kept.append(passage)
-                prints.append(mine)
+                kept.append(Passage.of(piece, mine))
             continue
-        kept[place] = _join(*sorted((kept[place], passage), key=lambda p: p.first_index))
-        prints[place] = prints[place] | mine
+        kept[place] = _join(kept[place], piece, mine)
         # Grown, the passage may now hold the text of another kept one: the better-ranked
         # of the two keeps the other as a copy.
-        other = copied(prints[place], skip=place)
+        other = copied(kept[place].signature, skip=place)
         if other is not None:
             better, worse = sorted((place, other), key=lambda i: kept[i].rank)
-            kept[better] = _with_copy(kept[better], kept[worse])
-            prints[better] = prints[better] | prints[worse]
-            del kept[worse], prints[worse]
+            loser = kept[worse]
+            kept[better] = replace(
+                _with_copy(kept[better], loser.source, loser.also_in),
+                signature=kept[better].signature.union(loser.signature),
+            )
+            del kept[worse]
     return kept
 
 
-def _neighbour(kept: Sequence[Passage], passage: Passage, max_chunks: int) -> int | None:
-    """The kept passage of the same document that `passage` touches, if joining stays within
+def _neighbour(kept: Sequence[Passage], piece: Piece, max_chunks: int) -> int | None:
+    """The kept passage of the same document that `piece` touches, if joining stays within
     `max_chunks` chunks."""
-    document = passage.payload.document_id
+    document, index = piece.document_id, piece.chunk_index
     for position, other in enumerate(kept):
-        if other.payload.document_id != document:
+        if other.document_id != document:
             continue
-        touches = (
-            passage.first_index <= other.last_index + 1
-            and passage.last_index >= other.first_index - 1
-        )
-        span = max(other.last_index, passage.last_index) - min(
-            other.first_index, passage.first_index
-        )
+        touches = other.first_index - 1 <= index <= other.last_index + 1
+        span = max(other.last_index, index) - min(other.first_index, index)
         if touches and span < max_chunks:
             return position
     return None
 
 
-def _with_copy(original: Passage, copy: Passage) -> Passage:
-    """`original` listing `copy`'s document (and those folded into it), once each."""
+def _with_copy(original: Passage, copy: Source, also: tuple[Source, ...]) -> Passage:
+    """`original` listing the copy's document (and those folded into it), once each."""
     known = {source.document_id for source in (original.source, *original.also_in)}
     extra: dict[str, Source] = {}
-    for source in (copy.source, *copy.also_in):
+    for source in (copy, *also):
         if source.document_id not in known:
             extra.setdefault(source.document_id, source)
     return replace(original, also_in=(*original.also_in, *extra.values()))
 
 
-def _join(left: Passage, right: Passage) -> Passage:
-    """`left` then `right` without the text they share (known from their offsets)."""
-    if right.last_index <= left.last_index:
-        return replace(left, score=max(left.score, right.score), rank=min(left.rank, right.rank))
-    text = left.text
-    if left.end is not None and right.start is not None and right.start < left.end:
-        text += right.text[left.end - right.start :]
-    else:
-        text += "\n" + right.text
+def _join(passage: Passage, piece: Piece, signature: Signature) -> Passage:
+    """The passage with a neighbouring chunk of its document (one already in it changes
+    nothing but the score and rank)."""
+    pieces = passage.pieces
+    if not any(p.chunk_index == piece.chunk_index for p in pieces):
+        pieces = tuple(sorted((*pieces, piece), key=lambda p: p.chunk_index))
+    best = passage if passage.rank <= piece.rank else piece
     return Passage(
-        payload=left.payload,
-        text=text,
-        score=max(left.score, right.score),
-        first_index=left.first_index,
-        last_index=right.last_index,
-        start=left.start,
-        end=right.end,
-        rationale=left.rationale if left.rank <= right.rank else right.rationale,
-        rank=min(left.rank, right.rank),
-        also_in=(*left.also_in, *right.also_in),
+        pieces=pieces,
+        score=max(passage.score, piece.score),
+        rationale=best.rationale,
+        rank=min(passage.rank, piece.rank),
+        signature=passage.signature.union(signature),
+        also_in=passage.also_in,
     )
+
+
+def text_of(passage: Passage, texts: Mapping[str, str]) -> str | None:
+    """The passage's text from its chunks' texts (by point id), each chunk's text after the
+    part the one before already holds (known from their offsets); None if its first chunk's
+    text is missing (gone since it was ranked). A later chunk that is gone is left out."""
+    first, *rest = passage.pieces
+    text = texts.get(first.point_id)
+    if text is None:
+        return None
+    end = first.end
+    for piece in rest:
+        more = texts.get(piece.point_id)
+        if more is None:
+            continue
+        if end is not None and piece.start is not None and piece.start < end:
+            text += more[end - piece.start :]
+        else:
+            text += "\n" + more
+        end = piece.end
+    return text
 
 
 def estimate_tokens(text: str) -> int:
@@ -189,23 +268,22 @@ def estimate_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
 
 
-def within_budget(passages: Sequence[Passage], max_tokens: int | None) -> list[Passage]:
-    """The best passages whose tokens add up to at most `max_tokens`.
+def within_budget(texts: Sequence[str], max_tokens: int | None) -> list[str]:
+    """The best passages' texts whose tokens add up to at most `max_tokens`.
 
     If even the best passage is longer than the budget, it is cut to the budget rather than
     leaving the bot with nothing.
     """
     if max_tokens is None:
-        return list(passages)
-    kept: list[Passage] = []
+        return list(texts)
+    kept: list[str] = []
     used = 0
-    for passage in passages:
-        cost = estimate_tokens(passage.text)
+    for text in texts:
+        cost = estimate_tokens(text)
         if used + cost > max_tokens:
             break
-        kept.append(passage)
+        kept.append(text)
         used += cost
-    if not kept and passages:
-        first = passages[0]
-        kept.append(replace(first, text=first.text[: max_tokens * CHARS_PER_TOKEN]))
+    if not kept and texts:
+        kept.append(texts[0][: max_tokens * CHARS_PER_TOKEN])
     return kept

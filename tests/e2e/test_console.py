@@ -291,7 +291,7 @@ def test_the_playground_shows_a_bots_hits_with_citations_scores_rationale_and_ti
         assert element.find_element("css selector", ".chunk-text").text == hit.chunk_text.strip()
     assert "Returns" in hits[0].text
     metrics = console.text("#metrics")
-    for part in ("total ", " ms", "query embedding", "vector search", "cached:", "hit"):
+    for part in ("total ", " ms", "query embedding", "ranking", "fetch", "cached:", "hit"):
         assert part in metrics, metrics
     console.screenshot("playground-hits")
 

@@ -1,22 +1,16 @@
-"""Hybrid retrieval over the embedded store: a deeper look at a search continues its ranking."""
+"""Hybrid retrieval over the embedded store: one ranking call, then one read of the texts."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
-import redis.asyncio as redis
-from numpy.typing import NDArray
 
 from core.filters import SearchScope
-from devstack.launcher import LocalServices
 from infra.embedding.base import Embedder
-from infra.search_cache import SearchCache
-from infra.settings import SearchSettings
 from infra.sparse import SparseEncoder
-from infra.vectorstore.base import ChunkPoint, Rankings, RetrievalMode, SparseVector
+from infra.vectorstore.base import ChunkPoint, Rankings, RankQuery, RetrievalMode
 from infra.vectorstore.edge import EdgeVectorStore
 from schemas.chunks import ChunkPayload
 from schemas.domain import chunk_point_id
@@ -40,29 +34,18 @@ TOPICS = [
 
 
 class CountingStore(EdgeVectorStore):
-    """The embedded store, counting how often it is asked to rank (both retrievers, and BM25
-    alone)."""
+    """The embedded store, counting its ranking calls and reads."""
 
     rankings = 0
-    sparse_rankings = 0
+    reads = 0
 
-    async def sparse_rank(
-        self, scope: SearchScope, sparse: SparseVector, depth: int
-    ) -> list[tuple[str, float]]:
-        self.sparse_rankings += 1
-        return await super().sparse_rank(scope, sparse, depth)
-
-    async def rank(
-        self,
-        scope: SearchScope,
-        dense: NDArray[np.float32],
-        sparse: SparseVector | None,
-        depth: int,
-        probes: Sequence[int] = (),
-        probe_limit: int = 0,
-    ) -> Rankings:
+    async def rank(self, query: RankQuery) -> Rankings:
         self.rankings += 1
-        return await super().rank(scope, dense, sparse, depth, probes, probe_limit)
+        return await super().rank(query)
+
+    async def read(self, scope: SearchScope, point_ids: Sequence[str]) -> dict[str, ChunkPayload]:
+        self.reads += 1
+        return await super().read(scope, point_ids)
 
 
 @pytest.fixture
@@ -95,94 +78,86 @@ async def store(tmp_path: Path, embedder: Embedder) -> AsyncIterator[CountingSto
 
 
 @pytest.fixture
-async def cache(local_services: LocalServices) -> AsyncIterator[SearchCache]:
-    opened = SearchCache(redis.Redis.from_url(local_services.redis_url), SearchSettings())
-    yield opened
-    await opened.close()
-
-
-@pytest.fixture
-def retriever(store: CountingStore, embedder: Embedder, cache: SearchCache) -> Retriever:
-    return Retriever(embedder, store, cache, SparseEncoder(), depth=100)
+def retriever(store: CountingStore, embedder: Embedder) -> Retriever:
+    return Retriever(embedder, store, SparseEncoder(), depth=100)
 
 
 def _ids(found: Retrieved) -> list[str]:
     return [candidate.chunk.point_id for candidate in found.candidates]
 
 
-async def test_a_deeper_look_continues_the_ranking_without_ranking_again(
+async def test_one_ranking_call_brings_every_candidate_without_its_text(
     store: CountingStore, retriever: Retriever
 ) -> None:
     query = "router firmware"
     scope = SearchScope("t1", ("kb1",), ("tenant",))
-    vector = (await retriever.embed(query)).vector
-
-    async def retrieve(limit: int, previous: Retrieved | None = None) -> Retrieved:
-        return await retriever.retrieve(
-            scope,
-            query,
-            vector,
-            mode=RetrievalMode.HYBRID,
-            limit=limit,
-            threshold=0.0,
-            fusion=FusionParams(),
-            previous=previous,
-        )
-
-    first = await retrieve(3)
-    deeper = await retrieve(9, first)
+    vector = await retriever.embed(query)
+    found = await retriever.retrieve(
+        scope, query, vector, mode=RetrievalMode.HYBRID, threshold=0.0, fusion=FusionParams()
+    )
     assert store.rankings == 1
-    at_once = await retrieve(9)
-    assert _ids(deeper) == _ids(at_once)
-    assert len(_ids(deeper)) == 9
-    assert _ids(deeper)[:3] == _ids(first)
-    assert [c.score for c in deeper.candidates] == [c.score for c in at_once.candidates]
-    # A chunk deleted between the two looks is not handed out by the deeper one.
-    seventh = deeper.candidates[6].chunk.point_id
-    first = await retrieve(3)
-    await store.delete_points([seventh])
-    again = await retrieve(9, first)
-    assert _ids(again) == [i for i in _ids(at_once) if i != seventh]
+    assert store.reads == 0
+    # Every chunk both retrievers ranked, in fused order, with what folding needs.
+    assert len(found.candidates) == len(TOPICS) == found.ranked
+    assert [c.position for c in found.candidates] == list(range(len(TOPICS)))
+    firmware = [TOPICS.index(t) for t in TOPICS if "firmware" in t]
+    assert {c.chunk.fields["chunk_index"] for c in found.candidates[:2]} == set(firmware)
+    assert all("chunk_text" not in c.chunk.fields for c in found.candidates)
+    assert all(c.chunk.fields["copy_signature"] for c in found.candidates)
+    # A threshold keeps the chunks close enough in meaning, and exact keyword matches.
+    strict = await retriever.retrieve(
+        scope, query, vector, mode=RetrievalMode.HYBRID, threshold=0.99, fusion=FusionParams()
+    )
+    assert strict.candidates
+    assert all("exact keyword match" in c.rationale for c in strict.candidates)
+    assert {TOPICS[c.chunk.fields["chunk_index"]] for c in strict.candidates} == {
+        "update the router firmware from the admin page",
+        "restart the router after a firmware update",
+    }
+    # The chosen chunks' texts come in one read; a chunk deleted meanwhile is not among them.
+    chosen = [c.chunk.point_id for c in found.candidates[:3]]
+    await store.delete_points([chosen[1]])
+    texts = await retriever.read(scope, chosen)
+    assert store.reads == 1
+    assert set(texts) == {chosen[0], chosen[2]}
+    assert texts[chosen[0]].chunk_text in TOPICS
 
 
 async def test_feedback_widens_a_questions_keyword_query_with_its_best_matches_terms(
-    store: CountingStore, embedder: Embedder, cache: SearchCache
+    store: CountingStore, embedder: Embedder
 ) -> None:
     scope = SearchScope("t1", ("kb1",), ("tenant",))
 
     async def hybrid(retriever: Retriever, query: str) -> Retrieved:
-        vector = (await retriever.embed(query)).vector
+        vector = await retriever.embed(query)
         return await retriever.retrieve(
             scope,
             query,
             vector,
             mode=RetrievalMode.HYBRID,
-            limit=12,
             threshold=0.0,
             fusion=FusionParams(),
         )
 
     # None of the question's words is in the manual: BM25 alone finds nothing.
     question = "why does my internet box keep switching itself off and on?"
-    plain = Retriever(embedder, store, cache, SparseEncoder(), depth=100)
+    plain = Retriever(embedder, store, SparseEncoder(), depth=100)
     found = await hybrid(plain, question)
-    assert found.ranking is not None
-    assert all(f.sparse_rank is None for f in found.ranking.fused)
+    assert found.fused is not None
+    assert all(f.sparse_rank is None for f in found.fused)
     # With feedback, the best semantic matches lend it their shared words ("router"): the
-    # keyword side ranks chunks too.
-    widened = Retriever(
-        embedder, store, cache, SparseEncoder(), depth=100, feedback=Feedback(3, 2, 0.3)
-    )
-    before = store.sparse_rankings
+    # keyword side ranks chunks too, in a second ranking call.
+    widened = Retriever(embedder, store, SparseEncoder(), depth=100, feedback=Feedback(3, 2, 0.3))
+    before = store.rankings
     found = await hybrid(widened, question)
-    assert store.sparse_rankings == before + 1
-    assert found.ranking is not None
-    keyword = [f for f in found.ranking.fused if f.sparse_rank is not None]
+    assert store.rankings == before + 2
+    assert found.fused is not None
+    keyword = [f for f in found.fused if f.sparse_rank is not None]
     assert keyword
-    texts = {c.chunk.point_id: c.chunk.payload.chunk_text for c in found.candidates}
-    assert all("router" in texts[f.point_id] for f in keyword if f.point_id in texts)
+    indexes = {c.chunk.point_id: c.chunk.fields["chunk_index"] for c in found.candidates}
+    assert all("router" in TOPICS[indexes[f.point_id]] for f in keyword if f.point_id in indexes)
     # A query naming an identifier asks for its very words: no feedback.
     await hybrid(widened, "what does error XJ-4471 mean")
     # Nor for keywords or a description in the documents' words.
     await hybrid(widened, "internet box switching off and on")
-    assert store.sparse_rankings == before + 1
+    assert store.rankings == before + 4

@@ -70,25 +70,38 @@ async def test_a_kb_being_deleted_takes_no_changes_from_any_service(system: Syst
         await system.knowledge_base_service.get("acme", kb.id)
 
 
+async def _applied(system: System) -> None:
+    """Until this process has applied every change announced so far (it waits for them)."""
+    probe = await system.search_cache.probe(None, None, "model", "q")
+    await system.freshness_service.settle(probe.seq, system.freshness_service.epoch)
+
+
 async def test_kb_changes_reach_the_answer_cache_and_attached_bots_access(system: System) -> None:
+    assert await system.freshness_service.start()
     kb = await system.knowledge_base_service.create("acme", "Manuals")
     bot = await system.bot_service.create(
         "acme", BotCreate(name="b", knowledge=KnowledgeConfig(enabled=True, kb_ids=[kb.id]))
     )
-    await system.freshness_service.remember_access(bot.id, {"tenant_id": "acme"})
+    freshness = system.freshness_service
+    await _applied(system)
+    await system.access_guard.for_bot(bot.id)
+    assert freshness.access(bot.id) is not None
 
     renamed = await system.knowledge_base_service.update("acme", kb.id, {"name": "Renamed"})
-    assert await system.freshness_service.revisions([kb.id]) == [renamed.revision]
+    await _applied(system)
+    assert await freshness.revisions([kb.id], freshness.epoch) == [renamed.revision]
     # A rename does not change what a bot may search.
-    assert await system.freshness_service.cached_access(bot.id) is not None
+    assert freshness.access(bot.id) is not None
 
     disabled = await system.knowledge_base_service.disable("acme", kb.id)
     assert disabled.revision > renamed.revision
-    assert await system.freshness_service.revisions([kb.id]) == [disabled.revision]
-    assert await system.freshness_service.cached_access(bot.id) is None
+    await _applied(system)
+    assert await freshness.revisions([kb.id], freshness.epoch) == [disabled.revision]
+    assert freshness.access(bot.id) is None
 
 
 async def test_bot_changes_drop_its_cached_access(system: System) -> None:
+    assert await system.freshness_service.start()
     kb = await system.knowledge_base_service.create("acme", "Manuals")
     other = await system.knowledge_base_service.create("other-tenant", "Theirs")
     bot = await system.bot_service.create("acme", BotCreate(name="b"))
@@ -96,14 +109,20 @@ async def test_bot_changes_drop_its_cached_access(system: System) -> None:
         await system.bot_service.update(
             "acme", bot.id, BotUpdate(knowledge=KnowledgePatch(kb_ids=[other.id]))
         )
-    await system.freshness_service.remember_access(bot.id, {"tenant_id": "acme"})
+    freshness = system.freshness_service
+    await _applied(system)
+    await system.access_guard.for_bot(bot.id)
+    assert freshness.access(bot.id) is not None
     await system.bot_service.update(
         "acme", bot.id, BotUpdate(knowledge=KnowledgePatch(enabled=True, kb_ids=[kb.id]))
     )
-    assert await system.freshness_service.cached_access(bot.id) is None
-    await system.freshness_service.remember_access(bot.id, {"tenant_id": "acme"})
+    await _applied(system)
+    assert freshness.access(bot.id) is None
+    await system.access_guard.for_bot(bot.id)
+    assert freshness.access(bot.id) is not None
     await system.bot_service.delete("acme", bot.id)
-    assert await system.freshness_service.cached_access(bot.id) is None
+    await _applied(system)
+    assert freshness.access(bot.id) is None
 
 
 async def test_items_get_their_owner_and_visibility_from_who_adds_them(
@@ -204,11 +223,13 @@ async def test_a_retrieval_event_kafka_cannot_take_is_dropped_and_counted(
         )
         await broker.start()
         sent = _counted("sent")
-        await system.retrieval_events.announce(event)
+        system.retrieval_events.announce(lambda: event)
+        await system.retrieval_events.sent()
         assert _counted("sent") == sent + 1
         await broker.stop()  # Kafka is gone
         failed = _counted("failed")
-        await system.retrieval_events.announce(event)  # returns; nothing raised
+        system.retrieval_events.announce(lambda: event)  # returns at once; nothing raised
+        await system.retrieval_events.sent()
         assert _counted("failed") == failed + 1
 
 

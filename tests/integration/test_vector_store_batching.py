@@ -15,7 +15,7 @@ from qdrant_client import AsyncQdrantClient
 
 from core.filters import SearchScope
 from infra.sparse import term_index
-from infra.vectorstore.base import ChunkPoint, Rankings, SparseVector, VectorStore
+from infra.vectorstore.base import ChunkPoint, Rankings, RankQuery, SparseVector, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
 from infra.vectorstore.qdrant_server import QdrantServerStore
 from schemas.chunks import ChunkPayload
@@ -103,7 +103,9 @@ async def test_concurrent_searches_get_the_rankings_they_get_alone(store: Vector
         search: tuple[SearchScope, np.ndarray, SparseVector | None, list[int]],
     ) -> Rankings:
         scope, dense, sparse, probes = search
-        return await store.rank(scope, dense, sparse, depth=10, probes=probes, probe_limit=5)
+        return await store.rank(
+            RankQuery(scope, dense, 10, sparse=sparse, probes=tuple(probes), probe_limit=5)
+        )
 
     alone = [await rank(search) for search in searches]
     assert all(ranked.dense for ranked in alone)

@@ -26,6 +26,7 @@ from core.filters import SearchScope, chunks_of_document
 from infra.vectorstore.base import (
     ChunkPoint,
     PublishedDocument,
+    RankQuery,
     SparseVector,
     VectorQuery,
     VectorStore,
@@ -247,7 +248,14 @@ async def _searcher(
             _check(ledger, scope, seen, s0, s1)
         else:
             ranked = await store.rank(
-                scope, dense, SparseVector([TERM], [1.0]), DEPTH, [TERM], DEPTH
+                RankQuery(
+                    scope,
+                    dense,
+                    DEPTH,
+                    sparse=SparseVector([TERM], [1.0]),
+                    probes=(TERM,),
+                    probe_limit=DEPTH,
+                )
             )
             s1 = ledger.tick()
             for ranking in (ranked.dense, ranked.sparse):
@@ -256,12 +264,12 @@ async def _searcher(
             holders = ranked.holding[TERM]
             assert all(ledger.by_point[point].doc_id == doc for point, doc in holders)
             _check(ledger, scope, {point for point, _ in holders}, s0, s1)
-            # The chunks ranked, fetched: those still there, and no other.
+            # The chunks ranked, read: those still there, and no other.
             wanted = [point for point, _ in ranked.dense]
             f0 = ledger.tick()
-            fetched = await store.fetch(scope, wanted, dense)
+            read = await store.read(scope, wanted)
             f1 = ledger.tick()
-            seen = {chunk.point_id for chunk in fetched}
+            seen = set(read)
             assert seen <= set(wanted)
             for point_id in set(wanted) - seen:
                 assert not ledger.by_point[point_id].must_be_seen(f0, f1)

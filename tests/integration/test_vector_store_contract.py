@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 from prometheus_client import REGISTRY
 from qdrant_client import AsyncQdrantClient
 
+from core.copies import copy_signature
 from core.errors import PermanentError
 from core.filters import (
     Filter,
@@ -29,8 +30,11 @@ from core.filters import (
 )
 from infra.sparse import SparseEncoder, term_index
 from infra.vectorstore.base import (
+    RANK_FIELDS,
     ChunkPoint,
     PublishedDocument,
+    Rankings,
+    RankQuery,
     RetrievalMode,
     ScoredChunk,
     SparseVector,
@@ -348,18 +352,47 @@ async def test_rank_gives_both_rankings_within_scope_in_one_call(store: VectorSt
         ]
     )
     scope = SearchScope("t1", ("kb1",), EVERYONE)
-    ranked = await store.rank(scope, _unit(7), encoder.query("zebrafinch"), depth=10)
+    ranked = await store.rank(RankQuery(scope, _unit(7), 10, sparse=encoder.query("zebrafinch")))
     ids = {chunk_point_id(doc, 0): doc for doc in ("doc_dense", "doc_lexical", "doc_neither")}
     assert ids[ranked.dense[0][0]] == "doc_dense"
     assert {ids[point] for point, _ in ranked.dense} == set(ids.values())
     assert ranked.dense[0][1] == pytest.approx(1.0, abs=1e-4)
     assert [ids[point] for point, _ in ranked.sparse] == ["doc_lexical"]
     assert ranked.sparse[0][1] > 0
-    no_terms = await store.rank(scope, _unit(7), encoder.query("the of"), depth=10)
+    # Every ranked chunk comes with the fields folding needs (never its text), the terms it
+    # holds, and its cosine: the sparse ranking's too.
+    lexical = chunk_point_id("doc_lexical", 0)
+    chunk = ranked.chunks[lexical]
+    assert chunk.fields["document_id"] == "doc_lexical"
+    assert chunk.fields["chunk_index"] == 0
+    assert chunk.fields["copy_signature"] == copy_signature("doc_lexical chunk 0")
+    assert set(chunk.fields) <= set(RANK_FIELDS)
+    assert term_index("zebrafinch") in chunk.terms
+    assert term_index("zebrafinch") not in ranked.chunks[chunk_point_id("doc_dense", 0)].terms
+    assert ranked.cosines[lexical] == pytest.approx(float(_unit(8) @ _unit(7)), abs=1e-3)
+    assert set(ranked.cosines) == set(ranked.chunks)
+    no_terms = await store.rank(RankQuery(scope, _unit(7), 10, sparse=encoder.query("the of")))
     assert no_terms.sparse == []
     assert len(no_terms.dense) == 3
-    shallow = await store.rank(scope, _unit(7), None, depth=1)
+    shallow = await store.rank(RankQuery(scope, _unit(7), 1))
     assert [ids[point] for point, _ in shallow.dense] == ["doc_dense"]
+    nowhere = RankQuery(SearchScope("t1", (), EVERYONE), _unit(7), 10)
+    assert await store.rank(nowhere) == Rankings([], [])
+
+
+async def test_a_dense_ranking_keeps_the_cosines_at_its_threshold(store: VectorStore) -> None:
+    await store.upsert([_text_point(f"doc_{seed}", "words", seed) for seed in range(1, 9)])
+    scope = SearchScope("t1", ("kb1",), EVERYONE)
+    query = _unit(3)
+    threshold = sorted(float(_unit(seed) @ query) for seed in range(1, 9))[-3]
+    ranked = await store.rank(
+        RankQuery(scope, query, 10, RetrievalMode.DENSE, threshold=threshold - 1e-4)
+    )
+    assert len(ranked.dense) == 3
+    assert ranked.dense[0][0] == chunk_point_id("doc_3", 0)
+    assert ranked.dense[0][1] == pytest.approx(1.0, abs=1e-4)
+    assert ranked.sparse == []
+    assert all(chunk.terms == frozenset() for chunk in ranked.chunks.values())
 
 
 async def test_rank_probes_which_chunks_hold_a_term(store: VectorStore) -> None:
@@ -375,22 +408,28 @@ async def test_rank_probes_which_chunks_hold_a_term(store: VectorStore) -> None:
     )
     code, fan, absent = term_index("xj-4471"), term_index("fan"), term_index("zebrafinch")
     ranked = await store.rank(
-        SearchScope("t1", ("kb1",), EVERYONE),
-        _unit(1),
-        encoder.query("XJ-4471 fan"),
-        depth=10,
-        probes=[code, fan, absent],
-        probe_limit=3,
+        RankQuery(
+            SearchScope("t1", ("kb1",), EVERYONE),
+            _unit(1),
+            10,
+            sparse=encoder.query("XJ-4471 fan"),
+            probes=(code, fan, absent),
+            probe_limit=3,
+        )
     )
     # Each holder with its document: rarity is counted by documents.
-    assert ranked.holding[code] == [(chunk_point_id("doc_code", 0), "doc_code")]
+    holder = chunk_point_id("doc_code", 0)
+    assert ranked.holding[code] == [(holder, "doc_code")]
     assert len(ranked.holding[fan]) == 3  # at most the probe limit
     assert ranked.holding[absent] == []
     assert ranked.sparse
     assert ranked.dense
+    # A probe's chunks come with their fields and cosines like the rankings' own.
+    assert ranked.chunks[holder].fields["document_id"] == "doc_code"
+    assert ranked.cosines[holder] == pytest.approx(1.0, abs=1e-3)
 
 
-async def test_sparse_rank_ranks_by_bm25_alone_within_the_scope(store: VectorStore) -> None:
+async def test_a_sparse_ranking_ranks_by_bm25_alone_within_the_scope(store: VectorStore) -> None:
     encoder = SparseEncoder()
     await store.upsert(
         [
@@ -401,18 +440,21 @@ async def test_sparse_rank_ranks_by_bm25_alone_within_the_scope(store: VectorSto
         ]
     )
     scope = SearchScope("t1", ("kb1",), EVERYONE)
-    ranked = await store.sparse_rank(scope, encoder.query("hold package upgrades"), depth=10)
+
+    def sparse(text: str, where: SearchScope = scope) -> RankQuery:
+        return RankQuery(where, _unit(1), 10, RetrievalMode.SPARSE, sparse=encoder.query(text))
+
+    ranked = await store.rank(sparse("hold package upgrades"))
     ids = {chunk_point_id(doc, 0): doc for doc in ("doc_both", "doc_one", "doc_none")}
-    assert [ids[point] for point, _ in ranked] == ["doc_both", "doc_one"]
-    assert ranked[0][1] > ranked[1][1] > 0
-    assert await store.sparse_rank(scope, encoder.query("the of"), depth=10) == []
-    assert await store.sparse_rank(SearchScope("t1", (), EVERYONE), encoder.query("hold"), 10) == []
+    assert [ids[point] for point, _ in ranked.sparse] == ["doc_both", "doc_one"]
+    assert ranked.sparse[0][1] > ranked.sparse[1][1] > 0
+    assert ranked.dense == []
+    assert ranked.chunks[chunk_point_id("doc_one", 0)].fields["document_id"] == "doc_one"
+    assert (await store.rank(sparse("the of"))).sparse == []
+    assert (await store.rank(sparse("hold", SearchScope("t1", (), EVERYONE)))).sparse == []
 
 
-async def test_fetch_gives_payload_cosine_and_terms_of_the_points_in_scope_only(
-    store: VectorStore,
-) -> None:
-    encoder = SparseEncoder()
+async def test_read_gives_the_payloads_of_the_points_in_scope_only(store: VectorStore) -> None:
     await store.upsert(
         [
             _text_point("doc_dense", "nothing lexical in common", 7),
@@ -427,39 +469,14 @@ async def test_fetch_gives_payload_cosine_and_terms_of_the_points_in_scope_only(
         chunk_point_id(doc, 0)
         for doc in ("doc_lexical", "doc_dense", "doc_foreign", "doc_other_kb", "doc_never_stored")
     ]
-    fetched = await store.fetch(
-        SearchScope("t1", ("kb1",), EVERYONE), [*wanted, hidden.point_id], _unit(7)
-    )
-    by_doc = {chunk.payload.document_id: chunk for chunk in fetched}
-    assert set(by_doc) == {"doc_dense", "doc_lexical"}
-    assert by_doc["doc_dense"].score == pytest.approx(1.0, abs=1e-4)
-    assert by_doc["doc_lexical"].score == pytest.approx(float(_unit(8) @ _unit(7)), abs=1e-4)
-    assert by_doc["doc_lexical"].payload.chunk_text == "doc_lexical chunk 0"
-    # Which terms each chunk holds, as indices of its sparse vector.
-    assert term_index("zebrafinch") in by_doc["doc_lexical"].terms
-    assert term_index("zebrafinch") not in by_doc["doc_dense"].terms
-    assert encoder.query("zebrafinch").indices[0] in by_doc["doc_lexical"].terms
-    assert await store.fetch(SearchScope("t1", ("kb1",), EVERYONE), [], _unit(7)) == []
-
-
-async def test_fetch_takes_a_ranked_cosine_as_given_and_computes_the_rest(
-    store: VectorStore,
-) -> None:
-    await store.upsert([_text_point("doc_ranked", "the heron", 3), _text_point("doc_not", "x", 4)])
     scope = SearchScope("t1", ("kb1",), EVERYONE)
-    query = _unit(3)
-    ranked = dict((await store.rank(scope, query, None, depth=10)).dense)
-    ranked_id, other_id = chunk_point_id("doc_ranked", 0), chunk_point_id("doc_not", 0)
-    # The ranking's scores are the cosines a fetch computes, so a search can pass them on.
-    plain = {c.point_id: c.score for c in await store.fetch(scope, [ranked_id, other_id], query)}
-    assert plain[ranked_id] == pytest.approx(ranked[ranked_id], abs=1e-4)
-    # A cosine given is used as it is (the dense vector is not read); the others computed.
-    given = await store.fetch(scope, [ranked_id, other_id], query, {ranked_id: 0.25})
-    by_id = {chunk.point_id: chunk for chunk in given}
-    assert by_id[ranked_id].score == 0.25
-    assert by_id[ranked_id].payload.document_id == "doc_ranked"
-    assert term_index("heron") in by_id[ranked_id].terms
-    assert by_id[other_id].score == pytest.approx(float(_unit(4) @ query), abs=1e-4)
+    read = await store.read(scope, [*wanted, hidden.point_id])
+    assert {payload.document_id for payload in read.values()} == {"doc_dense", "doc_lexical"}
+    lexical = read[chunk_point_id("doc_lexical", 0)]
+    assert lexical.chunk_text == "doc_lexical chunk 0"
+    assert lexical.copy_signature == copy_signature("doc_lexical chunk 0")
+    assert await store.read(scope, []) == {}
+    assert await store.read(SearchScope("t1", (), EVERYONE), wanted) == {}
 
 
 async def test_embedded_store_keeps_points_across_restarts(tmp_path: Path) -> None:
@@ -620,13 +637,15 @@ async def test_readers_decide_what_a_search_sees_in_every_retriever(store: Vecto
                 VectorQuery(me, _unit(1), 10, mode=RetrievalMode.SPARSE, sparse=sparse)
             )
         )
-        rankings = await store.rank(me, _unit(1), sparse, 10, [7], 10)
+        rankings = await store.rank(
+            RankQuery(me, _unit(1), 10, sparse=sparse, probes=(7,), probe_limit=10)
+        )
         ranked = {store_id for store_id, _ in [*rankings.dense, *rankings.sparse]} | {
             point for point, _ in rankings.holding[7]
         }
-        fetched = _docs(await store.fetch(me, [p.point_id for p in points], _unit(1)))
+        read = await store.read(me, [p.point_id for p in points])
         by_id = {p.point_id: p.payload.document_id for p in points}
-        return [dense, lexical, {by_id[i] for i in ranked}, fetched]
+        return [dense, lexical, {by_id[i] for i in ranked}, {p.document_id for p in read.values()}]
 
     assert await seen() == [{"doc_mine"}] * 4
     await store.set_readers(chunks_of_document("t1", "doc_theirs"), ["tenant"])
@@ -717,7 +736,7 @@ async def test_quantised_search_finds_what_exact_search_finds(
         assert exact[0].score == pytest.approx(float(np.max(vectors @ query)), abs=1e-4)
         approximate = await quantised.search(VectorQuery(scope, query, 10))
         found += len({hit.point_id for hit in approximate} & set(truth))
-        ranked = await quantised.rank(scope, query, None, depth=10)
+        ranked = await quantised.rank(RankQuery(scope, query, 10, RetrievalMode.DENSE))
         assert [point for point, _ in ranked.dense] == [hit.point_id for hit in approximate]
     assert found / (len(queries) * 10) >= 0.99
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from schemas.chunks import ChunkPayload
-from services.search.duplicates import overlap, shingles
-from services.search.shaping import Passage, assemble
+from core.copies import Signature, copy_signature
+from services.search.shaping import Piece, assemble
 
 POLICY = (
     "Every package must have a maintainer field. The maintainer is responsible for the "
@@ -28,60 +27,60 @@ OTHER = (
 )
 
 
-def _passage(document: str, text: str, rank: int, index: int = 0) -> Passage:
-    return Passage(
-        payload=ChunkPayload(
-            tenant_id="t1",
-            document_id=document,
-            chunk_index=index,
-            chunk_text=text,
-            document_title=f"Title of {document}",
-            source_name=f"{document}.pdf",
-            kb_id="kb1",
-            page=index + 1,
-        ),
-        text=text,
+def _piece(document: str, text: str, rank: int, index: int = 0) -> Piece:
+    """A candidate as the ranking call brings it: its fields, with its text's signature."""
+    return Piece(
+        point_id=f"{document}-{index}",
+        fields={
+            "document_id": document,
+            "chunk_index": index,
+            "document_title": f"Title of {document}",
+            "source_name": f"{document}.pdf",
+            "kb_id": "kb1",
+            "page": index + 1,
+            "copy_signature": copy_signature(text),
+        },
         score=1.0 / (rank + 1),
-        first_index=index,
-        last_index=index,
-        start=None,
-        end=None,
         rationale="",
         rank=rank,
     )
 
 
+def _overlap(first: str, second: str) -> float:
+    return Signature.of(first).overlap(Signature.of(second))
+
+
 def test_the_same_passage_in_another_format_is_a_copy() -> None:
-    assert overlap(shingles(POLICY), shingles(POLICY_FROM_PDF)) >= 0.8
-    assert overlap(shingles(POLICY), shingles(OTHER)) == 0.0
+    assert _overlap(POLICY, POLICY_FROM_PDF) >= 0.8
+    assert _overlap(POLICY, OTHER) == 0.0
 
 
 def test_chunks_cut_at_different_places_still_overlap() -> None:
     words = (POLICY + " " + OTHER).split()
     early = " ".join(words[:50])
     late = " ".join(words[25:75])
-    assert overlap(shingles(early), shingles(late)) >= 0.45
-    assert overlap(shingles(early), shingles(" ".join(words[50:]))) == 0.0
+    assert _overlap(early, late) >= 0.45
+    assert _overlap(early, " ".join(words[50:])) == 0.0
 
 
 def test_short_texts_compare_as_whole_word_sequences() -> None:
-    assert overlap(shingles("Error E42"), shingles("error: e42!")) == 1.0
-    assert overlap(shingles("Error E42"), shingles("Error E43")) == 0.0
-    assert shingles("") == frozenset()
+    assert _overlap("Error E42", "error: e42!") == 1.0
+    assert _overlap("Error E42", "Error E43") == 0.0
+    assert Signature.of("").hashes == frozenset()
 
 
 def test_copies_fold_into_the_best_ranked_and_the_list_is_refilled() -> None:
     passages = [
-        _passage("pdf", POLICY_FROM_PDF, 0),
-        _passage("docx", POLICY, 1),
-        _passage("txt", POLICY.upper(), 2),
-        _passage("pdf", OTHER, 3, index=4),
-        _passage("docx", OTHER, 4, index=2),
-        _passage("notes", "Lunch is served at noon in the canteen on the second floor.", 5),
-        _passage("faq", "Parking is free for visitors who register at the front desk.", 6),
+        _piece("pdf", POLICY_FROM_PDF, 0),
+        _piece("docx", POLICY, 1),
+        _piece("txt", POLICY.upper(), 2),
+        _piece("pdf", OTHER, 3, index=4),
+        _piece("docx", OTHER, 4, index=2),
+        _piece("notes", "Lunch is served at noon in the canteen on the second floor.", 5),
+        _piece("faq", "Parking is free for visitors who register at the front desk.", 6),
     ]
     kept = assemble(passages, limit=3, copy_threshold=0.5, max_chunks=3)
-    assert [(p.payload.document_id, p.first_index) for p in kept] == [
+    assert [(p.document_id, p.first_index) for p in kept] == [
         ("pdf", 0),
         ("pdf", 4),
         ("notes", 0),
@@ -94,7 +93,7 @@ def test_copies_fold_into_the_best_ranked_and_the_list_is_refilled() -> None:
 
 def test_a_high_threshold_keeps_partial_copies_apart() -> None:
     words = POLICY.split()
-    first = _passage("a", " ".join(words[:30]), 0)
-    second = _passage("b", " ".join(words[10:]), 1)
+    first = _piece("a", " ".join(words[:30]), 0)
+    second = _piece("b", " ".join(words[10:]), 1)
     assert len(assemble([first, second], 4, copy_threshold=0.5, max_chunks=3)) == 1
     assert len(assemble([first, second], 4, copy_threshold=0.9, max_chunks=3)) == 2

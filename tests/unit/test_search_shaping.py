@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
-from infra.vectorstore.base import ScoredChunk
-from schemas.chunks import ChunkPayload
+from core.copies import copy_signature
 from services.search.shaping import (
-    Passage,
+    Piece,
     assemble,
     estimate_tokens,
     newest_versions,
+    text_of,
     within_budget,
 )
 
 
-def _chunk(document: str, source: str, version: int, kb: str = "kb1") -> ScoredChunk:
-    return ScoredChunk(
+def _chunk(document: str, source: str, version: int, kb: str = "kb1") -> Piece:
+    return Piece(
         point_id=f"{document}-{version}",
+        fields={
+            "kb_id": kb,
+            "document_id": document,
+            "source_key": source,
+            "version": version,
+            "chunk_index": 0,
+        },
         score=0.5,
-        payload=ChunkPayload(
-            tenant_id="t1",
-            kb_id=kb,
-            document_id=document,
-            source_key=source,
-            version=version,
-            chunk_index=0,
-            chunk_text="",
-        ),
+        rationale="",
+        rank=0,
     )
 
 
@@ -37,21 +37,28 @@ def test_one_answer_holds_one_version_of_a_source() -> None:
         _chunk("other", "file:b.pdf", 1),
         _chunk("same-name-other-kb", "file:a.pdf", 1, kb="kb2"),
     ]
-    kept = [h.payload.document_id for h in newest_versions(hits)]
+    kept = [h.document_id for h in newest_versions(hits)]
     assert kept == ["new", "other", "same-name-other-kb"]
 
 
-def _passage(document: str, index: int, text: str, start: int, rank: int) -> Passage:
-    return Passage(
-        payload=ChunkPayload(
-            tenant_id="t1", kb_id="kb1", document_id=document, chunk_index=index, chunk_text=text
-        ),
-        text=text,
+# The texts of the chunks made by `_passage`, by point id (what the search reads last).
+TEXTS: dict[str, str] = {}
+
+
+def _passage(document: str, index: int, text: str, start: int, rank: int) -> Piece:
+    point_id = f"{document}-{index}"
+    TEXTS[point_id] = text
+    return Piece(
+        point_id=point_id,
+        fields={
+            "kb_id": "kb1",
+            "document_id": document,
+            "chunk_index": index,
+            "start": start,
+            "end": start + len(text),
+            "copy_signature": copy_signature(text),
+        },
         score=1.0 / (rank + 1),
-        first_index=index,
-        last_index=index,
-        start=start,
-        end=start + len(text),
         rationale=f"rank {rank}",
         rank=rank,
     )
@@ -66,25 +73,34 @@ def test_neighbouring_chunks_merge_without_their_overlap() -> None:
         _passage("e", 1, "Another document.", 0, rank=3),
     ]
     merged = assemble(sorted(chunks, key=lambda p: p.rank), 4, copy_threshold=0.5, max_chunks=3)
-    assert [(p.payload.document_id, p.first_index, p.last_index) for p in merged] == [
+    assert [(p.document_id, p.first_index, p.last_index) for p in merged] == [
         ("d", 0, 1),
         ("d", 3, 3),
         ("e", 1, 1),
     ]
-    assert merged[0].text == document[0:70]
+    assert text_of(merged[0], TEXTS) == document[0:70]
     assert merged[0].rank == 0
     assert merged[0].score == 1.0
     assert merged[0].rationale == "rank 0"
 
 
 def test_a_token_budget_keeps_the_best_passages_that_fit() -> None:
-    passages = [_passage("d", i, "x" * 400, i * 400, rank=i) for i in range(4)]
+    texts = [str(i) * 400 for i in range(4)]
     assert estimate_tokens("x" * 400) == 100
-    assert [p.first_index for p in within_budget(passages, 250)] == [0, 1]
-    assert within_budget(passages, None) == passages
-    cut = within_budget(passages, 40)
-    assert len(cut) == 1
-    assert len(cut[0].text) == 160
+    assert within_budget(texts, 250) == texts[:2]
+    assert within_budget(texts, None) == texts
+    cut = within_budget(texts, 40)
+    assert cut == ["0" * 160]
+
+
+def test_a_chunk_gone_since_it_was_ranked_leaves_its_passage_or_the_answer() -> None:
+    document = "The first sentence. The second sentence. The third sentence."
+    first = _passage("g", 0, document[0:40], 0, rank=0)
+    second = _passage("g", 1, document[30:], 30, rank=1)
+    (merged,) = assemble([first, second], 4, copy_threshold=0.5, max_chunks=3)
+    assert text_of(merged, TEXTS) == document
+    assert text_of(merged, {first.point_id: TEXTS[first.point_id]}) == document[0:40]
+    assert text_of(merged, {second.point_id: TEXTS[second.point_id]}) is None
 
 
 def test_merged_neighbours_are_capped_and_copies_refill_the_answer() -> None:
@@ -100,13 +116,13 @@ def test_merged_neighbours_are_capped_and_copies_refill_the_answer() -> None:
     ]
     kept = assemble(ranked, limit=3, copy_threshold=0.5, max_chunks=3)
     # d's chunks 0-2 merge (the cap), t's copies fold into them, then 3-5 and 6-8.
-    assert [(p.payload.document_id, p.first_index, p.last_index) for p in kept] == [
+    assert [(p.document_id, p.first_index, p.last_index) for p in kept] == [
         ("d", 0, 2),
         ("d", 3, 5),
         ("d", 6, 8),
     ]
     assert [(copy.document_id, copy.chunk_index) for copy in kept[0].also_in] == [("t", 0)]
-    assert kept[0].text == " ".join(words[0:100])
+    assert text_of(kept[0], TEXTS) == " ".join(words[0:100])
 
 
 def test_a_grown_passage_takes_in_a_copy_it_now_holds() -> None:
@@ -121,7 +137,7 @@ def test_a_grown_passage_takes_in_a_copy_it_now_holds() -> None:
         _passage("d", 1, second, text.index(second), rank=2),
     ]
     kept = assemble(ranked, limit=4, copy_threshold=0.5, max_chunks=3)
-    assert [(p.payload.document_id, p.first_index, p.last_index) for p in kept] == [("d", 0, 1)]
+    assert [(p.document_id, p.first_index, p.last_index) for p in kept] == [("d", 0, 1)]
     assert [(copy.document_id, copy.chunk_index) for copy in kept[0].also_in] == [("t", 3)]
 
 
@@ -137,5 +153,5 @@ def test_a_short_last_chunk_inside_the_overlap_joins_its_neighbour() -> None:
     ]
     kept = assemble(ranked, limit=4, copy_threshold=0.5, max_chunks=3)
     assert [(p.first_index, p.last_index) for p in kept] == [(4, 5)]
-    assert kept[0].text == text
+    assert text_of(kept[0], TEXTS) == text
     assert kept[0].also_in == ()

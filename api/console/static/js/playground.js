@@ -77,7 +77,8 @@ function rendered(answer) {
     h("p", { id: "metrics", class: "metrics" },
       h("span", { id: "total-ms", text: `total ${fixed(m.total_ms, 1)} ms` }), " · ",
       h("span", { text: `query embedding ${fixed(m.embedding_ms, 1)} ms` }), " · ",
-      h("span", { text: `vector search ${fixed(m.vector_search_ms, 1)} ms` }), " · ",
+      h("span", { text: `ranking ${fixed(m.ranking_ms, 1)} ms` }), " · ",
+      h("span", { text: `fetch ${fixed(m.fetch_ms, 1)} ms` }), " · ",
       h("span", { text: `cached: ${cached.join(", ") || "nothing"}` }), " · ",
       h("span", { text: count(answer.hits.length, "hit") })),
     answer.fallback_message
