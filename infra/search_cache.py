@@ -85,33 +85,30 @@ def result_key(parts: Iterable[object]) -> str:
 @dataclass
 class Change:
     """What changed: KBs' new revisions, bots whose settings changed, KBs whose status changed
-    (every bot attached to one resolves its access again), tenants whose KBs changed."""
+    (every bot attached to one resolves its access again), tenants whose KBs changed, tokens
+    revoked, tenants whose audiences changed (their users' readers)."""
 
     kbs: dict[str, int] = field(default_factory=dict)
     bots: set[str] = field(default_factory=set)
     kb_access: set[str] = field(default_factory=set)
     tenants: set[str] = field(default_factory=set)
+    tokens: set[str] = field(default_factory=set)
+    people: set[str] = field(default_factory=set)
 
     def merge(self, other: Change) -> None:
         """Adds another change to this one (the higher revision of a KB wins)."""
         for kb_id, revision in other.kbs.items():
             self.kbs[kb_id] = max(revision, self.kbs.get(kb_id, revision))
-        self.bots |= other.bots
-        self.kb_access |= other.kb_access
-        self.tenants |= other.tenants
+        for name in _NAMES:
+            getattr(self, name).update(getattr(other, name))
 
     def __bool__(self) -> bool:
-        return bool(self.kbs or self.bots or self.kb_access or self.tenants)
+        return bool(self.kbs) or any(getattr(self, name) for name in _NAMES)
 
     def to_json(self) -> str:
         """The change as it is published."""
         return json.dumps(
-            {
-                "kbs": self.kbs,
-                "bots": sorted(self.bots),
-                "kb_access": sorted(self.kb_access),
-                "tenants": sorted(self.tenants),
-            }
+            {"kbs": self.kbs, **{name: sorted(getattr(self, name)) for name in _NAMES}}
         )
 
     @classmethod
@@ -120,10 +117,12 @@ class Change:
         data = json.loads(raw)
         return cls(
             kbs={str(k): int(v) for k, v in data.get("kbs", {}).items()},
-            bots=set(data.get("bots", [])),
-            kb_access=set(data.get("kb_access", [])),
-            tenants=set(data.get("tenants", [])),
+            **{name: set(data.get(name, [])) for name in _NAMES},
         )
+
+
+# A change's sets of names, as they are published.
+_NAMES = ("bots", "kb_access", "tenants", "tokens", "people")
 
 
 @dataclass(frozen=True)

@@ -80,25 +80,34 @@ class TokenRepository:
 
     async def resolve(self, token: str) -> Principal | None:
         """The principal a bearer token stands for, or None."""
-        digest = hash_token(token)
+        found = await self.lookup(hash_token(token))
+        return None if found is None else found[0]
+
+    async def lookup(self, digest: str) -> tuple[Principal, datetime | None] | None:
+        """The principal a token's hash stands for and when the token expires (None: never),
+        or None for no such token or an expired one."""
         if self._bootstrap_hash and hmac.compare_digest(digest, self._bootstrap_hash):
-            return Principal(
+            principal = Principal(
                 tenant_id=self._bootstrap_tenant, role=Role.ADMIN, token_id=BOOTSTRAP_TOKEN_ID
             )
+            return principal, None
         async with mongo_errors():
             doc = await self._tokens.find_one({"_id": digest})
         if doc is None:
             return None
         expires_at = doc.get("expires_at")
-        if expires_at is not None and _aware(expires_at) <= utcnow():
-            return None
-        return Principal(
+        if expires_at is not None:
+            expires_at = _aware(expires_at)
+            if expires_at <= utcnow():
+                return None
+        principal = Principal(
             tenant_id=doc["tenant_id"],
             role=Role(doc["role"]),
             token_id=doc["token_id"],
             user_id=doc.get("user_id"),
             bot_id=doc.get("bot_id"),
         )
+        return principal, expires_at
 
 
 def _aware(moment: datetime) -> datetime:

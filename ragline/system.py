@@ -332,7 +332,7 @@ class System:
     @cached_property
     def policy_service(self) -> PolicyService:
         """Who a caller is as a reader; who owns and may read what is added."""
-        return PolicyService(self.user_repo, self.audience_repo)
+        return PolicyService(self.user_repo, self.audience_repo, self.freshness_service)
 
     @cached_property
     def governance_service(self) -> GovernanceService:
@@ -348,12 +348,12 @@ class System:
     @cached_property
     def token_service(self) -> TokenService:
         """Issuing, listing and revoking API tokens."""
-        return TokenService(self.token_repo, self.user_repo, self.bot_repo)
+        return TokenService(self.token_repo, self.user_repo, self.bot_repo, self.freshness_service)
 
     @cached_property
     def people_service(self) -> PeopleService:
         """Users and audiences."""
-        return PeopleService(self.user_repo, self.audience_repo)
+        return PeopleService(self.user_repo, self.audience_repo, self.freshness_service)
 
     @cached_property
     def wiki_service(self) -> WikiService:

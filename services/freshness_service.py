@@ -1,25 +1,28 @@
-"""What keeps searches current, in one place: KB revisions, bots' access and tenants' KBs, held
-in the memory of each process that searches, and the changes that retire them.
+"""What keeps searches current, in one place: KB revisions, bots' access, tenants' KBs, tokens
+and readers, held in the memory of each process that searches, and the changes that retire them.
 
-Three kinds of state can go out of date:
+What can go out of date:
 - answers, keyed by the revision of every KB they searched: every write that changes what a KB
   holds or shows raises the KB's revision in MongoDB, and the writer tells this component the
   new revision;
 - bots' resolved access (their settings and attached, active KBs): out of date when the bot
   changes or when one of its KBs is enabled, disabled or deleted;
-- a tenant's KBs as people's searches see them (which are active, their default retrieval).
+- a tenant's KBs as people's searches see them (which are active, their default retrieval);
+- who a token stands for (until it is revoked or expires), and a user's audiences (until an
+  audience of the tenant changes).
 
-Writers (the KB, bot and document services, the intake and the index stage) tell this
-component; it announces the change to every process (`infra.search_cache.SearchCache.announce`:
-a numbered message on a Redis channel). A process that searches listens from its first search
-on and applies each change to what it holds. A search reads what it needs from memory, and
-its one round trip to Redis (`SearchCache.probe`) brings the number of the last change
-announced: if this process has not applied that change yet, the search waits for it (a moment:
-it is already on its way) and, if anything changed meanwhile, looks again (`settle`). So a
-deleted document, a disabled KB or a changed bot is seen by the very next search in every
-process, however many there are. When changes cannot be followed (Redis down, a change missed,
-the subscription lost), nothing held is trusted: it is dropped and read again from MongoDB
-until the process listens again.
+Writers (the KB, bot, document, token and people services, the intake and the index stage)
+tell this component; it announces the change to every process
+(`infra.search_cache.SearchCache.announce`: a numbered message on a Redis channel). A process
+that searches listens from its first search on and applies each change to what it holds. A
+search reads what it needs from memory, and its one round trip to Redis
+(`SearchCache.probe`) brings the number of the last change announced: if this process has not
+applied that change yet, the search waits for it (a moment: it is already on its way) and, if
+anything changed meanwhile, looks again (`settle`), its token included (`check_token`). So a
+deleted document, a disabled KB, a changed bot or a revoked token is seen by the very next
+search in every process, however many there are. When changes cannot be followed (Redis down,
+a change missed, the subscription lost), nothing held is trusted: it is dropped and read again
+from MongoDB until the process listens again.
 """
 
 from __future__ import annotations
@@ -28,15 +31,17 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Generic, TypeVar
 
+from core.errors import Unauthorized
 from infra.bot_repository import BotRepository
 from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.metrics import SEARCH_INVALIDATIONS
 from infra.search_cache import Change, Numbered, SearchCache
-from schemas.domain import KnowledgeBase
+from schemas.domain import KnowledgeBase, Principal
 
 log = logging.getLogger(__name__)
 V = TypeVar("V")
@@ -45,9 +50,27 @@ V = TypeVar("V")
 SETTLE_TIMEOUT_S = 0.25
 
 
+class Kind(StrEnum):
+    """What is held in memory, each in a table of its own."""
+
+    # A bot's resolved access, by bot id.
+    ACCESS = "access"
+    # A tenant's KBs as people's searches see them, by tenant id.
+    TENANT_KBS = "tenant_kbs"
+    # Who a token stands for, by the token's hash.
+    PRINCIPAL = "principal"
+    # A user as a reader (with their audiences), by `reader_key`.
+    READER = "reader"
+
+
+def reader_key(tenant_id: str, user_id: str) -> str:
+    """A user's key among the readers held."""
+    return f"{tenant_id}\x1f{user_id}"
+
+
 @dataclass(frozen=True)
 class Held(Generic[V]):
-    """A value held in memory, what it depends on, and until when it may be used."""
+    """A value held in memory, the KBs it depends on, and until when it may be used."""
 
     value: V
     kb_ids: frozenset[str]
@@ -68,8 +91,9 @@ class FreshnessService:
         self._kbs = kbs
         self._bots = bots
         self._ttl_s = ttl_s
-        self._access: dict[str, Held[object]] = {}
-        self._tenant_kbs: dict[str, Held[object]] = {}
+        self._held: dict[Kind, dict[str, Held[object]]] = {kind: {} for kind in Kind}
+        # Tokens revoked lately (until a principal held for them elsewhere would have expired).
+        self._revoked: dict[str, float] = {}
         self._revisions: dict[str, int] = {}
         # The number of the last change applied; None while this process does not listen.
         self._seq: int | None = None
@@ -117,7 +141,15 @@ class FreshnessService:
         """A bot was edited or deleted: its resolved access is out of date."""
         await self._cache.announce(Change(bots={bot_id}))
 
-    # --- read by searches -------------------------------------------------------------------
+    async def token_revoked(self, token_id: str) -> None:
+        """A token was revoked: it is refused from now on."""
+        await self._cache.announce(Change(tokens={token_id}))
+
+    async def people_changed(self, tenant_id: str) -> None:
+        """An audience of the tenant changed: its users' readers are out of date."""
+        await self._cache.announce(Change(people={tenant_id}))
+
+    # --- read by searches and by requests' authentication -----------------------------------
 
     @property
     def epoch(self) -> int:
@@ -125,22 +157,40 @@ class FreshnessService:
         self._listen()
         return self._epoch
 
-    def access(self, bot_id: str) -> object | None:
-        """A bot's resolved access held here, or None."""
-        return self._held(self._access, bot_id)
+    def held(self, kind: Kind, key: str) -> object | None:
+        """What is held of that kind under that key, or None."""
+        if self._seq is None:
+            self._listen()
+            return None
+        held = self._held[kind].get(key)
+        if held is None or held.expires_at < time.monotonic():
+            return None
+        return held.value
 
-    def remember_access(self, bot_id: str, access: object, kb_ids: set[str], since: int) -> None:
-        """Holds a bot's access, resolved from MongoDB since `epoch` was `since` (dropped when
-        the bot or one of `kb_ids` changes, or after the time to live)."""
-        self._hold(self._access, bot_id, access, kb_ids, since)
+    def hold(
+        self,
+        kind: Kind,
+        key: str,
+        value: object,
+        since: int,
+        kb_ids: Iterable[str] = (),
+        until: float | None = None,
+    ) -> None:
+        """Holds a value read from MongoDB since `epoch` was `since`, until a change retires
+        it (one of `kb_ids` among them), its time to live passes, or `until` (monotonic)."""
+        # Held only if nothing changed while it was read: it might be from before the change.
+        if self._seq is None or self._epoch != since:
+            return
+        expires_at = time.monotonic() + self._ttl_s
+        if until is not None:
+            expires_at = min(expires_at, until)
+        self._held[kind][key] = Held(value, frozenset(kb_ids), expires_at)
 
-    def tenant_kbs(self, tenant_id: str) -> object | None:
-        """A tenant's KBs as people's searches see them, held here, or None."""
-        return self._held(self._tenant_kbs, tenant_id)
-
-    def remember_tenant_kbs(self, tenant_id: str, kbs: object, since: int) -> None:
-        """Holds a tenant's KBs, read since `epoch` was `since` (dropped when one changes)."""
-        self._hold(self._tenant_kbs, tenant_id, kbs, set(), since)
+    def check_token(self, principal: Principal) -> None:
+        """Refuses a principal whose token this process has seen revoked (a search checks it
+        again once it has caught up with the changes: it may have been authenticated before)."""
+        if principal.token_id in self._revoked:
+            raise Unauthorized("the token was revoked")
 
     async def revisions(self, kb_ids: list[str], since: int) -> list[int] | None:
         """The current revision of each KB (-1 for one that does not exist), for an answer's
@@ -188,28 +238,6 @@ class FreshnessService:
 
     # --- plumbing ---------------------------------------------------------------------------
 
-    def _held(self, table: dict[str, Held[object]], key: str) -> object | None:
-        if self._seq is None:
-            self._listen()
-            return None
-        held = table.get(key)
-        if held is None or held.expires_at < time.monotonic():
-            return None
-        return held.value
-
-    def _hold(
-        self,
-        table: dict[str, Held[object]],
-        key: str,
-        value: object,
-        kb_ids: set[str],
-        since: int,
-    ) -> None:
-        # Held only if nothing changed while it was read: it might be from before the change.
-        if self._seq is None or self._epoch != since:
-            return
-        table[key] = Held(value, frozenset(kb_ids), time.monotonic() + self._ttl_s)
-
     def _listen(self) -> None:
         if self._listener is None or self._listener.done():
             self._listener = asyncio.get_running_loop().create_task(self._follow())
@@ -240,21 +268,34 @@ class FreshnessService:
         SEARCH_INVALIDATIONS.labels("change").inc()
         for kb_id, revision in change.kbs.items():
             self._revisions[kb_id] = max(revision, self._revisions.get(kb_id, revision))
+        access = self._held[Kind.ACCESS]
         for bot_id in change.bots:
-            self._access.pop(bot_id, None)
+            access.pop(bot_id, None)
         if change.kb_access:
-            for bot_id, held in list(self._access.items()):
+            for bot_id, held in list(access.items()):
                 if held.kb_ids & change.kb_access:
-                    del self._access[bot_id]
+                    del access[bot_id]
         for tenant_id in change.tenants:
-            self._tenant_kbs.pop(tenant_id, None)
+            self._held[Kind.TENANT_KBS].pop(tenant_id, None)
+        if change.tokens:
+            now = time.monotonic()
+            self._revoked = {t: at for t, at in self._revoked.items() if at > now}
+            self._revoked.update(dict.fromkeys(change.tokens, now + self._ttl_s))
+            principals = self._held[Kind.PRINCIPAL]
+            for digest, held in list(principals.items()):
+                if getattr(held.value, "token_id", None) in change.tokens:
+                    del principals[digest]
+        if change.people:
+            readers = self._held[Kind.READER]
+            for key in [key for key in readers if key.split("\x1f", 1)[0] in change.people]:
+                del readers[key]
 
     def _reset(self, why: str, listening: bool = True) -> None:
         """Drops everything held (and, unless `listening`, stops trusting it until the next
         subscription)."""
         SEARCH_INVALIDATIONS.labels(f"reset_{why}").inc()
-        self._access.clear()
-        self._tenant_kbs.clear()
+        for table in self._held.values():
+            table.clear()
         self._revisions.clear()
         self._epoch += 1
         if not listening:

@@ -22,7 +22,7 @@ from infra.user_repository import UserRepository
 from infra.vectorstore.base import VectorStore
 from schemas.domain import Document, KnowledgeBase, Principal, Role, utcnow
 from schemas.rules import ensure_changeable
-from services.freshness_service import FreshnessService
+from services.freshness_service import FreshnessService, Kind, reader_key
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,12 @@ class Submission:
 class PolicyService:
     """Resolves readers, and decides and checks items' governance."""
 
-    def __init__(self, users: UserRepository, audiences: AudienceRepository) -> None:
+    def __init__(
+        self, users: UserRepository, audiences: AudienceRepository, freshness: FreshnessService
+    ) -> None:
         self._users = users
         self._audiences = audiences
+        self._freshness = freshness
 
     async def reader(self, principal: Principal) -> Reader:
         """The caller of an API request as a reader."""
@@ -64,8 +67,16 @@ class PolicyService:
         return await self.user(principal.tenant_id, principal.user_id)
 
     async def user(self, tenant_id: str, user_id: str) -> Reader:
-        """A user of the tenant, with the audiences they belong to now."""
-        return Reader.user(user_id, await self._audiences.of_user(tenant_id, user_id))
+        """A user of the tenant, with the audiences they belong to now (held in memory until an
+        audience of the tenant changes)."""
+        key = reader_key(tenant_id, user_id)
+        held = self._freshness.held(Kind.READER, key)
+        if isinstance(held, Reader):
+            return held
+        since = self._freshness.epoch
+        reader = Reader.user(user_id, await self._audiences.of_user(tenant_id, user_id))
+        self._freshness.hold(Kind.READER, key, reader, since)
+        return reader
 
     async def for_new_item(
         self,

@@ -1,24 +1,34 @@
 """The tenant's API tokens (with a role and maybe a user, or a bot's): issued, listed and
-revoked by an admin, resolved for every request."""
+revoked by an admin, resolved for every request (from the process's memory once resolved: a
+revocation retires it in every process, `services.freshness_service`)."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 from core.errors import InvalidRequest, NotFound
 from infra.bot_repository import BotRepository
-from infra.token_repository import TokenRepository
+from infra.token_repository import TokenRepository, hash_token
 from infra.user_repository import UserRepository
 from schemas.domain import Principal, Role, TokenInfo, utcnow
+from services.freshness_service import FreshnessService, Kind
 
 
 class TokenService:
     """Issues, lists and revokes the tenant's API tokens."""
 
-    def __init__(self, tokens: TokenRepository, users: UserRepository, bots: BotRepository) -> None:
+    def __init__(
+        self,
+        tokens: TokenRepository,
+        users: UserRepository,
+        bots: BotRepository,
+        freshness: FreshnessService,
+    ) -> None:
         self._tokens = tokens
         self._users = users
         self._bots = bots
+        self._freshness = freshness
 
     async def issue(
         self,
@@ -65,7 +75,21 @@ class TokenService:
         """Revokes a token at once; `NotFound` for none of the tenant's (or the bot's)."""
         if not await self._tokens.revoke(tenant_id, token_id, bot_id):
             raise NotFound("token", token_id)
+        await self._freshness.token_revoked(token_id)
 
     async def resolve(self, token: str) -> Principal | None:
         """Who a bearer token stands for, or None."""
-        return await self._tokens.resolve(token)
+        digest = hash_token(token)
+        held = self._freshness.held(Kind.PRINCIPAL, digest)
+        if isinstance(held, Principal):
+            return held
+        since = self._freshness.epoch
+        found = await self._tokens.lookup(digest)
+        if found is None:
+            return None
+        principal, expires_at = found
+        until = None
+        if expires_at is not None:
+            until = time.monotonic() + (expires_at - utcnow()).total_seconds()
+        self._freshness.hold(Kind.PRINCIPAL, digest, principal, since, until=until)
+        return principal

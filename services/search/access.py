@@ -15,7 +15,7 @@ from core.errors import NotFound
 from infra.bot_repository import BotRepository
 from infra.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.bots import KnowledgeConfig
-from services.freshness_service import FreshnessService
+from services.freshness_service import FreshnessService, Kind
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class AccessGuard:
         """The bot's access and whether it was held in memory; `NotFound` for no such bot.
         `since`: the freshness epoch the search began with (None: now)."""
         since = self._freshness.epoch if since is None else since
-        held = self._freshness.access(bot_id)
+        held = self._freshness.held(Kind.ACCESS, bot_id)
         if isinstance(held, BotAccess):
             return held, True
         bot = await self._bots.find(bot_id)
@@ -60,5 +60,5 @@ class AccessGuard:
             raise NotFound("bot", bot_id)
         active = await self._kbs.active_ids(bot.tenant_id, bot.knowledge.kb_ids)
         access = BotAccess(bot.id, bot.tenant_id, bot.revision, bot.knowledge, tuple(active))
-        self._freshness.remember_access(bot_id, access, set(bot.knowledge.kb_ids), since)
+        self._freshness.hold(Kind.ACCESS, bot_id, access, since, bot.knowledge.kb_ids)
         return access, False

@@ -48,7 +48,7 @@ from schemas.search import (
     SearchResponse,
     TenantSearchRequest,
 )
-from services.freshness_service import FreshnessService
+from services.freshness_service import FreshnessService, Kind
 from services.governance_service import PolicyService
 from services.search.access import AccessGuard
 from services.search.clock import Clock
@@ -307,7 +307,7 @@ class SearchService:
 
     async def _tenant_kbs(self, tenant_id: str, since: int) -> tuple[TenantKbs, bool]:
         """The tenant's KBs, held in memory or read (and held), and whether they were held."""
-        held = self._freshness.tenant_kbs(tenant_id)
+        held = self._freshness.held(Kind.TENANT_KBS, tenant_id)
         if isinstance(held, TenantKbs):
             return held, True
         kbs = sorted(await self._kbs.list_all(tenant_id), key=lambda kb: kb.created_at)
@@ -317,7 +317,7 @@ class SearchService:
             by_code={kb.code: kb.id for kb in kbs if kb.code},
             defaults={kb.id: kb.default_retrieval for kb in active},
         )
-        self._freshness.remember_tenant_kbs(tenant_id, tenant, since)
+        self._freshness.hold(Kind.TENANT_KBS, tenant_id, tenant, since)
         return tenant, False
 
     # --- one search -------------------------------------------------------------------------
