@@ -328,7 +328,7 @@ class AgentToolService:
                 top_k=top_k,
                 max_context_tokens=max_context_tokens,
             )
-            return await self._search.search_bot(request, "mcp")
+            return await self._search.search_bot(request, "mcp", caller=agent.principal)
         people = KnowledgeSearchRequest(
             query=query,
             kb_ids=kb_ids,
@@ -336,7 +336,9 @@ class AgentToolService:
             max_context_tokens=max_context_tokens,
             session_id=session.session_id,
         )
-        return await self._search.search_reader(agent.tenant_id, agent.reader, people, "mcp")
+        return await self._search.search_reader(
+            agent.tenant_id, agent.reader, people, "mcp", caller=agent.principal
+        )
 
 
 def _info(kb: KnowledgeBase) -> KnowledgeBaseInfo:

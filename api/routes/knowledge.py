@@ -25,7 +25,9 @@ async def knowledge_search(
     """Searches the caller's tenant's active KBs (those named, if any), returning only
     passages of items the caller may read; with a `session_id` or `turn_id`, announces what
     it retrieved after the answer."""
-    response = await search_service.search_reader(caller.tenant_id, caller.reader, body)
+    response = await search_service.search_reader(
+        caller.tenant_id, caller.reader, body, caller=caller.principal
+    )
     return KnowledgeSearchResponse(
         results=[KnowledgeResult.of(hit) for hit in response.hits], metrics=response.metrics
     )

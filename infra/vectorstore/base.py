@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -227,49 +228,56 @@ RANK_FIELDS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
 class RankedChunk:
-    """A chunk as a ranking call brings it: its `RANK_FIELDS` (those it has) and, in a hybrid
-    ranking, the terms it holds (its sparse vector's indices)."""
+    """A chunk as a ranking call brings it: its `RANK_FIELDS` (those it has) and, from the
+    sparse ranking or a probe, the terms it holds (its sparse vector's indices). Both are read
+    from the engine's answer only when asked for: most candidates are never looked at."""
 
-    point_id: str
-    fields: Mapping[str, Any]
-    terms: frozenset[int] = frozenset()
+    def __init__(self, point: Any, point_id: str | None = None) -> None:
+        self.point_id = point_id if point_id is not None else str(point.id)
+        self._point = point
 
-    @classmethod
-    def from_point(cls, point: Any) -> RankedChunk:
-        """From a scored point of either Qdrant API."""
-        vectors = point.vector if isinstance(point.vector, dict) else {}
-        return cls(str(point.id), point.payload or {}, _terms(vectors))
+    @cached_property
+    def fields(self) -> Mapping[str, Any]:
+        """The chunk's `RANK_FIELDS` that it has."""
+        return dict(self._point.payload or {})
+
+    @cached_property
+    def terms(self) -> frozenset[int] | None:
+        """The terms the chunk holds (None: not brought: a dense ranking's chunk)."""
+        vectors = self._point.vector
+        if not isinstance(vectors, dict) or SPARSE_VECTOR not in vectors:
+            return None
+        return _terms(vectors)
+
+    def __repr__(self) -> str:
+        return f"RankedChunk({self.point_id})"
 
 
 class RankPart(StrEnum):
     """The parts of a ranking call (`RankQuery.parts`), each one query of the batch."""
 
-    # The dense ranking: chunks by cosine similarity (with a minimum, in dense mode).
+    # The dense ranking: chunks by cosine similarity (at least the threshold).
     DENSE = "dense"
-    # The sparse ranking: chunks by BM25.
+    # The sparse ranking: chunks by BM25, with the terms they hold.
     SPARSE = "sparse"
-    # The sparse ranking's and the probes' chunks again, scored by cosine: what the threshold
-    # reads.
-    COSINES = "cosines"
-    # The chunks holding one probed term.
+    # The chunks holding one probed term, with the terms they hold.
     PROBE = "probe"
 
 
 @dataclass(frozen=True)
 class RankQuery:
     """One search's ranking call (`VectorStore.rank`): the chunks in scope by each retriever
-    the mode uses, `depth` of each, with their `RANK_FIELDS`; in hybrid mode also up to
-    `probe_limit` chunks holding each probed term (with their fields), the cosines of the
-    sparse ranking's and the probes' chunks, and the terms every chunk holds."""
+    the mode uses, `depth` of each, with their `RANK_FIELDS`: the dense ranking only the chunks
+    whose cosine reaches `threshold`, the sparse ranking with the terms each chunk holds; in
+    hybrid mode also up to `probe_limit` chunks holding each probed term."""
 
     scope: SearchScope
     dense: NDArray[np.float32]
     depth: int
     mode: RetrievalMode = RetrievalMode.HYBRID
     sparse: SparseVector | None = None
-    # Dense mode: the minimum cosine, applied by the store.
+    # The minimum cosine of the dense ranking's chunks (None: none).
     threshold: float | None = None
     probes: tuple[int, ...] = ()
     probe_limit: int = 0
@@ -278,77 +286,87 @@ class RankQuery:
         """The queries of the batch, in order: each part, and the term a probe probes."""
         if not self.scope.kb_ids:
             return []
+        has_terms = self.sparse is not None and bool(self.sparse.indices)
         if self.mode is RetrievalMode.DENSE:
             return [(RankPart.DENSE, None)]
-        has_terms = self.sparse is not None and bool(self.sparse.indices)
         if self.mode is RetrievalMode.SPARSE:
             return [(RankPart.SPARSE, None)] if has_terms else []
         parts: list[tuple[RankPart, int | None]] = [(RankPart.DENSE, None)]
         if has_terms:
             parts.append((RankPart.SPARSE, None))
-        parts += [(RankPart.PROBE, term) for term in self.probes]
-        if has_terms or self.probes:
-            parts.append((RankPart.COSINES, None))
-        return parts
-
-    @property
-    def with_terms(self) -> bool:
-        """Whether ranked chunks come with the terms they hold (hybrid only)."""
-        return self.mode is RetrievalMode.HYBRID
+        return parts + [(RankPart.PROBE, term) for term in self.probes]
 
 
 @dataclass(frozen=True)
 class Rankings:
     """A ranking call's answer: each retriever's best points within a scope, best first, as
     (point id, score) pairs (cosine similarities for the dense one, BM25 scores for the sparse
-    one); every ranked chunk's fields; the cosine of every ranked chunk the store scored (the
-    dense ranking's and, in hybrid mode, the sparse ranking's); and for each probed term the
-    points holding it with their documents, (point id, document id) pairs (at most the probe
-    limit)."""
+    one); every ranked chunk (`RankedChunk`); and for each probed term the points holding it
+    with their documents, (point id, document id) pairs (at most the probe limit)."""
 
     dense: list[tuple[str, float]]
     sparse: list[tuple[str, float]]
     holding: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     chunks: dict[str, RankedChunk] = field(default_factory=dict)
-    cosines: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_answers(cls, query: RankQuery, answers: Sequence[Sequence[Any]]) -> Rankings:
         """From the answers to `query.parts()` (scored points of either Qdrant API)."""
         rankings = cls([], [])
+        chunks = rankings.chunks
         for (part, term), points in zip(query.parts(), answers, strict=True):
-            scored = [(str(p.id), float(p.score)) for p in points]
-            if part is RankPart.COSINES:
-                rankings.cosines.update(scored)
-                continue
+            scored = []
             for point in points:
-                rankings.chunks.setdefault(str(point.id), RankedChunk.from_point(point))
+                point_id = str(point.id)
+                scored.append((point_id, float(point.score)))
+                known = chunks.get(point_id)
+                # The sparse ranking's and the probes' copies carry the terms.
+                if known is None or (part is not RankPart.DENSE and known.terms is None):
+                    chunks[point_id] = RankedChunk(point, point_id)
             if part is RankPart.PROBE:
                 assert term is not None
-                rankings.holding[term] = [holder(p) for p in points]
+                rankings.holding[term] = [
+                    (point_id, str(chunks[point_id].fields.get(DOCUMENT_ID, point_id)))
+                    for point_id, _ in scored
+                ]
             elif part is RankPart.DENSE:
                 rankings.dense.extend(scored)
-                rankings.cosines.update(scored)
             else:
                 rankings.sparse.extend(scored)
         return rankings
 
+    @property
+    def cosines(self) -> dict[str, float]:
+        """The cosine of each chunk of the dense ranking."""
+        return dict(self.dense)
 
-def readable(records: Sequence[Any], scope: SearchScope) -> dict[str, ChunkPayload]:
-    """The payloads of the points retrieved by id (either Qdrant API) that are still active
-    chunks in `scope`."""
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk read by id (`VectorStore.read`): its payload, the terms it holds, and its dense
+    vector if it was asked for."""
+
+    payload: ChunkPayload
+    terms: frozenset[int]
+    dense: NDArray[np.float32] | None = None
+
+
+def readable(records: Sequence[Any], scope: SearchScope) -> dict[str, StoredChunk]:
+    """The points retrieved by id (either Qdrant API) that are still active chunks in `scope`,
+    by point id."""
     selector = scope.filter()
-    return {
-        str(record.id): ChunkPayload.from_store(record.payload)
-        for record in records
-        if selector.matches(record.payload or {})
-    }
-
-
-def holder(point: Any) -> tuple[str, str]:
-    """A probed point of either Qdrant API (read with its `DOCUMENT_ID`): its id and its
-    document's."""
-    return str(point.id), str((point.payload or {}).get(DOCUMENT_ID, point.id))
+    found = {}
+    for record in records:
+        if not selector.matches(record.payload or {}):
+            continue
+        vectors = record.vector if isinstance(record.vector, dict) else {}
+        dense = vectors.get(DENSE_VECTOR)
+        found[str(record.id)] = StoredChunk(
+            ChunkPayload.from_store(record.payload),
+            _terms(vectors),
+            None if dense is None else np.asarray(dense, dtype=np.float32),
+        )
+    return found
 
 
 class VectorStore(Protocol):
@@ -400,9 +418,11 @@ class VectorStore(Protocol):
         """The query's rankings (`RankQuery`), in one call to the engine."""
         ...
 
-    async def read(self, scope: SearchScope, point_ids: Sequence[str]) -> dict[str, ChunkPayload]:
-        """The payloads of those of the points that are still active chunks in scope, by point
-        id: one call to the engine."""
+    async def read(
+        self, scope: SearchScope, point_ids: Sequence[str], dense: bool = False
+    ) -> dict[str, StoredChunk]:
+        """Those of the points that are still active chunks in scope, by point id, with their
+        payloads and terms (and, with `dense`, their dense vectors): one call to the engine."""
         ...
 
     async def count(self, selector: Filter) -> int:

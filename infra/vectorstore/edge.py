@@ -69,6 +69,7 @@ from infra.vectorstore.base import (
     RetrievalMode,
     ScoredChunk,
     SparseVector,
+    StoredChunk,
     VectorQuery,
     WithdrawnDocument,
     readable,
@@ -402,49 +403,25 @@ class EdgeVectorStore:
         if not parts:
             return Rankings([], [])
         selector = edge_filter(query.scope.filter())
-        dense = _dense_query(query.dense)
-        sparse = _sparse_query(query.sparse)
-        vectors = [SPARSE_VECTOR] if query.with_terms else None
         requests = []
         for part, term in parts:
             if part is RankPart.DENSE:
                 request = qe.QueryRequest(
                     limit=query.depth,
-                    query=dense,
+                    query=_dense_query(query.dense),
                     filter=selector,
                     params=self._dense_params,
                     score_threshold=query.threshold,
                     with_payload=list(RANK_FIELDS),
-                    with_vector=vectors,
-                )
-            elif part is RankPart.SPARSE:
-                request = qe.QueryRequest(
-                    limit=query.depth,
-                    query=sparse,
-                    filter=selector,
-                    with_payload=list(RANK_FIELDS),
-                    with_vector=vectors,
-                )
-            elif part is RankPart.COSINES:
-                candidates = [
-                    qe.Prefetch(limit=query.probe_limit, query=_probe(term), filter=selector)
-                    for term in query.probes
-                ]
-                if sparse is not None:
-                    candidates.append(qe.Prefetch(limit=query.depth, query=sparse, filter=selector))
-                request = qe.QueryRequest(
-                    limit=query.depth + query.probe_limit * len(query.probes),
-                    query=dense,
-                    prefetches=candidates,
-                    params=self._dense_params,
                 )
             else:
+                sparse = query.sparse if part is RankPart.SPARSE else SparseVector([term or 0], [1])
                 request = qe.QueryRequest(
-                    limit=query.probe_limit,
-                    query=_probe(term or 0),
+                    limit=query.depth if part is RankPart.SPARSE else query.probe_limit,
+                    query=_sparse_query(sparse),
                     filter=selector,
                     with_payload=list(RANK_FIELDS),
-                    with_vector=vectors,
+                    with_vector=[SPARSE_VECTOR],
                 )
             requests.append(request)
         return Rankings.from_answers(query, await self._rankings.submit(requests))
@@ -453,13 +430,16 @@ class EdgeVectorStore:
         batch = qe.QueryBatchRequest(requests)
         return await self._read(lambda shard: shard.query_batch(batch))
 
-    async def read(self, scope: SearchScope, point_ids: Sequence[str]) -> dict[str, ChunkPayload]:
-        """The payloads of the points still in scope (retrieved by id and checked here: a
-        filtered query over a list of ids costs several times as much in the engine)."""
+    async def read(
+        self, scope: SearchScope, point_ids: Sequence[str], dense: bool = False
+    ) -> dict[str, StoredChunk]:
+        """The points still in scope, with payloads and terms (retrieved by id and checked
+        here: a filtered query over a list of ids costs several times as much in the engine)."""
         if not point_ids or not scope.kb_ids:
             return {}
         ids: list[Any] = list(point_ids)
-        records = await self._read(lambda shard: shard.retrieve(ids, True, False))
+        vectors = [SPARSE_VECTOR, DENSE_VECTOR] if dense else [SPARSE_VECTOR]
+        records = await self._read(lambda shard: shard.retrieve(ids, True, vectors))
         return readable(records, scope)
 
     async def export_points(
@@ -617,11 +597,6 @@ def _edge_condition(condition: Condition) -> Any:
 
 def _dense_query(vector: NDArray[np.float32]) -> qe.Query:
     return qe.Query.Nearest(vector.tolist(), using=DENSE_VECTOR)
-
-
-def _probe(term: int) -> qe.Query:
-    """A query for the chunks holding a term."""
-    return qe.Query.Nearest(qe.SparseVector(indices=[term], values=[1.0]), using=SPARSE_VECTOR)
 
 
 def _sparse_query(sparse: SparseVector | None) -> qe.Query | None:

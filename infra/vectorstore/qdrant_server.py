@@ -48,6 +48,7 @@ from infra.vectorstore.base import (
     RetrievalMode,
     ScoredChunk,
     SparseVector,
+    StoredChunk,
     VectorQuery,
     WithdrawnDocument,
     readable,
@@ -309,62 +310,27 @@ class QdrantServerStore:
         if not parts:
             return Rankings([], [])
         selector = qdrant_filter(query.scope.filter())
-        dense = query.dense.tolist()
-        sparse = _sparse_vector(query.sparse)
-        vectors = [SPARSE_VECTOR] if query.with_terms else False
         requests = []
         for part, term in parts:
             if part is RankPart.DENSE:
                 request = qm.QueryRequest(
-                    query=dense,
+                    query=query.dense.tolist(),
                     using=DENSE_VECTOR,
                     filter=selector,
                     params=self._dense_params,
                     limit=query.depth,
                     score_threshold=query.threshold,
                     with_payload=list(RANK_FIELDS),
-                    with_vector=vectors,
-                )
-            elif part is RankPart.SPARSE:
-                request = qm.QueryRequest(
-                    query=sparse,
-                    using=SPARSE_VECTOR,
-                    filter=selector,
-                    limit=query.depth,
-                    with_payload=list(RANK_FIELDS),
-                    with_vector=vectors,
-                )
-            elif part is RankPart.COSINES:
-                candidates = [
-                    qm.Prefetch(
-                        query=_probe(term),
-                        using=SPARSE_VECTOR,
-                        filter=selector,
-                        limit=query.probe_limit,
-                    )
-                    for term in query.probes
-                ]
-                if sparse is not None:
-                    candidates.append(
-                        qm.Prefetch(
-                            query=sparse, using=SPARSE_VECTOR, filter=selector, limit=query.depth
-                        )
-                    )
-                request = qm.QueryRequest(
-                    prefetch=candidates,
-                    query=dense,
-                    using=DENSE_VECTOR,
-                    params=self._dense_params,
-                    limit=query.depth + query.probe_limit * len(query.probes),
                 )
             else:
+                sparse = query.sparse if part is RankPart.SPARSE else SparseVector([term or 0], [1])
                 request = qm.QueryRequest(
-                    query=_probe(term or 0),
+                    query=_sparse_vector(sparse),
                     using=SPARSE_VECTOR,
                     filter=selector,
-                    limit=query.probe_limit,
+                    limit=query.depth if part is RankPart.SPARSE else query.probe_limit,
                     with_payload=list(RANK_FIELDS),
-                    with_vector=vectors,
+                    with_vector=[SPARSE_VECTOR],
                 )
             requests.append(request)
         answers = await self._rankings.submit(requests)
@@ -374,14 +340,17 @@ class QdrantServerStore:
         async with _qdrant_errors():
             return await self._client.query_batch_points(self._collection, requests)
 
-    async def read(self, scope: SearchScope, point_ids: Sequence[str]) -> dict[str, ChunkPayload]:
-        """The payloads of the points still in scope (retrieved by id and checked here:
-        cheaper than a filtered query over the ids)."""
+    async def read(
+        self, scope: SearchScope, point_ids: Sequence[str], dense: bool = False
+    ) -> dict[str, StoredChunk]:
+        """The points still in scope, with payloads and terms (retrieved by id and checked
+        here: cheaper than a filtered query over the ids)."""
         if not point_ids or not scope.kb_ids:
             return {}
+        vectors = [SPARSE_VECTOR, DENSE_VECTOR] if dense else [SPARSE_VECTOR]
         async with _qdrant_errors():
             records = await self._client.retrieve(
-                self._collection, list(point_ids), with_payload=True, with_vectors=False
+                self._collection, list(point_ids), with_payload=True, with_vectors=vectors
             )
         return readable(records, scope)
 
@@ -440,11 +409,6 @@ def _qdrant_condition(condition: Condition) -> qm.Condition:
             return qm.FieldCondition(key=key, range=qm.Range(gte=gte, lt=lt))
         case Filter():
             return qdrant_filter(condition)
-
-
-def _probe(term: int) -> qm.SparseVector:
-    """A query for the chunks holding a term."""
-    return qm.SparseVector(indices=[term], values=[1.0])
 
 
 def _sparse_vector(sparse: SparseVector | None) -> qm.SparseVector | None:

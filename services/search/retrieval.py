@@ -9,21 +9,27 @@ never its text; once the answer's passages are chosen, one read (`read`) brings 
 same thing whether it searches dense or hybrid:
 
 - dense: chunks ranked by cosine, the threshold applied by the store. `score` is the cosine.
-- hybrid: the dense and the sparse (BM25) rankings (`depth` chunks each) are fused
-  (`services.search.fusion`); the same call scores the sparse ranking's chunks by cosine too,
-  and says which query terms every ranked chunk holds. A fused chunk is kept if its cosine
-  reaches the threshold, or if it is an exact keyword match, which embeddings often miss: it
-  contains every term of the query, or every rare identifier the query names (a part number,
-  an error code, a flag). `score` is the fused score, 0..1, where 1 is the best chunk of both
-  rankings (or a chunk placed first for a strong signal). With pseudo-relevance feedback
-  (`Feedback`, off by default), a question's keyword query first gains the terms its best
-  semantic matches hold, and the store ranks again with the widened query (two ranking calls).
+- hybrid: the dense ranking (the chunks whose cosine reaches the threshold, applied by the
+  store) and the sparse (BM25) ranking, `depth` chunks each, are fused
+  (`services.search.fusion`). A fused chunk is kept if it is in the dense ranking, or if it is
+  an exact keyword match, which embeddings often miss: it contains every term of the query
+  (the sparse ranking brings the terms each of its chunks holds), or every rare identifier the
+  query names (a part number, an error code, a flag). A chunk outside the dense ranking is
+  taken to be below the threshold (it is below the dense ranking's last). `score` is the fused
+  score, 0..1, where 1 is the best chunk of both rankings (or a chunk placed first for a strong
+  signal). With pseudo-relevance feedback (`Feedback`, off by default), a question's keyword
+  query first gains the terms its best semantic matches hold, read for it, and the store ranks
+  again with the widened query (two ranking calls and a read before the answer's read).
 - sparse (admin tooling only): BM25 alone, no threshold; `score` is the BM25 score.
+
+Why a chunk was kept (`Candidate.rationale`) is written for the answer's passages only, from
+what the read brings of them (the terms they hold, their cosine where the ranking did not
+bring it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,9 +44,9 @@ from infra.vectorstore.base import (
     RankQuery,
     RetrievalMode,
     SparseVector,
+    StoredChunk,
     VectorStore,
 )
-from schemas.chunks import ChunkPayload
 from services.search.fusion import (
     Fused,
     FusionParams,
@@ -64,14 +70,38 @@ class Feedback:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A chunk that passed retrieval: what the ranking call brought of it, its score, why it
-    was kept, and its place in the ranking it came from (fused, dense or sparse), before the
-    threshold."""
+    """A chunk that passed retrieval: what the ranking call brought of it, its score, its
+    cosine with the query if the ranking brought it, and its place in the ranking it came from
+    (fused, dense or sparse), before the threshold; in hybrid mode its place in the fusion and
+    whether it was kept as an exact keyword match below the threshold."""
 
     chunk: RankedChunk
     score: float
-    rationale: str
     position: int
+    mode: RetrievalMode
+    cosine: float | None = None
+    fused: Fused | None = None
+    below_threshold: bool = False
+
+    def rationale(self, cosine: float | None, matched: int, terms: int) -> str:
+        """Why it was kept, given its cosine and how many of the query's `terms` it holds."""
+        if self.mode is RetrievalMode.DENSE:
+            return f"semantic match (cosine {self.score:.2f})"
+        if self.mode is RetrievalMode.SPARSE:
+            return f"keyword match (BM25 {self.score:.2f})"
+        why = f"hybrid: semantic cosine {cosine or 0.0:.2f}"
+        if terms:
+            why += f", {matched} of {terms} query terms"
+        lead = self.fused.lead if self.fused is not None else None
+        if lead == "identifier":
+            why += "; first: it holds the query's rare identifiers"
+        elif lead == "keyword":
+            why += "; first: its keyword match leads the rest by far"
+        elif lead == "semantic":
+            why += "; first: its semantic match leads the rest by far"
+        if self.below_threshold:
+            why += " (kept as an exact keyword match below the similarity threshold)"
+        return why
 
 
 @dataclass(frozen=True)
@@ -130,24 +160,28 @@ class Retriever:
     ) -> Retrieved:
         """Every chunk the store ranks for the query (`depth` per retriever), best first,
         filtered as the module docstring says: one ranking call (two with feedback)."""
+        at_least = threshold or None
         if mode is RetrievalMode.DENSE:
             rankings = await self._store.rank(
-                RankQuery(scope, vector, self._depth, mode, threshold=threshold or None)
+                RankQuery(scope, vector, self._depth, mode, threshold=at_least)
             )
-            return _single(rankings, rankings.dense, "semantic match (cosine {:.2f})")
+            return _single(rankings, rankings.dense, mode)
         sparse = self._sparse.query(query)
         if mode is RetrievalMode.SPARSE:
             rankings = await self._store.rank(
                 RankQuery(scope, vector, self._depth, mode, sparse=sparse)
             )
-            return _single(rankings, rankings.sparse, "keyword match (BM25 {:.2f})")
-        rankings = await self._rank(scope, query, vector, sparse, fusion)
+            return _single(rankings, rankings.sparse, mode)
+        rankings = await self._rank(scope, query, vector, sparse, fusion, at_least)
         fused = fuse(rankings, for_query(query, fusion))
         return Retrieved(_hybrid(query, rankings, fused, threshold), len(fused), fused)
 
-    async def read(self, scope: SearchScope, point_ids: list[str]) -> dict[str, ChunkPayload]:
-        """The chosen chunks' payloads (their texts), those still in scope: one read."""
-        return await self._store.read(scope, point_ids)
+    async def read(
+        self, scope: SearchScope, point_ids: list[str], dense: bool = False
+    ) -> dict[str, StoredChunk]:
+        """The chosen chunks (their payloads and terms; with `dense` their vectors), those
+        still in scope: one read."""
+        return await self._store.read(scope, point_ids, dense)
 
     async def _rank(
         self,
@@ -156,6 +190,7 @@ class Retriever:
         vector: NDArray[np.float32],
         sparse: SparseVector,
         fusion: FusionParams,
+        threshold: float | None,
     ) -> Rankings:
         # Identifiers in the query: the store says which chunks hold each of their terms, so
         # that fusion can put the chunks holding every rare one first.
@@ -166,6 +201,7 @@ class Retriever:
             self._depth,
             RetrievalMode.HYBRID,
             sparse=sparse,
+            threshold=threshold,
             probes=probes,
             probe_limit=fusion.probe_limit,
         )
@@ -173,25 +209,37 @@ class Retriever:
         feedback = self._feedback
         if not feedback.chunks or query_kind(query) is not QueryKind.QUESTION:
             return rankings
-        best = [rankings.chunks[point] for point, _ in rankings.dense[: feedback.chunks]]
+        best = [point for point, _ in rankings.dense[: feedback.chunks]]
+        read = await self._store.read(scope, best) if best else {}
         widened = with_feedback(
-            sparse, [chunk.terms for chunk in best], feedback.weight, feedback.min_chunks
+            sparse, [chunk.terms for chunk in read.values()], feedback.weight, feedback.min_chunks
         )
-        again = await self._store.rank(RankQuery(**{**vars(ranking), "sparse": widened}))
+        again = await self._store.rank(replace(ranking, sparse=widened))
         return Rankings(
             dense=rankings.dense,
             sparse=again.sparse,
             holding=rankings.holding,
             chunks={**again.chunks, **rankings.chunks},
-            cosines={**again.cosines, **rankings.cosines},
         )
 
 
-def _single(rankings: Rankings, ranked: list[tuple[str, float]], why: str) -> Retrieved:
+def query_terms(query: str) -> frozenset[int]:
+    """The query's terms, as sparse-vector indices: a chunk contains a term exactly when its
+    own sparse vector has that index, so no chunk text is tokenised to tell."""
+    return frozenset(term_index(term) for term in tokens(query))
+
+
+def _single(rankings: Rankings, ranked: list[tuple[str, float]], mode: RetrievalMode) -> Retrieved:
     """One retriever's ranking as candidates, in its order."""
     return Retrieved(
         [
-            Candidate(rankings.chunks[point], score, why.format(score), position)
+            Candidate(
+                rankings.chunks[point],
+                score,
+                position,
+                mode,
+                cosine=score if mode is RetrievalMode.DENSE else None,
+            )
             for position, (point, score) in enumerate(ranked)
         ],
         len(ranked),
@@ -201,36 +249,23 @@ def _single(rankings: Rankings, ranked: list[tuple[str, float]], why: str) -> Re
 def _hybrid(
     query: str, rankings: Rankings, fused: list[Fused], threshold: float
 ) -> list[Candidate]:
-    """The fused chunks that pass: a cosine at the threshold, or an exact keyword match."""
-    # The query's terms, as sparse-vector indices: a chunk contains a term exactly when its own
-    # sparse vector has that index, so no chunk text is tokenised here.
-    terms = {term_index(term) for term in tokens(query)}
+    """The fused chunks that pass: in the dense ranking (at the threshold), or an exact keyword
+    match."""
+    terms = query_terms(query)
+    cosines = rankings.cosines
     kept = []
     for position, point in enumerate(fused):
-        chunk = rankings.chunks.get(point.point_id)
-        if chunk is None:  # a probe's find, ranked by neither retriever
-            continue
-        # A chunk neither ranking scored by cosine is below the dense ranking's last.
-        cosine = rankings.cosines.get(point.point_id, 0.0)
-        matched = terms & chunk.terms
-        exact = (bool(terms) and matched == terms) or point.lead == "identifier"
-        if cosine < threshold and not exact:
-            continue
-        why = _why(point, cosine, len(matched), terms)
-        if cosine < threshold:
-            why += " (kept as an exact keyword match below the similarity threshold)"
-        kept.append(Candidate(chunk, point.score, why, position))
+        chunk = rankings.chunks[point.point_id]
+        cosine = cosines.get(point.point_id)
+        close = threshold <= 0 if cosine is None else cosine >= threshold
+        below = False
+        if not close:
+            held = chunk.terms or frozenset()
+            exact = (bool(terms) and terms <= held) or point.lead == "identifier"
+            if not exact:
+                continue
+            below = True
+        kept.append(
+            Candidate(chunk, point.score, position, RetrievalMode.HYBRID, cosine, point, below)
+        )
     return kept
-
-
-def _why(fused: Fused, cosine: float, matched: int, terms: set[int]) -> str:
-    why = f"hybrid: semantic cosine {cosine:.2f}"
-    if terms:
-        why += f", {matched} of {len(terms)} query terms"
-    if fused.lead == "identifier":
-        why += "; first: it holds the query's rare identifiers"
-    elif fused.lead == "keyword":
-        why += "; first: its keyword match leads the rest by far"
-    elif fused.lead == "semantic":
-        why += "; first: its semantic match leads the rest by far"
-    return why

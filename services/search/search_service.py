@@ -26,6 +26,9 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Literal
 
+import numpy as np
+from numpy.typing import NDArray
+
 from core.errors import RateLimited
 from core.filters import SearchScope
 from core.governance import Reader
@@ -34,9 +37,9 @@ from infra.metrics import SEARCH_CACHE, SEARCH_LATENCY, SEARCH_REQUESTS, TENANT_
 from infra.rate_limits import RateLimiter
 from infra.search_cache import Limit, Probe, Remembered, SearchCache, result_key
 from infra.settings import SearchSettings
-from infra.vectorstore.base import RetrievalMode
+from infra.vectorstore.base import RetrievalMode, StoredChunk
 from schemas.chunks import ChunkPayload
-from schemas.domain import KbStatus, RetrievalConfig
+from schemas.domain import KbStatus, Principal, RetrievalConfig
 from schemas.events import ChunksRetrieved, RetrievedChunk
 from schemas.search import (
     AlsoIn,
@@ -53,7 +56,7 @@ from services.governance_service import PolicyService
 from services.search.access import AccessGuard
 from services.search.clock import Clock
 from services.search.fusion import FusionMethod, FusionParams
-from services.search.retrieval import Candidate, Retrieved, Retriever
+from services.search.retrieval import Candidate, Retrieved, Retriever, query_terms
 from services.search.retrieval_events import RetrievalEvents
 from services.search.shaping import (
     Passage,
@@ -200,13 +203,20 @@ class SearchService:
         )
 
     async def search_bot(
-        self, request: BotSearchRequest, channel: Channel = "bot", announce: bool = True
+        self,
+        request: BotSearchRequest,
+        channel: Channel = "bot",
+        announce: bool = True,
+        caller: Principal | None = None,
     ) -> Answer:
         """A bot's search, within its attached, active KBs: of what `user_id` may read, or
         without one, of what the whole tenant may read. With `announce` (and a session or
-        turn), what it retrieved is announced after the answer."""
+        turn), what it retrieved is announced after the answer. `caller`: the token's
+        principal it was asked with (refused once its token is revoked)."""
 
         async def plan(since: int) -> tuple[Plan, CacheHits]:
+            if caller is not None:
+                self._freshness.check_token(caller)
             access, held = await self._guard.for_bot(request.bot_id, since)
             knowledge = access.knowledge
             strict = knowledge.strict if request.strict is None else request.strict
@@ -245,12 +255,16 @@ class SearchService:
         request: KnowledgeSearchRequest,
         channel: Channel = "people",
         announce: bool = True,
+        caller: Principal | None = None,
     ) -> Answer:
         """A person's search over their tenant's active KBs (those named, if any), of what
         they may read. With `announce` and a session or turn, what it retrieved is announced
-        after the answer."""
+        after the answer. `caller`: the token's principal it was asked with (refused once its
+        token is revoked)."""
 
         async def plan(since: int) -> tuple[Plan, CacheHits]:
+            if caller is not None:
+                self._freshness.check_token(caller)
             tenant, held = await self._tenant_kbs(tenant_id, since)
             kb_ids = list(tenant.active) if request.kb_ids is None else tenant.named(request.kb_ids)
             threshold = request.score_threshold
@@ -380,7 +394,7 @@ class SearchService:
     ) -> Answer:
         """A search the cache could not answer."""
         if not plan.kb_ids:
-            return self._finish(plan, [], {}, clock, hits)
+            return self._finish(plan, [], Retrieved([], 0), {}, None, clock, hits)
         vector = probe.vector
         fresh = None
         if vector is None or vector.shape != (self._retriever.dimensions,):
@@ -402,8 +416,11 @@ class SearchService:
             passages = self._distinct(plan, found)
         with clock.step("fetch"):
             wanted = [piece.point_id for passage in passages for piece in passage.pieces]
-            payloads = await self._retriever.read(scope, wanted)
-        answer = self._finish(plan, passages, payloads, clock, hits)
+            # The cosine of a passage kept without one (not in the dense ranking) is computed
+            # from its vector, for its rationale.
+            cosines = any(found.candidates[p.rank].cosine is None for p in passages)
+            stored = await self._retriever.read(scope, wanted, dense=cosines)
+        answer = self._finish(plan, passages, found, stored, vector, clock, hits)
         with clock.step("writes"):
             self._cache.remember(
                 Remembered(
@@ -465,18 +482,28 @@ class SearchService:
         self,
         plan: Plan,
         passages: list[Passage],
-        payloads: dict[str, ChunkPayload],
+        found: Retrieved,
+        stored: dict[str, StoredChunk],
+        vector: NDArray[np.float32] | None,
         clock: Clock,
         cache: CacheHits,
     ) -> Answer:
         with clock.step("shaping"):
-            texts = {point_id: payload.chunk_text for point_id, payload in payloads.items()}
+            texts = {point_id: chunk.payload.chunk_text for point_id, chunk in stored.items()}
             shown = [(p, text) for p in passages if (text := text_of(p, texts)) is not None]
             kept = within_budget([text for _, text in shown], plan.max_context_tokens)
-            hits = [
-                _hit(passage, text, payloads[passage.pieces[0].point_id])
-                for (passage, _), text in zip(shown, kept, strict=False)
-            ]
+            terms = query_terms(plan.query)
+            hits = []
+            for (passage, _), text in zip(shown, kept, strict=False):
+                candidate = found.candidates[passage.rank]
+                best = stored.get(candidate.chunk.point_id)
+                cosine = candidate.cosine
+                if cosine is None and best is not None and vector is not None:
+                    cosine = _cosine(best.dense, vector)
+                matched = len(terms & best.terms) if best is not None else 0
+                why = candidate.rationale(cosine, matched, len(terms))
+                first = stored[passage.pieces[0].point_id].payload
+                hits.append(_hit(passage, text, first, why))
             response = SearchResponse(
                 hits=hits, fallback_message=plan.fallback_message if not hits else None
             )
@@ -484,15 +511,22 @@ class SearchService:
         return Answer(body, clock.metrics(cache), response)
 
 
+def _cosine(dense: NDArray[np.float32] | None, query: NDArray[np.float32]) -> float | None:
+    """The cosine similarity of a stored vector and the (unit) query vector."""
+    if dense is None:
+        return None
+    norm = float(np.linalg.norm(dense))
+    return float(dense @ query) / norm if norm > 0 else 0.0
+
+
 def _pieces(candidates: Sequence[Candidate]) -> Iterator[Piece]:
     for rank, candidate in enumerate(candidates):
         chunk = candidate.chunk
-        yield Piece(chunk.point_id, chunk.fields, candidate.score, candidate.rationale, rank)
+        yield Piece(chunk.point_id, chunk.fields, candidate.score, rank)
 
 
-def _hit(passage: Passage, text: str, payload: ChunkPayload) -> SearchHit:
+def _hit(passage: Passage, text: str, payload: ChunkPayload, rationale: str) -> SearchHit:
     merged = passage.last_index > passage.first_index
-    rationale = passage.rationale
     if merged:
         rationale += f"; chunks {passage.first_index}-{passage.last_index} merged"
     return SearchHit(

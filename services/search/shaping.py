@@ -44,12 +44,11 @@ class Source:
 @dataclass(frozen=True)
 class Piece:
     """One candidate chunk, as the ranking call brought it (no text): its point, the fields it
-    came with, its score, why it was kept and its rank among the candidates."""
+    came with, its score and its rank among the candidates."""
 
     point_id: str
     fields: Mapping[str, Any]
     score: float
-    rationale: str
     rank: int
 
     @property
@@ -102,11 +101,11 @@ class Piece:
 
 @dataclass(frozen=True)
 class Passage:
-    """One or more adjacent chunks of a document, as one hit: its pieces by chunk index."""
+    """One or more adjacent chunks of a document, as one hit: its pieces by chunk index, its
+    score and rank (its best piece's: why that one was kept is why the passage is)."""
 
     pieces: tuple[Piece, ...]
     score: float
-    rationale: str
     rank: int
     signature: Signature
     # Other places holding (nearly) the same text, folded into this passage.
@@ -115,7 +114,7 @@ class Passage:
     @classmethod
     def of(cls, piece: Piece, signature: Signature) -> Passage:
         """A passage of one chunk."""
-        return cls((piece,), piece.score, piece.rationale, piece.rank, signature)
+        return cls((piece,), piece.score, piece.rank, signature)
 
     @property
     def document_id(self) -> str:
@@ -231,11 +230,9 @@ def _join(passage: Passage, piece: Piece, signature: Signature) -> Passage:
     pieces = passage.pieces
     if not any(p.chunk_index == piece.chunk_index for p in pieces):
         pieces = tuple(sorted((*pieces, piece), key=lambda p: p.chunk_index))
-    best = passage if passage.rank <= piece.rank else piece
     return Passage(
         pieces=pieces,
         score=max(passage.score, piece.score),
-        rationale=best.rationale,
         rank=min(passage.rank, piece.rank),
         signature=passage.signature.union(signature),
         also_in=passage.also_in,

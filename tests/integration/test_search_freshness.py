@@ -14,19 +14,20 @@ import redis.asyncio as redis
 from qdrant_client import AsyncQdrantClient
 from redis.asyncio.connection import Connection
 
+from core.errors import Unauthorized
 from core.filters import SearchScope, chunks_of_document
 from devstack.launcher import LocalServices
 from infra.embedding.base import Embedder
 from infra.mongo import ensure_indexes
 from infra.search_cache import SearchCache
 from infra.sparse import SparseEncoder
-from infra.vectorstore.base import ChunkPoint, Rankings, RankQuery
+from infra.vectorstore.base import ChunkPoint, Rankings, RankQuery, StoredChunk
 from infra.vectorstore.qdrant_server import QdrantServerStore
 from ragline.system import System
 from schemas.bots import BotCreate, BotUpdate, KnowledgeConfig, KnowledgePatch
 from schemas.chunks import ChunkPayload
 from schemas.domain import KnowledgeBase, Role, chunk_point_id
-from schemas.search import BotSearchRequest
+from schemas.search import BotSearchRequest, KnowledgeSearchRequest
 from tests.conftest import settings_for
 
 TEXTS = {
@@ -46,9 +47,11 @@ class CountingStore(QdrantServerStore):
         self.calls.append("rank")
         return await super().rank(query)
 
-    async def read(self, scope: SearchScope, point_ids: Sequence[str]) -> dict[str, ChunkPayload]:
+    async def read(
+        self, scope: SearchScope, point_ids: Sequence[str], dense: bool = False
+    ) -> dict[str, StoredChunk]:
         self.calls.append("read")
-        return await super().read(scope, point_ids)
+        return await super().read(scope, point_ids, dense)
 
 
 class CountingConnection(Connection):
@@ -153,10 +156,18 @@ async def test_one_process_sees_the_others_changes_with_its_very_next_search(
     )
     assert (await search.search_bot(_request(bot.id))).hits == []
 
-    # A token revoked through the first process is refused by the second at once.
+    # A token revoked through the first process: the second, which held it, refuses the very
+    # next search asked with it, and the token itself.
     info, secret = await first.token_service.issue("acme", "agent", Role.USER, "u1")
-    assert await second.token_service.resolve(secret) is not None
+    principal = await second.token_service.resolve(secret)
+    assert principal is not None
+    assert await second.token_service.resolve(secret) == principal  # held in memory now
+    reader = await second.policy_service.reader(principal)
+    people = KnowledgeSearchRequest(query=QUESTION, score_threshold=0.0)
+    assert (await search.search_reader("acme", reader, people, caller=principal)).hits
     await first.token_service.revoke("acme", info.id)
+    with pytest.raises(Unauthorized, match="revoked"):
+        await search.search_reader("acme", reader, people, caller=principal)
     assert await second.token_service.resolve(secret) is None
 
 

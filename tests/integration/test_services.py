@@ -21,6 +21,7 @@ from schemas.bots import BotCreate, BotUpdate, KnowledgeConfig, KnowledgePatch
 from schemas.domain import KbStatus, Principal, Record, Role
 from schemas.events import ChunksRetrieved
 from schemas.topics import ALL_TOPICS
+from services.freshness_service import Kind
 from services.governance_service import Submission
 from services.intake_service import Outcome
 from tests.conftest import settings_for
@@ -85,19 +86,19 @@ async def test_kb_changes_reach_the_answer_cache_and_attached_bots_access(system
     freshness = system.freshness_service
     await _applied(system)
     await system.access_guard.for_bot(bot.id)
-    assert freshness.access(bot.id) is not None
+    assert freshness.held(Kind.ACCESS, bot.id) is not None
 
     renamed = await system.knowledge_base_service.update("acme", kb.id, {"name": "Renamed"})
     await _applied(system)
     assert await freshness.revisions([kb.id], freshness.epoch) == [renamed.revision]
     # A rename does not change what a bot may search.
-    assert freshness.access(bot.id) is not None
+    assert freshness.held(Kind.ACCESS, bot.id) is not None
 
     disabled = await system.knowledge_base_service.disable("acme", kb.id)
     assert disabled.revision > renamed.revision
     await _applied(system)
     assert await freshness.revisions([kb.id], freshness.epoch) == [disabled.revision]
-    assert freshness.access(bot.id) is None
+    assert freshness.held(Kind.ACCESS, bot.id) is None
 
 
 async def test_bot_changes_drop_its_cached_access(system: System) -> None:
@@ -112,17 +113,17 @@ async def test_bot_changes_drop_its_cached_access(system: System) -> None:
     freshness = system.freshness_service
     await _applied(system)
     await system.access_guard.for_bot(bot.id)
-    assert freshness.access(bot.id) is not None
+    assert freshness.held(Kind.ACCESS, bot.id) is not None
     await system.bot_service.update(
         "acme", bot.id, BotUpdate(knowledge=KnowledgePatch(enabled=True, kb_ids=[kb.id]))
     )
     await _applied(system)
-    assert freshness.access(bot.id) is None
+    assert freshness.held(Kind.ACCESS, bot.id) is None
     await system.access_guard.for_bot(bot.id)
-    assert freshness.access(bot.id) is not None
+    assert freshness.held(Kind.ACCESS, bot.id) is not None
     await system.bot_service.delete("acme", bot.id)
     await _applied(system)
-    assert freshness.access(bot.id) is None
+    assert freshness.held(Kind.ACCESS, bot.id) is None
 
 
 async def test_items_get_their_owner_and_visibility_from_who_adds_them(

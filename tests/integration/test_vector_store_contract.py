@@ -367,10 +367,11 @@ async def test_rank_gives_both_rankings_within_scope_in_one_call(store: VectorSt
     assert chunk.fields["chunk_index"] == 0
     assert chunk.fields["copy_signature"] == copy_signature("doc_lexical chunk 0")
     assert set(chunk.fields) <= set(RANK_FIELDS)
+    # The sparse ranking's chunks come with the terms they hold; the dense one's without.
+    assert chunk.terms is not None
     assert term_index("zebrafinch") in chunk.terms
-    assert term_index("zebrafinch") not in ranked.chunks[chunk_point_id("doc_dense", 0)].terms
-    assert ranked.cosines[lexical] == pytest.approx(float(_unit(8) @ _unit(7)), abs=1e-3)
-    assert set(ranked.cosines) == set(ranked.chunks)
+    assert ranked.chunks[chunk_point_id("doc_dense", 0)].terms is None
+    assert ranked.cosines[lexical] == pytest.approx(float(_unit(8) @ _unit(7)), abs=1e-4)
     no_terms = await store.rank(RankQuery(scope, _unit(7), 10, sparse=encoder.query("the of")))
     assert no_terms.sparse == []
     assert len(no_terms.dense) == 3
@@ -392,7 +393,7 @@ async def test_a_dense_ranking_keeps_the_cosines_at_its_threshold(store: VectorS
     assert ranked.dense[0][0] == chunk_point_id("doc_3", 0)
     assert ranked.dense[0][1] == pytest.approx(1.0, abs=1e-4)
     assert ranked.sparse == []
-    assert all(chunk.terms == frozenset() for chunk in ranked.chunks.values())
+    assert all(chunk.terms is None for chunk in ranked.chunks.values())
 
 
 async def test_rank_probes_which_chunks_hold_a_term(store: VectorStore) -> None:
@@ -424,9 +425,9 @@ async def test_rank_probes_which_chunks_hold_a_term(store: VectorStore) -> None:
     assert ranked.holding[absent] == []
     assert ranked.sparse
     assert ranked.dense
-    # A probe's chunks come with their fields and cosines like the rankings' own.
+    # A probe's chunks come with their fields and terms like the sparse ranking's.
     assert ranked.chunks[holder].fields["document_id"] == "doc_code"
-    assert ranked.cosines[holder] == pytest.approx(1.0, abs=1e-3)
+    assert code in (ranked.chunks[holder].terms or ())
 
 
 async def test_a_sparse_ranking_ranks_by_bm25_alone_within_the_scope(store: VectorStore) -> None:
@@ -471,10 +472,17 @@ async def test_read_gives_the_payloads_of_the_points_in_scope_only(store: Vector
     ]
     scope = SearchScope("t1", ("kb1",), EVERYONE)
     read = await store.read(scope, [*wanted, hidden.point_id])
-    assert {payload.document_id for payload in read.values()} == {"doc_dense", "doc_lexical"}
+    assert {chunk.payload.document_id for chunk in read.values()} == {"doc_dense", "doc_lexical"}
     lexical = read[chunk_point_id("doc_lexical", 0)]
-    assert lexical.chunk_text == "doc_lexical chunk 0"
-    assert lexical.copy_signature == copy_signature("doc_lexical chunk 0")
+    assert lexical.payload.chunk_text == "doc_lexical chunk 0"
+    assert lexical.payload.copy_signature == copy_signature("doc_lexical chunk 0")
+    # The terms each chunk holds; its dense vector only when asked for.
+    assert term_index("zebrafinch") in lexical.terms
+    assert lexical.dense is None
+    with_vectors = await store.read(scope, [chunk_point_id("doc_lexical", 0)], dense=True)
+    dense = with_vectors[chunk_point_id("doc_lexical", 0)].dense
+    assert dense is not None
+    assert float(dense @ _unit(8)) / float(np.linalg.norm(dense)) == pytest.approx(1.0, abs=1e-4)
     assert await store.read(scope, []) == {}
     assert await store.read(SearchScope("t1", (), EVERYONE), wanted) == {}
 
@@ -645,7 +653,8 @@ async def test_readers_decide_what_a_search_sees_in_every_retriever(store: Vecto
         }
         read = await store.read(me, [p.point_id for p in points])
         by_id = {p.point_id: p.payload.document_id for p in points}
-        return [dense, lexical, {by_id[i] for i in ranked}, {p.document_id for p in read.values()}]
+        kept = {chunk.payload.document_id for chunk in read.values()}
+        return [dense, lexical, {by_id[i] for i in ranked}, kept]
 
     assert await seen() == [{"doc_mine"}] * 4
     await store.set_readers(chunks_of_document("t1", "doc_theirs"), ["tenant"])

@@ -41,7 +41,6 @@ def _piece(document: str, text: str, rank: int, index: int = 0) -> Piece:
             "copy_signature": copy_signature(text),
         },
         score=1.0 / (rank + 1),
-        rationale="",
         rank=rank,
     )
 

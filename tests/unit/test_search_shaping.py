@@ -24,7 +24,6 @@ def _chunk(document: str, source: str, version: int, kb: str = "kb1") -> Piece:
             "chunk_index": 0,
         },
         score=0.5,
-        rationale="",
         rank=0,
     )
 
@@ -59,7 +58,6 @@ def _passage(document: str, index: int, text: str, start: int, rank: int) -> Pie
             "copy_signature": copy_signature(text),
         },
         score=1.0 / (rank + 1),
-        rationale=f"rank {rank}",
         rank=rank,
     )
 
@@ -81,7 +79,6 @@ def test_neighbouring_chunks_merge_without_their_overlap() -> None:
     assert text_of(merged[0], TEXTS) == document[0:70]
     assert merged[0].rank == 0
     assert merged[0].score == 1.0
-    assert merged[0].rationale == "rank 0"
 
 
 def test_a_token_budget_keeps_the_best_passages_that_fit() -> None:
