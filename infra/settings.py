@@ -148,11 +148,24 @@ class QdrantSettings(BaseModel):
     )
     # A store made with the other setting is converted in place by its next optimisation (the
     # server's own optimiser; the embedded engine's idle one): nothing is re-embedded.
-    quantization: Literal["int8", "none"] = Field(
-        default="int8",
+    quantization: Literal["auto", "int8", "none"] = Field(
+        default="auto",
         description=(
             "Dense vectors: `int8` keeps scalar-quantised copies in RAM (a quarter of the "
-            "floats) and the floats on disk for rescoring; `none` keeps the floats in RAM."
+            "floats) and the floats on disk for rescoring; `none` keeps the floats in RAM; "
+            "`auto` is `none` for an embedded store of at most `in_ram_max_points` points and "
+            "`int8` for a larger one (or a Qdrant server's collection)."
+        ),
+    )
+    # What a search reads stays in RAM up to this size (benchmarks/search.py measures both
+    # sides of it; docs/production.md's sizing table has the RAM each size needs).
+    in_ram_max_points: int = Field(
+        default=200_000,
+        ge=0,
+        description=(
+            "An embedded store of at most this many points when it is opened keeps its vectors, "
+            "payloads and sparse index in RAM; a larger one keeps them on disk and reads what "
+            "a search needs (count)."
         ),
     )
     oversampling: float = Field(

@@ -7,10 +7,9 @@ embedded engine in-process (the local default). Both pass one contract test suit
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -30,8 +29,9 @@ from schemas.domain import Document
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "sparse"
 # How dense vectors are held: int8 scalar-quantised copies in RAM with the float originals on
-# disk (read to rescore a query's candidates), or the floats in RAM.
-Quantization = Literal["int8", "none"]
+# disk (read to rescore a query's candidates), or the floats in RAM; `auto` decides by the size
+# of the store (the embedded engine; int8 on a Qdrant server).
+Quantization = Literal["auto", "int8", "none"]
 # The payload field a probe reads (`VectorStore.rank`).
 DOCUMENT_ID = "document_id"
 
@@ -211,66 +211,23 @@ class VectorQuery:
     exact: bool = False
 
 
-# The payload fields a ranking call brings with each chunk (`VectorStore.rank`): what fusion,
-# versions, neighbours and copies need, and what a folded copy is cited by; never the text.
-RANK_FIELDS: tuple[str, ...] = (
-    "document_id",
-    "kb_id",
-    "source_key",
-    "version",
-    "chunk_index",
-    "start",
-    "end",
-    "page",
-    "document_title",
-    "source_name",
-    "copy_signature",
-)
-
-
-class RankedChunk:
-    """A chunk as a ranking call brings it: its `RANK_FIELDS` (those it has) and, from the
-    sparse ranking or a probe, the terms it holds (its sparse vector's indices). Both are read
-    from the engine's answer only when asked for: most candidates are never looked at."""
-
-    def __init__(self, point: Any, point_id: str | None = None) -> None:
-        self.point_id = point_id if point_id is not None else str(point.id)
-        self._point = point
-
-    @cached_property
-    def fields(self) -> Mapping[str, Any]:
-        """The chunk's `RANK_FIELDS` that it has."""
-        return dict(self._point.payload or {})
-
-    @cached_property
-    def terms(self) -> frozenset[int] | None:
-        """The terms the chunk holds (None: not brought: a dense ranking's chunk)."""
-        vectors = self._point.vector
-        if not isinstance(vectors, dict) or SPARSE_VECTOR not in vectors:
-            return None
-        return _terms(vectors)
-
-    def __repr__(self) -> str:
-        return f"RankedChunk({self.point_id})"
-
-
 class RankPart(StrEnum):
     """The parts of a ranking call (`RankQuery.parts`), each one query of the batch."""
 
     # The dense ranking: chunks by cosine similarity (at least the threshold).
     DENSE = "dense"
-    # The sparse ranking: chunks by BM25, with the terms they hold.
+    # The sparse ranking: chunks by BM25.
     SPARSE = "sparse"
-    # The chunks holding one probed term, with the terms they hold.
+    # The chunks holding one probed term, with their documents.
     PROBE = "probe"
 
 
 @dataclass(frozen=True)
 class RankQuery:
-    """One search's ranking call (`VectorStore.rank`): the chunks in scope by each retriever
-    the mode uses, `depth` of each, with their `RANK_FIELDS`: the dense ranking only the chunks
-    whose cosine reaches `threshold`, the sparse ranking with the terms each chunk holds; in
-    hybrid mode also up to `probe_limit` chunks holding each probed term."""
+    """One search's ranking call (`VectorStore.rank`): the ids and scores of the chunks in
+    scope by each retriever the mode uses, `depth` of each (the dense ranking only the chunks
+    whose cosine reaches `threshold`); in hybrid mode also up to `probe_limit` chunks holding
+    each probed term, with their documents."""
 
     scope: SearchScope
     dense: NDArray[np.float32]
@@ -301,44 +258,28 @@ class RankQuery:
 class Rankings:
     """A ranking call's answer: each retriever's best points within a scope, best first, as
     (point id, score) pairs (cosine similarities for the dense one, BM25 scores for the sparse
-    one); every ranked chunk (`RankedChunk`); and for each probed term the points holding it
-    with their documents, (point id, document id) pairs (at most the probe limit)."""
+    one); and for each probed term the points holding it with their documents, (point id,
+    document id) pairs (at most the probe limit)."""
 
     dense: list[tuple[str, float]]
     sparse: list[tuple[str, float]]
     holding: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
-    chunks: dict[str, RankedChunk] = field(default_factory=dict)
 
     @classmethod
     def from_answers(cls, query: RankQuery, answers: Sequence[Sequence[Any]]) -> Rankings:
-        """From the answers to `query.parts()` (scored points of either Qdrant API)."""
+        """From the answers to `query.parts()` (scored points of either Qdrant API; a probe's
+        read with its `DOCUMENT_ID`)."""
         rankings = cls([], [])
-        chunks = rankings.chunks
         for (part, term), points in zip(query.parts(), answers, strict=True):
-            scored = []
-            for point in points:
-                point_id = str(point.id)
-                scored.append((point_id, float(point.score)))
-                known = chunks.get(point_id)
-                # The sparse ranking's and the probes' copies carry the terms.
-                if known is None or (part is not RankPart.DENSE and known.terms is None):
-                    chunks[point_id] = RankedChunk(point, point_id)
             if part is RankPart.PROBE:
                 assert term is not None
                 rankings.holding[term] = [
-                    (point_id, str(chunks[point_id].fields.get(DOCUMENT_ID, point_id)))
-                    for point_id, _ in scored
+                    (str(p.id), str((p.payload or {}).get(DOCUMENT_ID, p.id))) for p in points
                 ]
-            elif part is RankPart.DENSE:
-                rankings.dense.extend(scored)
-            else:
-                rankings.sparse.extend(scored)
+                continue
+            scored = [(str(p.id), float(p.score)) for p in points]
+            (rankings.dense if part is RankPart.DENSE else rankings.sparse).extend(scored)
         return rankings
-
-    @property
-    def cosines(self) -> dict[str, float]:
-        """The cosine of each chunk of the dense ranking."""
-        return dict(self.dense)
 
 
 @dataclass(frozen=True)
@@ -351,22 +292,26 @@ class StoredChunk:
     dense: NDArray[np.float32] | None = None
 
 
-def readable(records: Sequence[Any], scope: SearchScope) -> dict[str, StoredChunk]:
+def readable(
+    records: Sequence[Any], scope: SearchScope, dense: Sequence[Any] = ()
+) -> dict[str, StoredChunk]:
     """The points retrieved by id (either Qdrant API) that are still active chunks in `scope`,
-    by point id."""
+    by point id, with the dense vectors of those in `dense` (retrieved with them)."""
     selector = scope.filter()
-    found = {}
-    for record in records:
-        if not selector.matches(record.payload or {}):
-            continue
-        vectors = record.vector if isinstance(record.vector, dict) else {}
-        dense = vectors.get(DENSE_VECTOR)
-        found[str(record.id)] = StoredChunk(
+    vectors = {
+        str(record.id): np.asarray(record.vector[DENSE_VECTOR], dtype=np.float32)
+        for record in dense
+        if isinstance(record.vector, dict) and DENSE_VECTOR in record.vector
+    }
+    return {
+        str(record.id): StoredChunk(
             ChunkPayload.from_store(record.payload),
-            _terms(vectors),
-            None if dense is None else np.asarray(dense, dtype=np.float32),
+            _terms(record.vector if isinstance(record.vector, dict) else {}),
+            vectors.get(str(record.id)),
         )
-    return found
+        for record in records
+        if selector.matches(record.payload or {})
+    }
 
 
 class VectorStore(Protocol):
@@ -419,10 +364,11 @@ class VectorStore(Protocol):
         ...
 
     async def read(
-        self, scope: SearchScope, point_ids: Sequence[str], dense: bool = False
+        self, scope: SearchScope, point_ids: Sequence[str], dense: Collection[str] = ()
     ) -> dict[str, StoredChunk]:
         """Those of the points that are still active chunks in scope, by point id, with their
-        payloads and terms (and, with `dense`, their dense vectors): one call to the engine."""
+        payloads and terms (and, for those in `dense`, their dense vectors): one call to the
+        engine."""
         ...
 
     async def count(self, selector: Filter) -> int:

@@ -18,12 +18,15 @@ the store's own two threads, not the default executor.
 Searches' rankings that wait at the same moment go to the engine as one `query_batch`
 (`coalescing.Coalescer`): one pass over the segments for all of them.
 
-Dense vectors are stored as int8 scalar-quantised copies in RAM with the float originals on
-disk (memory-mapped, read to rescore the candidates) unless `quantization="none"`. Payloads are
-on disk too: a search filters by payload indexes (in RAM) and reads only the payloads of the
-few dozen points it returns. The configuration is given each time the shard is opened: an
-existing shard takes the new one, and its segments are rebuilt to it by the next optimisation
-(the vectors stay as they are; nothing is re-embedded).
+Where the store keeps what a search reads is decided by its size each time it is opened
+(`Placement`): a store of at most `in_ram_max_points` points keeps its float vectors (not
+quantised: the HNSW search and the cosines read them directly), its payloads and its sparse
+index in RAM; a larger one keeps int8 scalar-quantised copies of the vectors in RAM (a quarter
+of the floats) and the floats (read to rescore a query's candidates) and the payloads on disk,
+memory-mapped. `quantization` `int8` or `none` overrides the choice for the vectors. The
+configuration is given each time the shard is opened: an existing shard takes the new one, and
+its segments are rebuilt to it by the next optimisation (the vectors stay as they are; nothing
+is re-embedded).
 """
 
 from __future__ import annotations
@@ -32,10 +35,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import qdrant_edge as qe
@@ -55,9 +59,9 @@ from core.filters import (
 from infra.metrics import VECTOR_STORE_OPTIMIZATIONS
 from infra.vectorstore.base import (
     DENSE_VECTOR,
+    DOCUMENT_ID,
     HIDDEN_PAYLOAD,
     PAYLOAD_INDEXES,
-    RANK_FIELDS,
     SPARSE_VECTOR,
     ChunkPoint,
     IndexKind,
@@ -147,6 +151,49 @@ class _Gate:
                 waiter.set_result(None)
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a store keeps its dense vectors (int8 copies, or the floats alone) and whether
+    what a search reads (the floats, payloads, sparse index) is held in RAM."""
+
+    quantization: Literal["int8", "none"]
+    in_ram: bool
+
+    @classmethod
+    def of(cls, quantization: Quantization, points: int, in_ram_max_points: int) -> Placement:
+        """The placement of a store of `points` points."""
+        in_ram = points <= in_ram_max_points
+        if quantization == "auto":
+            return cls("none" if in_ram else "int8", in_ram)
+        return cls(quantization, in_ram)
+
+    def config(self, dimensions: int, optimizers: qe.EdgeOptimizersConfig | None) -> qe.EdgeConfig:
+        """The engine's configuration for this placement."""
+        held = qe.Memory.Cached if self.in_ram else qe.Memory.Cold
+        if self.quantization == "int8":
+            dense = qe.EdgeVectorParams(
+                size=dimensions,
+                distance=qe.Distance.Cosine,
+                # The originals are read only to rescore a query's candidates.
+                memory=held,
+                quantization_config=qe.ScalarQuantizationConfig(
+                    type=qe.ScalarType.Int8, quantile=0.99, memory=qe.Memory.Pinned
+                ),
+            )
+        else:
+            dense = qe.EdgeVectorParams(
+                size=dimensions, distance=qe.Distance.Cosine, memory=qe.Memory.Cached
+            )
+        return qe.EdgeConfig(
+            vectors={DENSE_VECTOR: dense},
+            sparse_vectors={
+                SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf, memory=held)
+            },
+            payload_memory=held,
+            optimizers=optimizers,
+        )
+
+
 class EdgeVectorStore:
     """A `VectorStore` on an embedded Qdrant shard in a local directory."""
 
@@ -157,11 +204,12 @@ class EdgeVectorStore:
         optimize_idle_s: float = 5.0,
         search_ef: int = 256,
         optimize_every_s: float = 120.0,
-        quantization: Quantization = "int8",
+        quantization: Quantization = "auto",
         oversampling: float = 2.0,
         rank_batch_max: int = 32,
         rank_batch_wait_s: float = 0.0,
         indexing_threshold_kb: int | None = None,
+        in_ram_max_points: int = 200_000,
     ) -> None:
         """`indexing_threshold_kb`: the size of vectors a segment takes before the optimiser
         indexes (and quantises) it; None keeps the engine's (10 MB, ~6,500 vectors of 384
@@ -169,15 +217,12 @@ class EdgeVectorStore:
         self._path = path
         self._dimensions = dimensions
         self._quantization: Quantization = quantization
+        self._in_ram_max_points = in_ram_max_points
         self._indexing_threshold_kb = indexing_threshold_kb
-        self._dense_params = qe.SearchParams(
-            hnsw_ef=search_ef,
-            quantization=(
-                qe.QuantizationSearchParams(rescore=True, oversampling=oversampling)
-                if quantization == "int8"
-                else None
-            ),
-        )
+        self._search_ef = search_ef
+        self._oversampling = oversampling
+        self.placement = Placement.of(quantization, 0, in_ram_max_points)
+        self._dense_params = self._search_params()
         self._exact_params = qe.SearchParams(
             exact=True, quantization=qe.QuantizationSearchParams(ignore=True)
         )
@@ -206,45 +251,43 @@ class EdgeVectorStore:
         shard = await asyncio.to_thread(self._open)
         self._threads = ThreadPoolExecutor(_THREADS, thread_name_prefix="edge-store")
         self._shard = shard
+        self._dense_params = self._search_params()
         self._optimizer = asyncio.create_task(self._optimize_when_idle())
 
+    def _search_params(self) -> qe.SearchParams:
+        quantised = self.placement.quantization == "int8"
+        return qe.SearchParams(
+            hnsw_ef=self._search_ef,
+            quantization=(
+                qe.QuantizationSearchParams(rescore=True, oversampling=self._oversampling)
+                if quantised
+                else None
+            ),
+        )
+
     def _config(self) -> qe.EdgeConfig:
-        if self._quantization == "int8":
-            dense = qe.EdgeVectorParams(
-                size=self._dimensions,
-                distance=qe.Distance.Cosine,
-                # The originals are read only to rescore a query's candidates.
-                memory=qe.Memory.Cold,
-                quantization_config=qe.ScalarQuantizationConfig(
-                    type=qe.ScalarType.Int8, quantile=0.99, memory=qe.Memory.Pinned
-                ),
-            )
-        else:
-            dense = qe.EdgeVectorParams(size=self._dimensions, distance=qe.Distance.Cosine)
         optimizers = None
         if self._indexing_threshold_kb is not None:
             optimizers = qe.EdgeOptimizersConfig(indexing_threshold=self._indexing_threshold_kb)
-        return qe.EdgeConfig(
-            vectors={DENSE_VECTOR: dense},
-            sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-            payload_memory=qe.Memory.Cold,
-            optimizers=optimizers,
-        )
+        return self.placement.config(self._dimensions, optimizers)
 
     def _open(self) -> qe.EdgeShard:
-        config = self._config()
         try:
             if self._path.exists() and any(self._path.iterdir()):
-                shard = self._load(config)
+                self.placement = Placement.of(
+                    self._quantization, self._points(), self._in_ram_max_points
+                )
+                shard = self._load(self._config())
                 log.info(
-                    "opened vector store at %s (%d points, dense vectors: %s)",
+                    "opened vector store at %s (%d points, dense vectors: %s, in RAM: %s)",
                     self._path,
                     shard.info().points_count,
-                    self._quantization,
+                    self.placement.quantization,
+                    "all a search reads" if self.placement.in_ram else "int8 copies",
                 )
             else:
                 self._path.mkdir(parents=True, exist_ok=True)
-                shard = qe.EdgeShard.create(str(self._path), config)
+                shard = qe.EdgeShard.create(str(self._path), self._config())
         except PermanentError:
             raise
         except Exception as exc:
@@ -254,6 +297,17 @@ class EdgeVectorStore:
             if name not in indexed:
                 shard.update(qe.UpdateOperation.create_field_index(name, _EDGE_INDEX[kind]))
         return shard
+
+    def _points(self) -> int:
+        """How many points the existing shard holds (opened as it was last configured)."""
+        try:
+            shard = qe.EdgeShard.load(str(self._path))
+        except Exception:
+            return 0  # the load with the chosen configuration says what is wrong
+        try:
+            return int(shard.info().points_count)
+        finally:
+            shard.close()
 
     def _load(self, config: qe.EdgeConfig) -> qe.EdgeShard:
         """Opens an existing shard with `config` (a shard made with other storage settings
@@ -412,16 +466,17 @@ class EdgeVectorStore:
                     filter=selector,
                     params=self._dense_params,
                     score_threshold=query.threshold,
-                    with_payload=list(RANK_FIELDS),
+                )
+            elif part is RankPart.SPARSE:
+                request = qe.QueryRequest(
+                    limit=query.depth, query=_sparse_query(query.sparse), filter=selector
                 )
             else:
-                sparse = query.sparse if part is RankPart.SPARSE else SparseVector([term or 0], [1])
                 request = qe.QueryRequest(
-                    limit=query.depth if part is RankPart.SPARSE else query.probe_limit,
-                    query=_sparse_query(sparse),
+                    limit=query.probe_limit,
+                    query=_sparse_query(SparseVector([term or 0], [1.0])),
                     filter=selector,
-                    with_payload=list(RANK_FIELDS),
-                    with_vector=[SPARSE_VECTOR],
+                    with_payload=[DOCUMENT_ID],
                 )
             requests.append(request)
         return Rankings.from_answers(query, await self._rankings.submit(requests))
@@ -431,16 +486,22 @@ class EdgeVectorStore:
         return await self._read(lambda shard: shard.query_batch(batch))
 
     async def read(
-        self, scope: SearchScope, point_ids: Sequence[str], dense: bool = False
+        self, scope: SearchScope, point_ids: Sequence[str], dense: Collection[str] = ()
     ) -> dict[str, StoredChunk]:
-        """The points still in scope, with payloads and terms (retrieved by id and checked
-        here: a filtered query over a list of ids costs several times as much in the engine)."""
+        """The points still in scope, with payloads and terms, and for those in `dense` their
+        dense vectors (retrieved by id and checked here: a filtered query over a list of ids
+        costs several times as much in the engine)."""
         if not point_ids or not scope.kb_ids:
             return {}
         ids: list[Any] = list(point_ids)
-        vectors = [SPARSE_VECTOR, DENSE_VECTOR] if dense else [SPARSE_VECTOR]
-        records = await self._read(lambda shard: shard.retrieve(ids, True, vectors))
-        return readable(records, scope)
+        vectors: list[Any] = [point for point in point_ids if point in dense]
+
+        def retrieve(shard: qe.EdgeShard) -> tuple[list[Any], list[Any]]:
+            records = shard.retrieve(ids, True, [SPARSE_VECTOR])
+            return records, shard.retrieve(vectors, False, [DENSE_VECTOR]) if vectors else []
+
+        records, with_dense = await self._read(retrieve)
+        return readable(records, scope, with_dense)
 
     async def export_points(
         self, selector: Filter | None, batch: int = 256

@@ -4,15 +4,16 @@ Searches' rankings that wait at the same moment go to the server as one `query_b
 request (`coalescing.Coalescer`), a few requests in flight at once.
 
 Dense vectors are stored as int8 scalar-quantised copies in RAM with the float originals on
-disk (read to rescore the candidates) unless `quantization="none"`, and payloads on disk: a
-search filters by payload indexes (in RAM) and reads only the payloads of the few dozen points
-it returns. An existing collection with other settings is updated in place (the server
-rebuilds its segments in the background; the vectors stay as they are).
+disk (read to rescore the candidates) unless `quantization="none"` (`auto` is int8 here: the
+server's memory is the operator's to size), and payloads on disk: a search filters by payload
+indexes (in RAM) and reads only the payloads of the few dozen points it looks at. An existing
+collection with other settings is updated in place (the server rebuilds its segments in the
+background; the vectors stay as they are).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -34,9 +35,9 @@ from core.filters import (
 )
 from infra.vectorstore.base import (
     DENSE_VECTOR,
+    DOCUMENT_ID,
     HIDDEN_PAYLOAD,
     PAYLOAD_INDEXES,
-    RANK_FIELDS,
     SPARSE_VECTOR,
     ChunkPoint,
     IndexKind,
@@ -95,7 +96,7 @@ class QdrantServerStore:
         rank_batches_in_flight: int = 2,
     ) -> None:
         self._client = client
-        self._quantized = quantization == "int8"
+        self._quantized = quantization != "none"
         self._dense_params = qm.SearchParams(
             hnsw_ef=search_ef,
             quantization=(
@@ -320,17 +321,21 @@ class QdrantServerStore:
                     params=self._dense_params,
                     limit=query.depth,
                     score_threshold=query.threshold,
-                    with_payload=list(RANK_FIELDS),
                 )
-            else:
-                sparse = query.sparse if part is RankPart.SPARSE else SparseVector([term or 0], [1])
+            elif part is RankPart.SPARSE:
                 request = qm.QueryRequest(
-                    query=_sparse_vector(sparse),
+                    query=_sparse_vector(query.sparse),
                     using=SPARSE_VECTOR,
                     filter=selector,
-                    limit=query.depth if part is RankPart.SPARSE else query.probe_limit,
-                    with_payload=list(RANK_FIELDS),
-                    with_vector=[SPARSE_VECTOR],
+                    limit=query.depth,
+                )
+            else:
+                request = qm.QueryRequest(
+                    query=qm.SparseVector(indices=[term or 0], values=[1.0]),
+                    using=SPARSE_VECTOR,
+                    filter=selector,
+                    limit=query.probe_limit,
+                    with_payload=[DOCUMENT_ID],
                 )
             requests.append(request)
         answers = await self._rankings.submit(requests)
@@ -341,18 +346,26 @@ class QdrantServerStore:
             return await self._client.query_batch_points(self._collection, requests)
 
     async def read(
-        self, scope: SearchScope, point_ids: Sequence[str], dense: bool = False
+        self, scope: SearchScope, point_ids: Sequence[str], dense: Collection[str] = ()
     ) -> dict[str, StoredChunk]:
-        """The points still in scope, with payloads and terms (retrieved by id and checked
-        here: cheaper than a filtered query over the ids)."""
+        """The points still in scope, with payloads and terms, and for those in `dense` their
+        dense vectors (retrieved by id and checked here: cheaper than a filtered query over the
+        ids)."""
         if not point_ids or not scope.kb_ids:
             return {}
-        vectors = [SPARSE_VECTOR, DENSE_VECTOR] if dense else [SPARSE_VECTOR]
+        vectors = [point for point in point_ids if point in dense]
         async with _qdrant_errors():
             records = await self._client.retrieve(
-                self._collection, list(point_ids), with_payload=True, with_vectors=vectors
+                self._collection, list(point_ids), with_payload=True, with_vectors=[SPARSE_VECTOR]
             )
-        return readable(records, scope)
+            with_dense = (
+                await self._client.retrieve(
+                    self._collection, vectors, with_payload=False, with_vectors=[DENSE_VECTOR]
+                )
+                if vectors
+                else []
+            )
+        return readable(records, scope, with_dense)
 
     async def export_points(
         self, selector: Filter | None, batch: int = 256

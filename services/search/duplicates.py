@@ -21,9 +21,7 @@ when the candidates hold k.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
 
 from core.copies import Signature
 
@@ -42,10 +40,9 @@ def decoded(stored: str) -> Signature:
         return _NONE
 
 
-def signature_of(fields: Mapping[str, Any]) -> Signature:
-    """The copy signature among a chunk's payload fields (empty if it has none)."""
-    stored = fields.get("copy_signature")
-    return decoded(stored) if isinstance(stored, str) and stored else _NONE
+def signature_of(stored: str) -> Signature:
+    """A chunk's stored copy signature, read (empty if it has none)."""
+    return decoded(stored) if stored else _NONE
 
 
 def is_copy(first: Signature, second: Signature, threshold: float) -> bool:

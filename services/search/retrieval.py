@@ -1,9 +1,12 @@
-"""Retrieval: the query's vector, one ranking call to the store, and what the score threshold
-keeps.
+"""Retrieval: the query's vector, one ranking call to the store, the reads of the chunks a
+search looks at, and what the score threshold keeps.
 
-A search asks the store twice at most: one ranking call (`VectorStore.rank`) brings every
-candidate the retrievers rank, each with the few payload fields fusion and folding need and
-never its text; once the answer's passages are chosen, one read (`read`) brings their texts.
+A search asks the store for ids and scores first: one ranking call (`VectorStore.rank`) brings
+each retriever's ranking, and fusion orders them without reading a chunk. Then only the chunks
+the answer may be made of are read, with their texts, the terms they hold and their copy
+signatures (`read`): the first `top_k * oversample` of the ranking, and at most once more the
+rest of it, when copies and neighbours fold so many together that fewer than `top_k` distinct
+passages are left (`services.search.search_service`).
 
 `score_threshold` is a minimum cosine similarity in every mode, so a bot's setting means the
 same thing whether it searches dense or hybrid:
@@ -11,25 +14,21 @@ same thing whether it searches dense or hybrid:
 - dense: chunks ranked by cosine, the threshold applied by the store. `score` is the cosine.
 - hybrid: the dense ranking (the chunks whose cosine reaches the threshold, applied by the
   store) and the sparse (BM25) ranking, `depth` chunks each, are fused
-  (`services.search.fusion`). A fused chunk is kept if it is in the dense ranking, or if it is
-  an exact keyword match, which embeddings often miss: it contains every term of the query
-  (the sparse ranking brings the terms each of its chunks holds), or every rare identifier the
-  query names (a part number, an error code, a flag). A chunk outside the dense ranking is
-  taken to be below the threshold (it is below the dense ranking's last). `score` is the fused
-  score, 0..1, where 1 is the best chunk of both rankings (or a chunk placed first for a strong
-  signal). With pseudo-relevance feedback (`Feedback`, off by default), a question's keyword
-  query first gains the terms its best semantic matches hold, read for it, and the store ranks
-  again with the widened query (two ranking calls and a read before the answer's read).
+  (`services.search.fusion`). A chunk read is kept if its cosine reaches the threshold (the
+  cosine of a chunk the dense ranking did not bring is computed from its vector, read with
+  it), or if it is an exact keyword match, which embeddings often miss: it contains every
+  term of the query, or every rare identifier the query names (a part number, an error code,
+  a flag). `score` is the fused score, 0..1, where 1 is the best chunk of both rankings (or a
+  chunk placed first for a strong signal). With pseudo-relevance feedback (`Feedback`, off by
+  default), a question's keyword query first gains the terms its best semantic matches hold,
+  read for it, and the store ranks again with the widened query.
 - sparse (admin tooling only): BM25 alone, no threshold; `score` is the BM25 score.
-
-Why a chunk was kept (`Candidate.rationale`) is written for the answer's passages only, from
-what the read brings of them (the terms they hold, their cosine where the ranking did not
-bring it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,11 +38,9 @@ from infra.embedding.base import Embedder
 from infra.embedding.batching import QueryBatcher
 from infra.sparse import SparseEncoder, identifier_terms, term_index, tokens, with_feedback
 from infra.vectorstore.base import (
-    RankedChunk,
     Rankings,
     RankQuery,
     RetrievalMode,
-    SparseVector,
     StoredChunk,
     VectorStore,
 )
@@ -69,13 +66,73 @@ class Feedback:
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """A chunk that passed retrieval: what the ranking call brought of it, its score, its
-    cosine with the query if the ranking brought it, and its place in the ranking it came from
-    (fused, dense or sparse), before the threshold; in hybrid mode its place in the fusion and
-    whether it was kept as an exact keyword match below the threshold."""
+class Ranked:
+    """A search's ranking, before any chunk is read: point ids best first (fused, in hybrid
+    mode) with their scores, the cosines the dense ranking brought, and in hybrid mode what
+    fusion made of each chunk and the query's terms."""
 
-    chunk: RankedChunk
+    mode: RetrievalMode
+    order: list[str]
+    scores: dict[str, float]
+    threshold: float
+    cosines: dict[str, float] = field(default_factory=dict)
+    fused: dict[str, Fused] = field(default_factory=dict)
+    terms: frozenset[int] = frozenset()
+
+    def unread(self, window: int, stored: Mapping[str, object]) -> list[str]:
+        """The chunks among the first `window` that are not read yet."""
+        return [point for point in self.order[:window] if point not in stored]
+
+    def without_cosine(self, point_ids: list[str]) -> list[str]:
+        """Those of the chunks whose cosine a hybrid search needs but the ranking did not
+        bring (their vectors are read with them)."""
+        if self.mode is not RetrievalMode.HYBRID:
+            return []
+        return [point for point in point_ids if point not in self.cosines]
+
+    def candidates(
+        self, window: int, stored: Mapping[str, StoredChunk | None], query: NDArray[np.float32]
+    ) -> list[Candidate]:
+        """The first `window` chunks that are still there and pass (the module docstring says
+        what passes), best first."""
+        kept = []
+        for position, point in enumerate(self.order[:window]):
+            chunk = stored.get(point)
+            if chunk is None:  # deleted or hidden since it was ranked
+                continue
+            candidate = self._candidate(point, position, chunk, query)
+            if candidate is not None:
+                kept.append(candidate)
+        return kept
+
+    def _candidate(
+        self, point: str, position: int, chunk: StoredChunk, query: NDArray[np.float32]
+    ) -> Candidate | None:
+        score = self.scores[point]
+        if self.mode is not RetrievalMode.HYBRID:
+            cosine = score if self.mode is RetrievalMode.DENSE else None
+            return Candidate(point, chunk, score, position, self.mode, cosine)
+        cosine = self.cosines.get(point)
+        if cosine is None:
+            cosine = _cosine(chunk.dense, query)
+        fused = self.fused[point]
+        below = cosine < self.threshold
+        if below:
+            exact = (bool(self.terms) and self.terms <= chunk.terms) or fused.lead == "identifier"
+            if not exact:
+                return None
+        return Candidate(point, chunk, score, position, self.mode, cosine, fused, below)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A chunk that passed retrieval: as read, with its score, its place in the ranking it came
+    from (fused, dense or sparse) before the threshold, and its cosine with the query (none in
+    sparse mode); in hybrid mode what fusion made of it and whether it was kept as an exact
+    keyword match below the threshold."""
+
+    point_id: str
+    chunk: StoredChunk
     score: float
     position: int
     mode: RetrievalMode
@@ -83,15 +140,15 @@ class Candidate:
     fused: Fused | None = None
     below_threshold: bool = False
 
-    def rationale(self, cosine: float | None, matched: int, terms: int) -> str:
-        """Why it was kept, given its cosine and how many of the query's `terms` it holds."""
+    def rationale(self, terms: frozenset[int]) -> str:
+        """Why it was kept, for a query of these terms."""
         if self.mode is RetrievalMode.DENSE:
             return f"semantic match (cosine {self.score:.2f})"
         if self.mode is RetrievalMode.SPARSE:
             return f"keyword match (BM25 {self.score:.2f})"
-        why = f"hybrid: semantic cosine {cosine or 0.0:.2f}"
+        why = f"hybrid: semantic cosine {self.cosine or 0.0:.2f}"
         if terms:
-            why += f", {matched} of {terms} query terms"
+            why += f", {len(terms & self.chunk.terms)} of {len(terms)} query terms"
         lead = self.fused.lead if self.fused is not None else None
         if lead == "identifier":
             why += "; first: it holds the query's rare identifiers"
@@ -104,18 +161,8 @@ class Candidate:
         return why
 
 
-@dataclass(frozen=True)
-class Retrieved:
-    """The candidates, best first; in hybrid mode also the fused ranking they come from."""
-
-    candidates: list[Candidate]
-    # How many chunks were ranked (a window of that many or more holds every candidate).
-    ranked: int
-    fused: list[Fused] | None = None
-
-
 class Retriever:
-    """Embeds queries and runs the store's ranking call and read for a mode."""
+    """Embeds queries, ranks with the store for a mode, and reads the chunks a search looks at."""
 
     def __init__(
         self,
@@ -148,7 +195,7 @@ class Retriever:
         """The query's dense vector, from the model (in a batch with concurrent queries)."""
         return await self._batcher.embed(query)
 
-    async def retrieve(
+    async def rank(
         self,
         scope: SearchScope,
         query: str,
@@ -157,44 +204,55 @@ class Retriever:
         mode: RetrievalMode,
         threshold: float,
         fusion: FusionParams,
-    ) -> Retrieved:
-        """Every chunk the store ranks for the query (`depth` per retriever), best first,
-        filtered as the module docstring says: one ranking call (two with feedback)."""
+    ) -> Ranked:
+        """The store's ranking for the query (`depth` chunks per retriever, the dense one at
+        the threshold), fused in hybrid mode: one ranking call (more with feedback)."""
         at_least = threshold or None
-        if mode is RetrievalMode.DENSE:
+        if mode is not RetrievalMode.HYBRID:
+            sparse = self._sparse.query(query) if mode is RetrievalMode.SPARSE else None
             rankings = await self._store.rank(
-                RankQuery(scope, vector, self._depth, mode, threshold=at_least)
+                RankQuery(scope, vector, self._depth, mode, sparse=sparse, threshold=at_least)
             )
-            return _single(rankings, rankings.dense, mode)
-        sparse = self._sparse.query(query)
-        if mode is RetrievalMode.SPARSE:
-            rankings = await self._store.rank(
-                RankQuery(scope, vector, self._depth, mode, sparse=sparse)
-            )
-            return _single(rankings, rankings.sparse, mode)
-        rankings = await self._rank(scope, query, vector, sparse, fusion, at_least)
+            ranking = rankings.dense if mode is RetrievalMode.DENSE else rankings.sparse
+            return Ranked(mode, [point for point, _ in ranking], dict(ranking), threshold)
+        rankings = await self._hybrid(scope, query, vector, fusion, at_least)
         fused = fuse(rankings, for_query(query, fusion))
-        return Retrieved(_hybrid(query, rankings, fused, threshold), len(fused), fused)
+        return Ranked(
+            mode,
+            [point.point_id for point in fused],
+            {point.point_id: point.score for point in fused},
+            threshold,
+            cosines=dict(rankings.dense),
+            fused={point.point_id: point for point in fused},
+            terms=query_terms(query),
+        )
 
     async def read(
-        self, scope: SearchScope, point_ids: list[str], dense: bool = False
-    ) -> dict[str, StoredChunk]:
-        """The chosen chunks (their payloads and terms; with `dense` their vectors), those
-        still in scope: one read."""
-        return await self._store.read(scope, point_ids, dense)
+        self,
+        scope: SearchScope,
+        ranked: Ranked,
+        window: int,
+        stored: dict[str, StoredChunk | None],
+    ) -> None:
+        """Reads the first `window` chunks of the ranking not read yet into `stored` (None for
+        one no longer in scope): one read."""
+        wanted = ranked.unread(window, stored)
+        if wanted:
+            found = await self._store.read(scope, wanted, ranked.without_cosine(wanted))
+            stored |= {point: found.get(point) for point in wanted}
 
-    async def _rank(
+    async def _hybrid(
         self,
         scope: SearchScope,
         query: str,
         vector: NDArray[np.float32],
-        sparse: SparseVector,
         fusion: FusionParams,
         threshold: float | None,
     ) -> Rankings:
         # Identifiers in the query: the store says which chunks hold each of their terms, so
         # that fusion can put the chunks holding every rare one first.
         probes = tuple(term_index(term) for term in identifier_terms(query))
+        sparse = self._sparse.query(query)
         ranking = RankQuery(
             scope,
             vector,
@@ -215,12 +273,7 @@ class Retriever:
             sparse, [chunk.terms for chunk in read.values()], feedback.weight, feedback.min_chunks
         )
         again = await self._store.rank(replace(ranking, sparse=widened))
-        return Rankings(
-            dense=rankings.dense,
-            sparse=again.sparse,
-            holding=rankings.holding,
-            chunks={**again.chunks, **rankings.chunks},
-        )
+        return replace(rankings, sparse=again.sparse)
 
 
 def query_terms(query: str) -> frozenset[int]:
@@ -229,43 +282,9 @@ def query_terms(query: str) -> frozenset[int]:
     return frozenset(term_index(term) for term in tokens(query))
 
 
-def _single(rankings: Rankings, ranked: list[tuple[str, float]], mode: RetrievalMode) -> Retrieved:
-    """One retriever's ranking as candidates, in its order."""
-    return Retrieved(
-        [
-            Candidate(
-                rankings.chunks[point],
-                score,
-                position,
-                mode,
-                cosine=score if mode is RetrievalMode.DENSE else None,
-            )
-            for position, (point, score) in enumerate(ranked)
-        ],
-        len(ranked),
-    )
-
-
-def _hybrid(
-    query: str, rankings: Rankings, fused: list[Fused], threshold: float
-) -> list[Candidate]:
-    """The fused chunks that pass: in the dense ranking (at the threshold), or an exact keyword
-    match."""
-    terms = query_terms(query)
-    cosines = rankings.cosines
-    kept = []
-    for position, point in enumerate(fused):
-        chunk = rankings.chunks[point.point_id]
-        cosine = cosines.get(point.point_id)
-        close = threshold <= 0 if cosine is None else cosine >= threshold
-        below = False
-        if not close:
-            held = chunk.terms or frozenset()
-            exact = (bool(terms) and terms <= held) or point.lead == "identifier"
-            if not exact:
-                continue
-            below = True
-        kept.append(
-            Candidate(chunk, point.score, position, RetrievalMode.HYBRID, cosine, point, below)
-        )
-    return kept
+def _cosine(dense: NDArray[np.float32] | None, query: NDArray[np.float32]) -> float:
+    """The cosine similarity of a stored vector and the (unit) query vector (0 without one)."""
+    if dense is None:
+        return 0.0
+    norm = float(np.linalg.norm(dense))
+    return float(dense @ query) / norm if norm > 0 else 0.0

@@ -38,7 +38,6 @@ from infra.rate_limits import RateLimiter
 from infra.search_cache import Limit, Probe, Remembered, SearchCache, result_key
 from infra.settings import SearchSettings
 from infra.vectorstore.base import RetrievalMode, StoredChunk
-from schemas.chunks import ChunkPayload
 from schemas.domain import KbStatus, Principal, RetrievalConfig
 from schemas.events import ChunksRetrieved, RetrievedChunk
 from schemas.search import (
@@ -56,7 +55,7 @@ from services.governance_service import PolicyService
 from services.search.access import AccessGuard
 from services.search.clock import Clock
 from services.search.fusion import FusionMethod, FusionParams
-from services.search.retrieval import Candidate, Retrieved, Retriever, query_terms
+from services.search.retrieval import Candidate, Ranked, Retriever, query_terms
 from services.search.retrieval_events import RetrievalEvents
 from services.search.shaping import (
     Passage,
@@ -394,7 +393,7 @@ class SearchService:
     ) -> Answer:
         """A search the cache could not answer."""
         if not plan.kb_ids:
-            return self._finish(plan, [], Retrieved([], 0), {}, None, clock, hits)
+            return self._finish(plan, [], [], clock, hits)
         vector = probe.vector
         fresh = None
         if vector is None or vector.shape != (self._retriever.dimensions,):
@@ -404,7 +403,7 @@ class SearchService:
             hits.embedding = True
         scope = SearchScope(plan.tenant_id, tuple(plan.kb_ids), plan.reader.key)
         with clock.step("ranking"):
-            found = await self._retriever.retrieve(
+            ranked = await self._retriever.rank(
                 scope,
                 plan.query,
                 vector,
@@ -412,15 +411,8 @@ class SearchService:
                 threshold=plan.threshold,
                 fusion=plan.fusion,
             )
-        with clock.step("shaping"):
-            passages = self._distinct(plan, found)
-        with clock.step("fetch"):
-            wanted = [piece.point_id for passage in passages for piece in passage.pieces]
-            # The cosine of a passage kept without one (not in the dense ranking) is computed
-            # from its vector, for its rationale.
-            cosines = any(found.candidates[p.rank].cosine is None for p in passages)
-            stored = await self._retriever.read(scope, wanted, dense=cosines)
-        answer = self._finish(plan, passages, found, stored, vector, clock, hits)
+        passages, candidates = await self._distinct(plan, scope, ranked, vector, clock)
+        answer = self._finish(plan, passages, candidates, clock, hits)
         with clock.step("writes"):
             self._cache.remember(
                 Remembered(
@@ -458,52 +450,53 @@ class SearchService:
             ]
         )
 
-    def _distinct(self, plan: Plan, found: Retrieved) -> list[Passage]:
-        """The best distinct passages of the candidates: newest versions only, neighbours
-        merged, copies folded; at most top_k. The candidates are looked at in windows of the
-        first `top_k * oversample` ranked chunks, three times as many, and so on, until a
-        window holds top_k distinct passages or every candidate."""
+    async def _distinct(
+        self,
+        plan: Plan,
+        scope: SearchScope,
+        ranked: Ranked,
+        vector: NDArray[np.float32],
+        clock: Clock,
+    ) -> tuple[list[Passage], list[Candidate]]:
+        """The best distinct passages of the ranking: newest versions only, neighbours merged,
+        copies folded; at most top_k; and the candidates they are made of. The first
+        `top_k * oversample` chunks of the ranking are read and looked at; if they fold into
+        fewer than top_k passages, the rest of the ranking (up to `depth`) is read too, once."""
         settings = self._settings
+        stored: dict[str, StoredChunk | None] = {}
         window = plan.top_k * settings.oversample
         while True:
-            within = [c for c in found.candidates if c.position < window]
-            passages = assemble(
-                newest_versions(_pieces(within)),
-                plan.top_k,
-                copy_threshold=settings.duplicate_threshold,
-                max_chunks=settings.merge_max_chunks,
-            )
-            deeper = min(window * 3, settings.depth)
-            if len(passages) >= plan.top_k or window >= found.ranked or deeper <= window:
-                return passages
+            with clock.step("fetch"):
+                await self._retriever.read(scope, ranked, window, stored)
+            with clock.step("shaping"):
+                candidates = ranked.candidates(window, stored, vector)
+                passages = assemble(
+                    newest_versions(_pieces(candidates)),
+                    plan.top_k,
+                    copy_threshold=settings.duplicate_threshold,
+                    max_chunks=settings.merge_max_chunks,
+                )
+            deeper = max(window, settings.depth)
+            if len(passages) >= plan.top_k or window >= len(ranked.order) or deeper == window:
+                return passages, candidates
             window = deeper
 
     def _finish(
         self,
         plan: Plan,
         passages: list[Passage],
-        found: Retrieved,
-        stored: dict[str, StoredChunk],
-        vector: NDArray[np.float32] | None,
+        candidates: list[Candidate],
         clock: Clock,
         cache: CacheHits,
     ) -> Answer:
         with clock.step("shaping"):
-            texts = {point_id: chunk.payload.chunk_text for point_id, chunk in stored.items()}
-            shown = [(p, text) for p in passages if (text := text_of(p, texts)) is not None]
-            kept = within_budget([text for _, text in shown], plan.max_context_tokens)
+            texts = [text_of(passage) for passage in passages]
+            kept = within_budget(texts, plan.max_context_tokens)
             terms = query_terms(plan.query)
-            hits = []
-            for (passage, _), text in zip(shown, kept, strict=False):
-                candidate = found.candidates[passage.rank]
-                best = stored.get(candidate.chunk.point_id)
-                cosine = candidate.cosine
-                if cosine is None and best is not None and vector is not None:
-                    cosine = _cosine(best.dense, vector)
-                matched = len(terms & best.terms) if best is not None else 0
-                why = candidate.rationale(cosine, matched, len(terms))
-                first = stored[passage.pieces[0].point_id].payload
-                hits.append(_hit(passage, text, first, why))
+            hits = [
+                _hit(passage, text, candidates[passage.rank].rationale(terms))
+                for passage, text in zip(passages, kept, strict=False)
+            ]
             response = SearchResponse(
                 hits=hits, fallback_message=plan.fallback_message if not hits else None
             )
@@ -511,21 +504,13 @@ class SearchService:
         return Answer(body, clock.metrics(cache), response)
 
 
-def _cosine(dense: NDArray[np.float32] | None, query: NDArray[np.float32]) -> float | None:
-    """The cosine similarity of a stored vector and the (unit) query vector."""
-    if dense is None:
-        return None
-    norm = float(np.linalg.norm(dense))
-    return float(dense @ query) / norm if norm > 0 else 0.0
-
-
 def _pieces(candidates: Sequence[Candidate]) -> Iterator[Piece]:
     for rank, candidate in enumerate(candidates):
-        chunk = candidate.chunk
-        yield Piece(chunk.point_id, chunk.fields, candidate.score, rank)
+        yield Piece(candidate.point_id, candidate.chunk.payload, candidate.score, rank)
 
 
-def _hit(passage: Passage, text: str, payload: ChunkPayload, rationale: str) -> SearchHit:
+def _hit(passage: Passage, text: str, rationale: str) -> SearchHit:
+    payload = passage.pieces[0].payload
     merged = passage.last_index > passage.first_index
     if merged:
         rationale += f"; chunks {passage.first_index}-{passage.last_index} merged"

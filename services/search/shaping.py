@@ -1,8 +1,6 @@
 """Shaping search results into passages. Pure: no I/O.
 
-The passages are chosen before any text is read, from what the ranking call brings of each
-candidate (`infra.vectorstore.base.RANK_FIELDS`); the chosen ones' texts are then read once and
-joined (`text_of`):
+From the candidates read, best first:
 
 - one version per source: chunks of an older version of a source are dropped when a newer one
   is in the same answer (the store swaps versions in one step, this makes sure of it);
@@ -18,11 +16,11 @@ joined (`text_of`):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from core.copies import Signature
+from schemas.chunks import ChunkPayload
 from services.search.duplicates import is_copy, signature_of
 
 # A rough count of tokens for budgets: about four characters each for English text.
@@ -43,59 +41,35 @@ class Source:
 
 @dataclass(frozen=True)
 class Piece:
-    """One candidate chunk, as the ranking call brought it (no text): its point, the fields it
-    came with, its score and its rank among the candidates."""
+    """One candidate chunk: its point, its payload, its score and its rank among the
+    candidates."""
 
     point_id: str
-    fields: Mapping[str, Any]
+    payload: ChunkPayload
     score: float
     rank: int
 
     @property
     def document_id(self) -> str:
         """The chunk's document."""
-        return str(self.fields.get("document_id", ""))
+        return self.payload.document_id
 
     @property
     def chunk_index(self) -> int:
         """The chunk's place in its document."""
-        return int(self.fields.get("chunk_index", 0))
-
-    @property
-    def start(self) -> int | None:
-        """Where the chunk's text starts in its document's text (None: not known)."""
-        start = self.fields.get("start")
-        return None if start is None else int(start)
-
-    @property
-    def end(self) -> int | None:
-        """Where the chunk's text ends in its document's text (None: not known)."""
-        end = self.fields.get("end")
-        return None if end is None else int(end)
-
-    @property
-    def version_line(self) -> tuple[str, str]:
-        """The source this chunk is a version of: one version of it is shown at a time."""
-        fields = self.fields
-        return str(fields.get("kb_id", "")), str(fields.get("source_key") or self.document_id)
-
-    @property
-    def version(self) -> int:
-        """The version of its source the chunk belongs to."""
-        return int(self.fields.get("version", 0))
+        return self.payload.chunk_index
 
     @property
     def source(self) -> Source:
         """The document and chunk this piece comes from."""
-        fields = self.fields
-        page = fields.get("page")
+        payload = self.payload
         return Source(
-            document_id=self.document_id,
-            document_title=str(fields.get("document_title") or fields.get("source_name") or ""),
-            source_name=str(fields.get("source_name") or ""),
-            kb_id=str(fields.get("kb_id", "")),
-            page=None if page is None else int(page),
-            chunk_index=self.chunk_index,
+            document_id=payload.document_id,
+            document_title=payload.title,
+            source_name=payload.source_name,
+            kb_id=payload.kb_id,
+            page=payload.page,
+            chunk_index=payload.chunk_index,
         )
 
 
@@ -142,8 +116,11 @@ def newest_versions(pieces: Iterable[Piece]) -> list[Piece]:
     pieces = list(pieces)
     newest: dict[tuple[str, str], int] = {}
     for piece in pieces:
-        newest[piece.version_line] = max(newest.get(piece.version_line, 0), piece.version)
-    return [piece for piece in pieces if piece.version == newest[piece.version_line]]
+        line = piece.payload.version_line
+        newest[line] = max(newest.get(line, 0), piece.payload.version)
+    return [
+        piece for piece in pieces if piece.payload.version == newest[piece.payload.version_line]
+    ]
 
 
 def assemble(
@@ -174,7 +151,7 @@ def assemble(
         )
 
     for piece in pieces:
-        mine = signature_of(piece.fields)
+        mine = signature_of(piece.payload.copy_signature)
         # A neighbour joins first: a short chunk that lies mostly in the overlap with the
         # next one repeats its words, but it is more of the same stretch, not a copy.
         place = _neighbour(kept, piece, max_chunks)
@@ -239,24 +216,19 @@ def _join(passage: Passage, piece: Piece, signature: Signature) -> Passage:
     )
 
 
-def text_of(passage: Passage, texts: Mapping[str, str]) -> str | None:
-    """The passage's text from its chunks' texts (by point id), each chunk's text after the
-    part the one before already holds (known from their offsets); None if its first chunk's
-    text is missing (gone since it was ranked). A later chunk that is gone is left out."""
+def text_of(passage: Passage) -> str:
+    """The passage's text: each chunk's text after the part the one before already holds
+    (known from their offsets)."""
     first, *rest = passage.pieces
-    text = texts.get(first.point_id)
-    if text is None:
-        return None
-    end = first.end
+    text = first.payload.chunk_text
+    end = first.payload.end
     for piece in rest:
-        more = texts.get(piece.point_id)
-        if more is None:
-            continue
-        if end is not None and piece.start is not None and piece.start < end:
-            text += more[end - piece.start :]
+        more, start = piece.payload.chunk_text, piece.payload.start
+        if end is not None and start is not None and start < end:
+            text += more[end - start :]
         else:
             text += "\n" + more
-        end = piece.end
+        end = piece.payload.end
     return text
 
 

@@ -1,8 +1,9 @@
-"""Hybrid retrieval over the embedded store: one ranking call, then one read of the texts."""
+"""Hybrid retrieval over the embedded store: one ranking call of ids and scores, then reads of
+the chunks looked at (real model, a few seconds)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from infra.vectorstore.edge import EdgeVectorStore
 from schemas.chunks import ChunkPayload
 from schemas.domain import chunk_point_id
 from services.search.fusion import FusionParams
-from services.search.retrieval import Feedback, Retrieved, Retriever
+from services.search.retrieval import Feedback, Ranked, Retriever, query_terms
 
 TOPICS = [
     "restart the router after a firmware update",
@@ -44,7 +45,7 @@ class CountingStore(EdgeVectorStore):
         return await super().rank(query)
 
     async def read(
-        self, scope: SearchScope, point_ids: Sequence[str], dense: bool = False
+        self, scope: SearchScope, point_ids: Sequence[str], dense: Collection[str] = ()
     ) -> dict[str, StoredChunk]:
         self.reads += 1
         return await super().read(scope, point_ids, dense)
@@ -84,46 +85,62 @@ def retriever(store: CountingStore, embedder: Embedder) -> Retriever:
     return Retriever(embedder, store, SparseEncoder(), depth=100)
 
 
-def _ids(found: Retrieved) -> list[str]:
-    return [candidate.chunk.point_id for candidate in found.candidates]
-
-
-async def test_one_ranking_call_brings_every_candidate_without_its_text(
+async def test_one_ranking_call_orders_every_candidate_without_reading_one(
     store: CountingStore, retriever: Retriever
 ) -> None:
     query = "router firmware"
     scope = SearchScope("t1", ("kb1",), ("tenant",))
     vector = await retriever.embed(query)
-    found = await retriever.retrieve(
+    ranked = await retriever.rank(
         scope, query, vector, mode=RetrievalMode.HYBRID, threshold=0.0, fusion=FusionParams()
     )
     assert store.rankings == 1
     assert store.reads == 0
-    # Every chunk both retrievers ranked, in fused order, with what folding needs.
-    assert len(found.candidates) == len(TOPICS) == found.ranked
-    assert [c.position for c in found.candidates] == list(range(len(TOPICS)))
-    firmware = [TOPICS.index(t) for t in TOPICS if "firmware" in t]
-    assert {c.chunk.fields["chunk_index"] for c in found.candidates[:2]} == set(firmware)
-    assert all("chunk_text" not in c.chunk.fields for c in found.candidates)
-    assert all(c.chunk.fields["copy_signature"] for c in found.candidates)
-    # A threshold keeps the chunks close enough in meaning, and exact keyword matches.
-    strict = await retriever.retrieve(
+    # Every chunk both retrievers ranked, in fused order, each with its cosine.
+    assert len(ranked.order) == len(TOPICS)
+    assert set(ranked.cosines) == set(ranked.order)
+    # The first chunks are read (texts, terms), in one read; a chunk deleted since it was
+    # ranked is not among them.
+    await store.delete_points([ranked.order[1]])
+    stored: dict[str, StoredChunk | None] = {}
+    await retriever.read(scope, ranked, 3, stored)
+    assert store.reads == 1
+    assert {point for point, chunk in stored.items() if chunk} == {ranked.order[0], ranked.order[2]}
+    candidates = ranked.candidates(3, stored, vector)
+    assert [c.position for c in candidates] == [0, 2]
+    firmware = {t for t in TOPICS if "firmware" in t}
+    assert candidates[0].chunk.payload.chunk_text in firmware
+    assert term_index("router") in candidates[0].chunk.terms
+    # Reading again reads only what is not read yet.
+    await retriever.read(scope, ranked, 3, stored)
+    assert store.reads == 1
+
+
+async def test_a_threshold_keeps_close_chunks_and_exact_keyword_matches(
+    store: CountingStore, retriever: Retriever
+) -> None:
+    query = "router firmware"
+    scope = SearchScope("t1", ("kb1",), ("tenant",))
+    vector = await retriever.embed(query)
+    ranked = await retriever.rank(
         scope, query, vector, mode=RetrievalMode.HYBRID, threshold=0.99, fusion=FusionParams()
     )
-    assert strict.candidates
-    assert all(c.below_threshold for c in strict.candidates)
-    assert {TOPICS[c.chunk.fields["chunk_index"]] for c in strict.candidates} == {
+    # Nothing is that close: the dense ranking brings no chunk, the sparse one every chunk
+    # with a query term; reading them brings their vectors, for their cosines.
+    assert ranked.cosines == {}
+    stored: dict[str, StoredChunk | None] = {}
+    await retriever.read(scope, ranked, len(ranked.order), stored)
+    assert all(chunk is not None and chunk.dense is not None for chunk in stored.values())
+    candidates = ranked.candidates(len(ranked.order), stored, vector)
+    assert all(c.below_threshold for c in candidates)
+    assert all(c.cosine is not None and 0 < c.cosine < 0.99 for c in candidates)
+    assert {c.chunk.payload.chunk_text for c in candidates} == {
         "update the router firmware from the admin page",
         "restart the router after a firmware update",
     }
-    # The chosen chunks' texts come in one read; a chunk deleted meanwhile is not among them.
-    chosen = [c.chunk.point_id for c in found.candidates[:3]]
-    await store.delete_points([chosen[1]])
-    texts = await retriever.read(scope, chosen)
-    assert store.reads == 1
-    assert set(texts) == {chosen[0], chosen[2]}
-    assert texts[chosen[0]].payload.chunk_text in TOPICS
-    assert term_index("router") in texts[chosen[0]].terms
+    why = candidates[0].rationale(query_terms(query))
+    assert "2 of 2 query terms" in why
+    assert "kept as an exact keyword match below the similarity threshold" in why
 
 
 async def test_feedback_widens_a_questions_keyword_query_with_its_best_matches_terms(
@@ -131,9 +148,9 @@ async def test_feedback_widens_a_questions_keyword_query_with_its_best_matches_t
 ) -> None:
     scope = SearchScope("t1", ("kb1",), ("tenant",))
 
-    async def hybrid(retriever: Retriever, query: str) -> Retrieved:
+    async def hybrid(retriever: Retriever, query: str) -> Ranked:
         vector = await retriever.embed(query)
-        return await retriever.retrieve(
+        return await retriever.rank(
             scope,
             query,
             vector,
@@ -146,19 +163,17 @@ async def test_feedback_widens_a_questions_keyword_query_with_its_best_matches_t
     question = "why does my internet box keep switching itself off and on?"
     plain = Retriever(embedder, store, SparseEncoder(), depth=100)
     found = await hybrid(plain, question)
-    assert found.fused is not None
-    assert all(f.sparse_rank is None for f in found.fused)
+    assert all(f.sparse_rank is None for f in found.fused.values())
     # With feedback, the best semantic matches lend it their shared words ("router"): the
-    # keyword side ranks chunks too, in a second ranking call.
+    # keyword side ranks chunks too, in a second ranking call after reading those matches.
     widened = Retriever(embedder, store, SparseEncoder(), depth=100, feedback=Feedback(3, 2, 0.3))
-    before = store.rankings
+    before, reads = store.rankings, store.reads
     found = await hybrid(widened, question)
-    assert store.rankings == before + 2
-    assert found.fused is not None
-    keyword = [f for f in found.fused if f.sparse_rank is not None]
+    assert (store.rankings, store.reads) == (before + 2, reads + 1)
+    keyword = [f.point_id for f in found.fused.values() if f.sparse_rank is not None]
     assert keyword
-    indexes = {c.chunk.point_id: c.chunk.fields["chunk_index"] for c in found.candidates}
-    assert all("router" in TOPICS[indexes[f.point_id]] for f in keyword if f.point_id in indexes)
+    stored = await store.read(scope, keyword)
+    assert all("router" in chunk.payload.chunk_text for chunk in stored.values())
     # A query naming an identifier asks for its very words: no feedback.
     await hybrid(widened, "what does error XJ-4471 mean")
     # Nor for keywords or a description in the documents' words.

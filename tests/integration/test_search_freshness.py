@@ -5,7 +5,7 @@ servers, the real embedding model, a store in Qdrant's API; about 10 s.)"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -48,7 +48,7 @@ class CountingStore(QdrantServerStore):
         return await super().rank(query)
 
     async def read(
-        self, scope: SearchScope, point_ids: Sequence[str], dense: bool = False
+        self, scope: SearchScope, point_ids: Sequence[str], dense: Collection[str] = ()
     ) -> dict[str, StoredChunk]:
         self.calls.append("read")
         return await super().read(scope, point_ids, dense)

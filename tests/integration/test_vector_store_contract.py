@@ -30,7 +30,6 @@ from core.filters import (
 )
 from infra.sparse import SparseEncoder, term_index
 from infra.vectorstore.base import (
-    RANK_FIELDS,
     ChunkPoint,
     PublishedDocument,
     Rankings,
@@ -42,7 +41,7 @@ from infra.vectorstore.base import (
     VectorStore,
     WithdrawnDocument,
 )
-from infra.vectorstore.edge import EdgeVectorStore
+from infra.vectorstore.edge import EdgeVectorStore, Placement
 from infra.vectorstore.qdrant_server import QdrantServerStore
 from schemas.chunks import ChunkPayload
 from schemas.domain import chunk_point_id
@@ -359,19 +358,6 @@ async def test_rank_gives_both_rankings_within_scope_in_one_call(store: VectorSt
     assert ranked.dense[0][1] == pytest.approx(1.0, abs=1e-4)
     assert [ids[point] for point, _ in ranked.sparse] == ["doc_lexical"]
     assert ranked.sparse[0][1] > 0
-    # Every ranked chunk comes with the fields folding needs (never its text), the terms it
-    # holds, and its cosine: the sparse ranking's too.
-    lexical = chunk_point_id("doc_lexical", 0)
-    chunk = ranked.chunks[lexical]
-    assert chunk.fields["document_id"] == "doc_lexical"
-    assert chunk.fields["chunk_index"] == 0
-    assert chunk.fields["copy_signature"] == copy_signature("doc_lexical chunk 0")
-    assert set(chunk.fields) <= set(RANK_FIELDS)
-    # The sparse ranking's chunks come with the terms they hold; the dense one's without.
-    assert chunk.terms is not None
-    assert term_index("zebrafinch") in chunk.terms
-    assert ranked.chunks[chunk_point_id("doc_dense", 0)].terms is None
-    assert ranked.cosines[lexical] == pytest.approx(float(_unit(8) @ _unit(7)), abs=1e-4)
     no_terms = await store.rank(RankQuery(scope, _unit(7), 10, sparse=encoder.query("the of")))
     assert no_terms.sparse == []
     assert len(no_terms.dense) == 3
@@ -393,7 +379,6 @@ async def test_a_dense_ranking_keeps_the_cosines_at_its_threshold(store: VectorS
     assert ranked.dense[0][0] == chunk_point_id("doc_3", 0)
     assert ranked.dense[0][1] == pytest.approx(1.0, abs=1e-4)
     assert ranked.sparse == []
-    assert all(chunk.terms is None for chunk in ranked.chunks.values())
 
 
 async def test_rank_probes_which_chunks_hold_a_term(store: VectorStore) -> None:
@@ -425,9 +410,6 @@ async def test_rank_probes_which_chunks_hold_a_term(store: VectorStore) -> None:
     assert ranked.holding[absent] == []
     assert ranked.sparse
     assert ranked.dense
-    # A probe's chunks come with their fields and terms like the sparse ranking's.
-    assert ranked.chunks[holder].fields["document_id"] == "doc_code"
-    assert code in (ranked.chunks[holder].terms or ())
 
 
 async def test_a_sparse_ranking_ranks_by_bm25_alone_within_the_scope(store: VectorStore) -> None:
@@ -450,7 +432,6 @@ async def test_a_sparse_ranking_ranks_by_bm25_alone_within_the_scope(store: Vect
     assert [ids[point] for point, _ in ranked.sparse] == ["doc_both", "doc_one"]
     assert ranked.sparse[0][1] > ranked.sparse[1][1] > 0
     assert ranked.dense == []
-    assert ranked.chunks[chunk_point_id("doc_one", 0)].fields["document_id"] == "doc_one"
     assert (await store.rank(sparse("the of"))).sparse == []
     assert (await store.rank(sparse("hold", SearchScope("t1", (), EVERYONE)))).sparse == []
 
@@ -479,8 +460,10 @@ async def test_read_gives_the_payloads_of_the_points_in_scope_only(store: Vector
     # The terms each chunk holds; its dense vector only when asked for.
     assert term_index("zebrafinch") in lexical.terms
     assert lexical.dense is None
-    with_vectors = await store.read(scope, [chunk_point_id("doc_lexical", 0)], dense=True)
-    dense = with_vectors[chunk_point_id("doc_lexical", 0)].dense
+    both = [chunk_point_id("doc_lexical", 0), chunk_point_id("doc_dense", 0)]
+    with_vectors = await store.read(scope, both, dense=both[:1])
+    assert with_vectors[both[1]].dense is None
+    dense = with_vectors[both[0]].dense
     assert dense is not None
     assert float(dense @ _unit(8)) / float(np.linalg.norm(dense)) == pytest.approx(1.0, abs=1e-4)
     assert await store.read(scope, []) == {}
@@ -711,7 +694,9 @@ async def quantised(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
     segment from 16 KB of vectors on, so that a few thousand points are quantised."""
     opened: VectorStore
     if request.param == "edge":
-        opened = EdgeVectorStore(tmp_path / "vectors", RECALL_DIM, indexing_threshold_kb=16)
+        opened = EdgeVectorStore(
+            tmp_path / "vectors", RECALL_DIM, quantization="int8", indexing_threshold_kb=16
+        )
     else:
         opened = QdrantServerStore(AsyncQdrantClient(location=":memory:"), "chunks", RECALL_DIM)
     await opened.ensure_collection()
@@ -769,7 +754,7 @@ async def test_an_unquantised_embedded_store_is_quantised_in_place(tmp_path: Pat
         [points[n].point_id for n in np.argsort(-(vectors @ query))[:10]] for query in queries
     ]
 
-    store = EdgeVectorStore(path, RECALL_DIM, indexing_threshold_kb=16)
+    store = EdgeVectorStore(path, RECALL_DIM, quantization="int8", indexing_threshold_kb=16)
     await store.ensure_collection()
     assert await store.count(chunks_where("t1")) == 600
     for query, truth in zip(queries, expected, strict=True):
@@ -782,6 +767,38 @@ async def test_an_unquantised_embedded_store_is_quantised_in_place(tmp_path: Pat
         exact = await store.search(VectorQuery(scope, query, 10, exact=True))
         assert [h.point_id for h in exact] == truth
     await store.close()
+
+
+async def test_a_store_keeps_in_ram_what_searches_read_up_to_a_size(tmp_path: Path) -> None:
+    """By default the size decides, each time the store is opened: up to `in_ram_max_points`
+    the floats (not quantised), the payloads and the sparse index are in RAM; beyond it int8
+    copies are, and the floats and payloads stay on disk. Searches find the same either way."""
+    path = tmp_path / "vectors"
+    vectors = _clustered(600, seed=7)
+    points = _recall_points(vectors)
+    small = EdgeVectorStore(path, RECALL_DIM, indexing_threshold_kb=16, in_ram_max_points=1000)
+    await small.ensure_collection()
+    assert small.placement == Placement("none", in_ram=True)
+    await small.upsert(points)
+    await small.optimize()
+    await small.close()
+    assert _quantised_files(path) == 0
+    scope = SearchScope("t1", ("kb1",), EVERYONE)
+    queries = _clustered(10, seed=8)
+    truths = [[points[n].point_id for n in np.argsort(-(vectors @ q))[:10]] for q in queries]
+    for limit, placement in (
+        (500, Placement("int8", in_ram=False)),
+        (600, Placement("none", True)),
+    ):
+        store = EdgeVectorStore(path, RECALL_DIM, indexing_threshold_kb=16, in_ram_max_points=limit)
+        await store.ensure_collection()
+        assert store.placement == placement
+        await store.optimize()
+        assert (_quantised_files(path) >= 1) == (placement.quantization == "int8")
+        for query, truth in zip(queries, truths, strict=True):
+            hits = await store.search(VectorQuery(scope, query, 10))
+            assert [h.point_id for h in hits] == truth
+        await store.close()
 
 
 async def test_an_unquantised_server_collection_opens_with_int8_and_searches() -> None:

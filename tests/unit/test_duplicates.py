@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from core.copies import Signature, copy_signature
+from core.copies import Signature
+from schemas.chunks import ChunkPayload
 from services.search.shaping import Piece, assemble
 
 POLICY = (
@@ -28,18 +29,19 @@ OTHER = (
 
 
 def _piece(document: str, text: str, rank: int, index: int = 0) -> Piece:
-    """A candidate as the ranking call brings it: its fields, with its text's signature."""
+    """A candidate as read: its payload carries its text's copy signature."""
     return Piece(
         point_id=f"{document}-{index}",
-        fields={
-            "document_id": document,
-            "chunk_index": index,
-            "document_title": f"Title of {document}",
-            "source_name": f"{document}.pdf",
-            "kb_id": "kb1",
-            "page": index + 1,
-            "copy_signature": copy_signature(text),
-        },
+        payload=ChunkPayload(
+            tenant_id="t1",
+            document_id=document,
+            chunk_index=index,
+            chunk_text=text,
+            document_title=f"Title of {document}",
+            source_name=f"{document}.pdf",
+            kb_id="kb1",
+            page=index + 1,
+        ),
         score=1.0 / (rank + 1),
         rank=rank,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.copies import copy_signature
+from schemas.chunks import ChunkPayload
 from services.search.shaping import (
     Piece,
     assemble,
@@ -16,13 +16,15 @@ from services.search.shaping import (
 def _chunk(document: str, source: str, version: int, kb: str = "kb1") -> Piece:
     return Piece(
         point_id=f"{document}-{version}",
-        fields={
-            "kb_id": kb,
-            "document_id": document,
-            "source_key": source,
-            "version": version,
-            "chunk_index": 0,
-        },
+        payload=ChunkPayload(
+            tenant_id="t1",
+            kb_id=kb,
+            document_id=document,
+            source_key=source,
+            version=version,
+            chunk_index=0,
+            chunk_text="",
+        ),
         score=0.5,
         rank=0,
     )
@@ -40,23 +42,18 @@ def test_one_answer_holds_one_version_of_a_source() -> None:
     assert kept == ["new", "other", "same-name-other-kb"]
 
 
-# The texts of the chunks made by `_passage`, by point id (what the search reads last).
-TEXTS: dict[str, str] = {}
-
-
 def _passage(document: str, index: int, text: str, start: int, rank: int) -> Piece:
-    point_id = f"{document}-{index}"
-    TEXTS[point_id] = text
     return Piece(
-        point_id=point_id,
-        fields={
-            "kb_id": "kb1",
-            "document_id": document,
-            "chunk_index": index,
-            "start": start,
-            "end": start + len(text),
-            "copy_signature": copy_signature(text),
-        },
+        point_id=f"{document}-{index}",
+        payload=ChunkPayload(
+            tenant_id="t1",
+            kb_id="kb1",
+            document_id=document,
+            chunk_index=index,
+            chunk_text=text,
+            start=start,
+            end=start + len(text),
+        ),
         score=1.0 / (rank + 1),
         rank=rank,
     )
@@ -76,7 +73,7 @@ def test_neighbouring_chunks_merge_without_their_overlap() -> None:
         ("d", 3, 3),
         ("e", 1, 1),
     ]
-    assert text_of(merged[0], TEXTS) == document[0:70]
+    assert text_of(merged[0]) == document[0:70]
     assert merged[0].rank == 0
     assert merged[0].score == 1.0
 
@@ -88,16 +85,6 @@ def test_a_token_budget_keeps_the_best_passages_that_fit() -> None:
     assert within_budget(texts, None) == texts
     cut = within_budget(texts, 40)
     assert cut == ["0" * 160]
-
-
-def test_a_chunk_gone_since_it_was_ranked_leaves_its_passage_or_the_answer() -> None:
-    document = "The first sentence. The second sentence. The third sentence."
-    first = _passage("g", 0, document[0:40], 0, rank=0)
-    second = _passage("g", 1, document[30:], 30, rank=1)
-    (merged,) = assemble([first, second], 4, copy_threshold=0.5, max_chunks=3)
-    assert text_of(merged, TEXTS) == document
-    assert text_of(merged, {first.point_id: TEXTS[first.point_id]}) == document[0:40]
-    assert text_of(merged, {second.point_id: TEXTS[second.point_id]}) is None
 
 
 def test_merged_neighbours_are_capped_and_copies_refill_the_answer() -> None:
@@ -119,7 +106,7 @@ def test_merged_neighbours_are_capped_and_copies_refill_the_answer() -> None:
         ("d", 6, 8),
     ]
     assert [(copy.document_id, copy.chunk_index) for copy in kept[0].also_in] == [("t", 0)]
-    assert text_of(kept[0], TEXTS) == " ".join(words[0:100])
+    assert text_of(kept[0]) == " ".join(words[0:100])
 
 
 def test_a_grown_passage_takes_in_a_copy_it_now_holds() -> None:
@@ -150,5 +137,5 @@ def test_a_short_last_chunk_inside_the_overlap_joins_its_neighbour() -> None:
     ]
     kept = assemble(ranked, limit=4, copy_threshold=0.5, max_chunks=3)
     assert [(p.first_index, p.last_index) for p in kept] == [(4, 5)]
-    assert text_of(kept[0], TEXTS) == text
+    assert text_of(kept[0]) == text
     assert kept[0].also_in == ()
