@@ -154,7 +154,7 @@ from infra.embedding.base import Embedder
 from infra.embedding.factory import build_embedder
 from infra.mongo import ensure_indexes
 from infra.settings import ChunkingSettings, EmbeddingSettings, Settings
-from infra.sparse import SparseEncoder
+from infra.sparse import SparseEncoder, packed_terms
 from infra.vectorstore.base import (
     ChunkPoint,
     RetrievalMode,
@@ -408,6 +408,7 @@ class Writer:
                     chunk_index=record.chunk_index,
                     chunk_text=record.text,
                     context=record.context,
+                    terms=packed_terms(record.embedding_text),
                     active=True,
                     readers=chunk.readers,
                     source_name=f"{chunk.document_id}.md",

@@ -28,8 +28,9 @@ from typing import Any
 from infra.mongo import KNOWLEDGE_BASES, Database
 from schemas.domain import KnowledgeBase
 
-# Raised when what the benchmark writes into a store changes (v2: chunks carry copy signatures).
-STORE_FORMAT = 2
+# Raised when what the benchmark writes into a store changes (v2: chunks carry copy signatures;
+# v3: and their terms).
+STORE_FORMAT = 3
 META = "snapshot.json"
 VECTORS = "vectors"
 

@@ -660,7 +660,12 @@ class SearchSettings(BaseModel):
     """The search service: caches and candidate pools."""
 
     access_ttl_s: int = Field(
-        default=60, ge=1, description="Lifetime of a bot's cached resolved access (s)."
+        default=60,
+        ge=1,
+        description=(
+            "Longest an API process holds a bot's resolved access, a tenant's KBs, a token or a "
+            "reader in memory; a change retires them at once (s)."
+        ),
     )
     embedding_ttl_s: int = Field(
         default=24 * 3600, ge=1, description="Lifetime of a cached query embedding (s)."
@@ -687,7 +692,10 @@ class SearchSettings(BaseModel):
         default=5,
         ge=1,
         le=20,
-        description="Chunks fetched per hit wanted (factor).",
+        description=(
+            "Chunks of the ranking that must pass the threshold among those a search reads "
+            "first, per hit wanted (factor)."
+        ),
     )
     lead_ratio: float = Field(
         default=1.5,

@@ -23,6 +23,7 @@ from functools import lru_cache
 
 import Stemmer
 
+from core.packing import pack, unpack
 from infra.vectorstore.base import SparseVector
 
 # Letters and digits of any script, as one run each.
@@ -63,6 +64,22 @@ def tokens(text: str) -> list[str]:
     """The terms of a text, in order (repeats kept: they are term frequencies)."""
     terms, _ = _analyse(text)
     return terms
+
+
+def term_set(text: str) -> frozenset[int]:
+    """The sparse-vector indices of a text's terms (its word pairs left out): what a chunk
+    holds, for telling whether it contains every term of a query."""
+    return frozenset(term_index(term) for term in tokens(text))
+
+
+def packed_terms(text: str) -> str:
+    """A text's `term_set`, packed as a chunk's payload stores it (`core.packing`)."""
+    return pack(term_set(text), 4)
+
+
+def unpacked_terms(stored: str) -> frozenset[int]:
+    """A chunk's terms as its payload stores them."""
+    return frozenset(unpack(stored, 4))
 
 
 def identifier_terms(text: str) -> list[str]:

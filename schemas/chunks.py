@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.copies import copy_signature
+from schemas.domain import CONTEXT_SEPARATOR
 
 
 class ChunkPayload(BaseModel):
@@ -37,6 +38,10 @@ class ChunkPayload(BaseModel):
     copy_signature: str = Field(
         default_factory=lambda data: copy_signature(str(data.get("chunk_text", "")))
     )
+    # The terms the chunk holds (`infra.sparse.packed_terms` of its embedding text): search
+    # tells an exact keyword match by them without reading the sparse vector. Empty in a
+    # payload written before it existed (search then reads them from the text).
+    terms: str = ""
     # Where the text is, for citations.
     source_name: str = ""
     document_title: str = ""
@@ -52,6 +57,13 @@ class ChunkPayload(BaseModel):
     def title(self) -> str:
         """The document's title for a citation (its file name if it has none)."""
         return self.document_title or self.source_name
+
+    @property
+    def embedding_text(self) -> str:
+        """The exact string the chunk was embedded (dense and sparse) as: context, then text."""
+        if not self.context:
+            return self.chunk_text
+        return f"{self.context}{CONTEXT_SEPARATOR}{self.chunk_text}"
 
     @property
     def version_line(self) -> tuple[str, str]:

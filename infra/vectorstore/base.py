@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -282,14 +283,21 @@ class Rankings:
         return rankings
 
 
-@dataclass(frozen=True)
 class StoredChunk:
-    """A chunk read by id (`VectorStore.read`): its payload, the terms it holds, and its dense
-    vector if it was asked for."""
+    """A chunk read by id (`VectorStore.read`): its payload, and its dense vector if it was read
+    with it (converted only when asked for)."""
 
-    payload: ChunkPayload
-    terms: frozenset[int]
-    dense: NDArray[np.float32] | None = None
+    def __init__(self, payload: dict[str, Any], dense: Any = None) -> None:
+        self.payload = ChunkPayload.from_store(payload)
+        self._dense = dense
+
+    @cached_property
+    def dense(self) -> NDArray[np.float32] | None:
+        """The chunk's dense vector, if it was read with it."""
+        vectors = getattr(self._dense, "vector", None)
+        if not isinstance(vectors, dict) or DENSE_VECTOR not in vectors:
+            return None
+        return np.asarray(vectors[DENSE_VECTOR], dtype=np.float32)
 
 
 def readable(
@@ -298,20 +306,15 @@ def readable(
     """The points retrieved by id (either Qdrant API) that are still active chunks in `scope`,
     by point id, with the dense vectors of those in `dense` (retrieved with them)."""
     selector = scope.filter()
-    vectors = {
-        str(record.id): np.asarray(record.vector[DENSE_VECTOR], dtype=np.float32)
-        for record in dense
-        if isinstance(record.vector, dict) and DENSE_VECTOR in record.vector
-    }
-    return {
-        str(record.id): StoredChunk(
-            ChunkPayload.from_store(record.payload),
-            _terms(record.vector if isinstance(record.vector, dict) else {}),
-            vectors.get(str(record.id)),
-        )
-        for record in records
-        if selector.matches(record.payload or {})
-    }
+    vectors = {str(record.id): record for record in dense}
+    found = {}
+    for record in records:
+        # The bindings build a record's payload anew on each access: it is taken once.
+        payload = record.payload or {}
+        if selector.matches(payload):
+            point_id = str(record.id)
+            found[point_id] = StoredChunk(payload, vectors.get(point_id))
+    return found
 
 
 class VectorStore(Protocol):
@@ -367,8 +370,7 @@ class VectorStore(Protocol):
         self, scope: SearchScope, point_ids: Sequence[str], dense: Collection[str] = ()
     ) -> dict[str, StoredChunk]:
         """Those of the points that are still active chunks in scope, by point id, with their
-        payloads and terms (and, for those in `dense`, their dense vectors): one call to the
-        engine."""
+        payloads (and, for those in `dense`, their dense vectors): one call to the engine."""
         ...
 
     async def count(self, selector: Filter) -> int:

@@ -348,15 +348,14 @@ class QdrantServerStore:
     async def read(
         self, scope: SearchScope, point_ids: Sequence[str], dense: Collection[str] = ()
     ) -> dict[str, StoredChunk]:
-        """The points still in scope, with payloads and terms, and for those in `dense` their
-        dense vectors (retrieved by id and checked here: cheaper than a filtered query over the
-        ids)."""
+        """The points still in scope, with payloads, and for those in `dense` their dense
+        vectors (retrieved by id and checked here: cheaper than a filtered query over the ids)."""
         if not point_ids or not scope.kb_ids:
             return {}
         vectors = [point for point in point_ids if point in dense]
         async with _qdrant_errors():
             records = await self._client.retrieve(
-                self._collection, list(point_ids), with_payload=True, with_vectors=[SPARSE_VECTOR]
+                self._collection, list(point_ids), with_payload=True, with_vectors=False
             )
             with_dense = (
                 await self._client.retrieve(

@@ -22,6 +22,7 @@ import logging
 from core.filters import chunks_of_document, older_versions
 from infra.lifecycle import Superseded
 from infra.metrics import CHUNKS_INDEXED
+from infra.sparse import packed_terms
 from infra.vectorstore.base import (
     ChunkPoint,
     PublishedDocument,
@@ -58,6 +59,7 @@ def chunk_points(event: ChunkBatchEmbedded, document: Document, active: bool) ->
             chunk_id=chunk_id(event.document_id, chunk.chunk_index),
             chunk_text=chunk.text,
             context=chunk.context,
+            terms=packed_terms(chunk.embedding_text),
             source_name=document.filename,
             document_title=document.title,
             page=chunk.page,

@@ -4,9 +4,10 @@ search looks at, and what the score threshold keeps.
 A search asks the store for ids and scores first: one ranking call (`VectorStore.rank`) brings
 each retriever's ranking, and fusion orders them without reading a chunk. Then only the chunks
 the answer may be made of are read, with their texts, the terms they hold and their copy
-signatures (`read`): the first `top_k * oversample` of the ranking, and at most once more the
-rest of it, when copies and neighbours fold so many together that fewer than `top_k` distinct
-passages are left (`services.search.search_service`).
+signatures (`read`): the first chunks of the ranking, as many as hold `top_k * oversample`
+chunks sure to pass the threshold (`Ranked.window`), and at most once more the rest of it (up
+to `depth`), when copies and neighbours fold so many together that fewer than `top_k`
+distinct passages are left (`services.search.search_service`).
 
 `score_threshold` is a minimum cosine similarity in every mode, so a bot's setting means the
 same thing whether it searches dense or hybrid:
@@ -14,14 +15,15 @@ same thing whether it searches dense or hybrid:
 - dense: chunks ranked by cosine, the threshold applied by the store. `score` is the cosine.
 - hybrid: the dense ranking (the chunks whose cosine reaches the threshold, applied by the
   store) and the sparse (BM25) ranking, `depth` chunks each, are fused
-  (`services.search.fusion`). A chunk read is kept if its cosine reaches the threshold (the
-  cosine of a chunk the dense ranking did not bring is computed from its vector, read with
-  it), or if it is an exact keyword match, which embeddings often miss: it contains every
-  term of the query, or every rare identifier the query names (a part number, an error code,
-  a flag). `score` is the fused score, 0..1, where 1 is the best chunk of both rankings (or a
-  chunk placed first for a strong signal). With pseudo-relevance feedback (`Feedback`, off by
-  default), a question's keyword query first gains the terms its best semantic matches hold,
-  read for it, and the store ranks again with the widened query.
+  (`services.search.fusion`). A chunk read is kept if its cosine reaches the threshold (a
+  chunk the dense ranking did not bring is below it, unless the dense ranking is full: then
+  its cosine is computed from its vector, read with it), or if it is an exact keyword match,
+  which embeddings often miss: it contains every term of the query, or every rare identifier
+  the query names (a part number, an error code, a flag). `score` is the fused score, 0..1,
+  where 1 is the best chunk of both rankings (or a chunk placed first for a strong signal).
+  With pseudo-relevance feedback (`Feedback`, off by default), a question's keyword query
+  first gains the terms its best semantic matches hold, read for it, and the store ranks again
+  with the widened query.
 - sparse (admin tooling only): BM25 alone, no threshold; `score` is the BM25 score.
 """
 
@@ -36,7 +38,15 @@ from numpy.typing import NDArray
 from core.filters import SearchScope
 from infra.embedding.base import Embedder
 from infra.embedding.batching import QueryBatcher
-from infra.sparse import SparseEncoder, identifier_terms, term_index, tokens, with_feedback
+from infra.sparse import (
+    SparseEncoder,
+    identifier_terms,
+    term_index,
+    term_set,
+    tokens,
+    unpacked_terms,
+    with_feedback,
+)
 from infra.vectorstore.base import (
     Rankings,
     RankQuery,
@@ -68,23 +78,37 @@ class Feedback:
 @dataclass(frozen=True)
 class Ranked:
     """A search's ranking, before any chunk is read: point ids best first (fused, in hybrid
-    mode) with their scores, the cosines the dense ranking brought, and in hybrid mode what
-    fusion made of each chunk and the query's terms."""
+    mode) with their scores, the cosines the dense ranking brought (every chunk at the
+    threshold, unless it is `full`: then its last is above it), and in hybrid mode what fusion
+    made of each chunk and the query's terms."""
 
     mode: RetrievalMode
     order: list[str]
     scores: dict[str, float]
     threshold: float
     cosines: dict[str, float] = field(default_factory=dict)
+    full: bool = False
     fused: dict[str, Fused] = field(default_factory=dict)
     terms: frozenset[int] = frozenset()
+
+    def window(self, passing: int, most: int) -> int:
+        """How many of the first chunks hold `passing` chunks sure to pass the threshold (in
+        the dense ranking), at most `most`: what a search reads first."""
+        if self.mode is not RetrievalMode.HYBRID or self.threshold <= 0:
+            return min(passing, most)
+        sure = 0
+        for position, point in enumerate(self.order[:most]):
+            sure += point in self.cosines
+            if sure >= passing:
+                return position + 1
+        return min(len(self.order), most)
 
     def unread(self, window: int, stored: Mapping[str, object]) -> list[str]:
         """The chunks among the first `window` that are not read yet."""
         return [point for point in self.order[:window] if point not in stored]
 
     def without_cosine(self, point_ids: list[str]) -> list[str]:
-        """Those of the chunks whose cosine a hybrid search needs but the ranking did not
+        """Those of the chunks whose cosine a hybrid search may need but the ranking did not
         bring (their vectors are read with them)."""
         if self.mode is not RetrievalMode.HYBRID:
             return []
@@ -113,12 +137,15 @@ class Ranked:
             cosine = score if self.mode is RetrievalMode.DENSE else None
             return Candidate(point, chunk, score, position, self.mode, cosine)
         cosine = self.cosines.get(point)
-        if cosine is None:
-            cosine = _cosine(chunk.dense, query)
         fused = self.fused[point]
-        below = cosine < self.threshold
+        if cosine is None and (self.full or self.threshold <= 0):
+            cosine = _cosine(chunk.dense, query)
+        # Outside a dense ranking that is not full, a chunk is below the threshold.
+        below = cosine < self.threshold if cosine is not None else True
         if below:
-            exact = (bool(self.terms) and self.terms <= chunk.terms) or fused.lead == "identifier"
+            exact = (
+                bool(self.terms) and self.terms <= terms_of(chunk)
+            ) or fused.lead == "identifier"
             if not exact:
                 return None
         return Candidate(point, chunk, score, position, self.mode, cosine, fused, below)
@@ -127,9 +154,9 @@ class Ranked:
 @dataclass(frozen=True)
 class Candidate:
     """A chunk that passed retrieval: as read, with its score, its place in the ranking it came
-    from (fused, dense or sparse) before the threshold, and its cosine with the query (none in
-    sparse mode); in hybrid mode what fusion made of it and whether it was kept as an exact
-    keyword match below the threshold."""
+    from (fused, dense or sparse) before the threshold, and its cosine with the query if it is
+    known (the dense ranking's); in hybrid mode what fusion made of it and whether it was kept
+    as an exact keyword match below the threshold."""
 
     point_id: str
     chunk: StoredChunk
@@ -140,15 +167,16 @@ class Candidate:
     fused: Fused | None = None
     below_threshold: bool = False
 
-    def rationale(self, terms: frozenset[int]) -> str:
-        """Why it was kept, for a query of these terms."""
+    def rationale(self, terms: frozenset[int], query: NDArray[np.float32]) -> str:
+        """Why it was kept, for a query of these terms and this vector."""
         if self.mode is RetrievalMode.DENSE:
             return f"semantic match (cosine {self.score:.2f})"
         if self.mode is RetrievalMode.SPARSE:
             return f"keyword match (BM25 {self.score:.2f})"
-        why = f"hybrid: semantic cosine {self.cosine or 0.0:.2f}"
+        cosine = self.cosine if self.cosine is not None else _cosine(self.chunk.dense, query)
+        why = f"hybrid: semantic cosine {cosine:.2f}"
         if terms:
-            why += f", {len(terms & self.chunk.terms)} of {len(terms)} query terms"
+            why += f", {len(terms & terms_of(self.chunk))} of {len(terms)} query terms"
         lead = self.fused.lead if self.fused is not None else None
         if lead == "identifier":
             why += "; first: it holds the query's rare identifiers"
@@ -223,6 +251,7 @@ class Retriever:
             {point.point_id: point.score for point in fused},
             threshold,
             cosines=dict(rankings.dense),
+            full=len(rankings.dense) >= self._depth,
             fused={point.point_id: point for point in fused},
             terms=query_terms(query),
         )
@@ -270,10 +299,20 @@ class Retriever:
         best = [point for point, _ in rankings.dense[: feedback.chunks]]
         read = await self._store.read(scope, best) if best else {}
         widened = with_feedback(
-            sparse, [chunk.terms for chunk in read.values()], feedback.weight, feedback.min_chunks
+            sparse,
+            [terms_of(chunk) for chunk in read.values()],
+            feedback.weight,
+            feedback.min_chunks,
         )
         again = await self._store.rank(replace(ranking, sparse=widened))
         return replace(rankings, sparse=again.sparse)
+
+
+def terms_of(chunk: StoredChunk) -> frozenset[int]:
+    """The terms a chunk holds, from its payload (read from its text for a chunk indexed
+    before payloads held them)."""
+    payload = chunk.payload
+    return unpacked_terms(payload.terms) if payload.terms else term_set(payload.embedding_text)
 
 
 def query_terms(query: str) -> frozenset[int]:

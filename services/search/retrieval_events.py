@@ -53,9 +53,11 @@ class RetrievalEvents:
             ),
             return_exceptions=True,
         )
-        for event, result in zip(events, results, strict=True):
-            if isinstance(result, BaseException):
-                RETRIEVAL_EVENTS.labels("failed").inc()
-                log.warning("retrieval event %s not sent: %s", event.event_id, result)
-            else:
-                RETRIEVAL_EVENTS.labels("sent").inc()
+        failed = [result for result in results if isinstance(result, BaseException)]
+        RETRIEVAL_EVENTS.labels("sent").inc(len(results) - len(failed))
+        if failed:
+            # One line a batch: Kafka being down must not flood the log, one line a search.
+            RETRIEVAL_EVENTS.labels("failed").inc(len(failed))
+            log.warning(
+                "%d of %d retrieval events not sent: %s", len(failed), len(events), failed[0]
+            )

@@ -393,7 +393,7 @@ class SearchService:
     ) -> Answer:
         """A search the cache could not answer."""
         if not plan.kb_ids:
-            return self._finish(plan, [], [], clock, hits)
+            return self._finish(plan, [], [], np.zeros(0, dtype=np.float32), clock, hits)
         vector = probe.vector
         fresh = None
         if vector is None or vector.shape != (self._retriever.dimensions,):
@@ -412,7 +412,7 @@ class SearchService:
                 fusion=plan.fusion,
             )
         passages, candidates = await self._distinct(plan, scope, ranked, vector, clock)
-        answer = self._finish(plan, passages, candidates, clock, hits)
+        answer = self._finish(plan, passages, candidates, vector, clock, hits)
         with clock.step("writes"):
             self._cache.remember(
                 Remembered(
@@ -459,12 +459,13 @@ class SearchService:
         clock: Clock,
     ) -> tuple[list[Passage], list[Candidate]]:
         """The best distinct passages of the ranking: newest versions only, neighbours merged,
-        copies folded; at most top_k; and the candidates they are made of. The first
-        `top_k * oversample` chunks of the ranking are read and looked at; if they fold into
-        fewer than top_k passages, the rest of the ranking (up to `depth`) is read too, once."""
+        copies folded; at most top_k; and the candidates they are made of. The first chunks of
+        the ranking, as many as hold `top_k * oversample` sure to pass, are read and looked at;
+        if they fold into fewer than top_k passages, the rest of the ranking (up to `depth`) is
+        read too, once."""
         settings = self._settings
         stored: dict[str, StoredChunk | None] = {}
-        window = plan.top_k * settings.oversample
+        window = ranked.window(plan.top_k * settings.oversample, settings.depth)
         while True:
             with clock.step("fetch"):
                 await self._retriever.read(scope, ranked, window, stored)
@@ -486,6 +487,7 @@ class SearchService:
         plan: Plan,
         passages: list[Passage],
         candidates: list[Candidate],
+        vector: NDArray[np.float32],
         clock: Clock,
         cache: CacheHits,
     ) -> Answer:
@@ -494,7 +496,7 @@ class SearchService:
             kept = within_budget(texts, plan.max_context_tokens)
             terms = query_terms(plan.query)
             hits = [
-                _hit(passage, text, candidates[passage.rank].rationale(terms))
+                _hit(passage, text, candidates[passage.rank].rationale(terms, vector))
                 for passage, text in zip(passages, kept, strict=False)
             ]
             response = SearchResponse(

@@ -20,7 +20,7 @@ from devstack.launcher import LocalServices
 from infra.embedding.base import Embedder
 from infra.mongo import ensure_indexes
 from infra.search_cache import SearchCache
-from infra.sparse import SparseEncoder
+from infra.sparse import SparseEncoder, packed_terms
 from infra.vectorstore.base import ChunkPoint, Rankings, RankQuery, StoredChunk
 from infra.vectorstore.qdrant_server import QdrantServerStore
 from ragline.system import System
@@ -103,6 +103,7 @@ async def processes(
                         document_id=document,
                         chunk_index=0,
                         chunk_text=text,
+                        terms=packed_terms(text),
                         active=True,
                         readers=["tenant"],
                     ),

@@ -28,7 +28,7 @@ from core.filters import (
     chunks_of_kb,
     chunks_where,
 )
-from infra.sparse import SparseEncoder, term_index
+from infra.sparse import SparseEncoder, packed_terms, term_index, unpacked_terms
 from infra.vectorstore.base import (
     ChunkPoint,
     PublishedDocument,
@@ -265,8 +265,10 @@ async def test_document_chunks_lists_a_documents_payloads(store: VectorStore) ->
 
 
 def _text_point(doc: str, text: str, seed: int, kb: str = "kb1", tenant: str = "t1") -> ChunkPoint:
+    """A point whose sparse vector (and terms) are of `text` (its payload's text is its id)."""
     point = _point(tenant, kb, doc, 0, seed=seed)
-    return ChunkPoint(point.point_id, point.dense, point.payload, SparseEncoder().document(text))
+    payload = point.payload.model_copy(update={"terms": packed_terms(text)})
+    return ChunkPoint(point.point_id, point.dense, payload, SparseEncoder().document(text))
 
 
 async def test_an_export_gives_back_every_point_as_written_and_upsert_restores_it(
@@ -457,8 +459,8 @@ async def test_read_gives_the_payloads_of_the_points_in_scope_only(store: Vector
     lexical = read[chunk_point_id("doc_lexical", 0)]
     assert lexical.payload.chunk_text == "doc_lexical chunk 0"
     assert lexical.payload.copy_signature == copy_signature("doc_lexical chunk 0")
-    # The terms each chunk holds; its dense vector only when asked for.
-    assert term_index("zebrafinch") in lexical.terms
+    # The terms it holds (written with it); its dense vector only when asked for.
+    assert term_index("zebrafinch") in unpacked_terms(lexical.payload.terms)
     assert lexical.dense is None
     both = [chunk_point_id("doc_lexical", 0), chunk_point_id("doc_dense", 0)]
     with_vectors = await store.read(scope, both, dense=both[:1])

@@ -73,5 +73,5 @@ def test_a_union_holds_both_texts() -> None:
 def test_an_unreadable_signature_is_refused() -> None:
     with pytest.raises(ValueError, match="not a copy signature"):
         Signature.decode("0:not base64!")
-    with pytest.raises(ValueError, match="16-bit hashes"):
+    with pytest.raises(ValueError, match="2-byte values"):
         Signature.decode("0:AA==")  # one byte: not a 16-bit hash

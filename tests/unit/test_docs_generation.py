@@ -56,7 +56,7 @@ def test_a_stage_shows_its_own_defaults_and_the_description_of_its_field() -> No
     assert rows["kafka.send_timeout_s"].described
     assert rows["qdrant.url"].default == "unset"
     assert rows["admin_token"].type == "secret"
-    assert rows["qdrant.quantization"].type == "`int8` or `none`"
+    assert rows["qdrant.quantization"].type == "`auto` or `int8` or `none`"
     assert rows["search.depth"].constraints == "≥ 1, ≤ 1000"
     assert settings_page.undescribed() == []
 
