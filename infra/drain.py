@@ -1,9 +1,11 @@
 """Work done after a request, off its path: items queued by the request, handled in batches by
 one task of the process.
 
-A request only puts its item in a bounded queue and goes on; the task takes everything queued
-(up to `batch` items) and hands it to `handle` at once, so a burst of searches costs one Redis
-pipeline or one round of Kafka sends, not one each. When the queue is full the item is dropped
+A request only puts its item in a bounded queue and goes on; the task, woken by the first item,
+waits `linger_s` (as a Kafka producer lingers: the request's answer goes out meanwhile, and
+items queued by other requests join the batch), then takes everything queued (up to `batch`
+items) and hands it to `handle` at once, so a burst of searches costs one Redis pipeline or
+one round of Kafka sends, not one each. When the queue is full the item is dropped
 and counted (`ragline_drained_items_total{result="dropped"}`): what is drained here (cache
 writes, retrieval events) is never worth holding a request for. A batch that fails is logged
 and counted, never retried here (the handler decides what a failure means). Closing hands what
@@ -34,12 +36,14 @@ class Drain(Generic[T]):
         *,
         capacity: int = 10_000,
         batch: int = 256,
+        linger_s: float = 0.005,
         close_timeout_s: float = 2.0,
     ) -> None:
         self._name = name
         self._handle = handle
         self._queue: asyncio.Queue[T] = asyncio.Queue(capacity)
         self._batch = batch
+        self._linger_s = linger_s
         self._close_timeout_s = close_timeout_s
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -75,6 +79,8 @@ class Drain(Generic[T]):
     async def _run(self) -> None:
         while True:
             items = [await self._queue.get()]
+            if self._linger_s and not self._closed:
+                await asyncio.sleep(self._linger_s)
             while len(items) < self._batch and not self._queue.empty():
                 items.append(self._queue.get_nowait())
             try:
