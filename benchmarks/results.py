@@ -394,6 +394,9 @@ def _search_markdown(figures: Mapping[str, Any], plots: Sequence[str], link_pref
         ]
         parts.append(f"#### {label}")
         parts.append(_table(["load", "p50 ms", "p95 ms", "p99 ms", "requests/s"], rows))
+        budget = _step_budget(figures, suffix)
+        if budget:
+            parts.append(budget)
         plot = f"search-latency-{label}.png"
         if plot in plots:
             parts.append(f"![search latency, {label}]({link_prefix}{plot})")
@@ -415,6 +418,28 @@ def _search_markdown(figures: Mapping[str, Any], plots: Sequence[str], link_pref
     return "\n\n".join(parts)
 
 
+# The per-step tables of a store: the server's steps at concurrency 1, uncached and cached.
+STEP_TABLES = ("steps_uncached_c1", "steps_cached_c1")
+
+
+def _step_budget(figures: Mapping[str, Any], suffix: str) -> str:
+    """The server's time per step of a search at concurrency 1 (its answers' own timings),
+    uncached and cached, p50 and p95; `transport` is what the client waited beyond them."""
+    tables = [figures.get(f"{name}{suffix}") for name in STEP_TABLES]
+    if not any(isinstance(table, Mapping) for table in tables):
+        return ""
+    steps = list(next(t for t in tables if isinstance(t, Mapping)))
+    rows = []
+    for step in steps:
+        row = [step]
+        for table in tables:
+            cell = table.get(step, {}) if isinstance(table, Mapping) else {}
+            row += [_number(cell.get("p50")), _number(cell.get("p95"))]
+        rows.append(row)
+    header = ["step (ms)", "uncached p50", "uncached p95", "cached p50", "cached p95"]
+    return "Time per step at concurrency 1:\n\n" + _table(header, rows)
+
+
 def _search_other_figures(
     figures: Mapping[str, Any], suffixes: Sequence[str]
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
@@ -431,6 +456,8 @@ def _search_other_figures(
             per_run[key] = value
             continue
         suffix = next((s for s in longest_first if key.endswith(s)), None)
+        if suffix is not None and key[: len(key) - len(suffix)] in STEP_TABLES:
+            continue
         if suffix is None:
             per_run[key] = value
             continue

@@ -60,7 +60,11 @@ object: among others
 `errors` and `errors_by_kind`, `lost_documents`, `deleted_documents_returned`,
 `deleted_documents_with_points`, `documents`, `requests`, `max_rss_growth_pct`,
 `rss_growth_pct`, `private_growth_pct`, `mapped_growth_mb`, `cpu_pct_of_a_core`,
-`p95_ms_upload`, `p95_ms_search`, their per-minute lists and `load_average_at_end`.
+`p95_ms_upload`, `p95_ms_search`, their per-minute lists, `search_p95_drift` (the search p95
+of the last five minutes over that of the first five: how much searches slowed as the store
+grew and churned; the halves of a shorter run), `search_drift_by_step` (each step's p95 at both
+ends, from the answers' own timings, and what the client waited beyond them: the store's steps
+against queueing behind the machine's other work) and `load_average_at_end`.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ import tempfile
 import time
 import tracemalloc
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -168,6 +172,9 @@ class Minute:
     errors: Counter[str] = field(default_factory=Counter)
     upload_ms: list[float] = field(default_factory=list)
     search_ms: list[float] = field(default_factory=list)
+    # Each answered search's own timings (its `metrics`), with what the client waited beyond
+    # them (`waited_ms`): the server's steps, against queueing and the machine's other work.
+    search_steps: list[dict[str, float]] = field(default_factory=list)
     ingest_s: list[float] = field(default_factory=list)
     documents: int = 0
     skipped_deletes: int = 0
@@ -505,7 +512,11 @@ class Soak:
         self.minute().search_ms.append(ms)
         if response is None:
             return
-        hits = response.json()["results" if people else "hits"]
+        answer = response.json()
+        steps = {k: float(v) for k, v in answer["metrics"].items() if k.endswith("_ms")}
+        steps["waited_ms"] = max(0.0, ms - steps.get("total_ms", 0.0))
+        self.minute().search_steps.append(steps)
+        hits = answer["results" if people else "hits"]
         found = {hit["source" if people else "document_id"] for hit in hits}
         found |= {copy["document_id"] for hit in hits for copy in hit["also_in"]}
         for document_id in found:
@@ -968,10 +979,48 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "p95_ms_upload": rounded(percentile(upload_ms, 95)),
         "p95_ms_search": rounded(percentile(search_ms, 95)),
         "p95_ms_search_per_minute": [rounded(percentile(m.search_ms, 95)) for m in measured],
+        "search_p95_drift": drift(measured),
+        "search_drift_by_step": drift_by_step(measured),
         "p50_ms_search_per_minute": [rounded(percentile(m.search_ms, 50)) for m in measured],
         "p95_ms_upload_per_minute": [rounded(percentile(m.upload_ms, 95)) for m in measured],
         "p50_ms_upload_per_minute": [rounded(percentile(m.upload_ms, 50)) for m in measured],
         "p95_s_ingest_per_minute": [rounded(percentile(m.ingest_s, 95), 2) for m in measured],
+    }
+
+
+# The minutes at each end of the load whose search latencies `drift` compares.
+DRIFT_MINUTES = 5
+
+
+def drift(measured: Sequence[Minute]) -> float | None:
+    """Search p95 of the last `DRIFT_MINUTES` minutes over that of the first (1.0: no
+    slowdown as the store grows and churns); None for a run too short to have both."""
+    if len(measured) < 2 * DRIFT_MINUTES:
+        first, last = measured[: len(measured) // 2], measured[len(measured) // 2 :]
+    else:
+        first, last = measured[:DRIFT_MINUTES], measured[-DRIFT_MINUTES:]
+    before = percentile([ms for minute in first for ms in minute.search_ms], 95)
+    after = percentile([ms for minute in last for ms in minute.search_ms], 95)
+    if before is None or after is None or before <= 0:
+        return None
+    return round(after / before, 3)
+
+
+def drift_by_step(measured: Sequence[Minute]) -> dict[str, dict[str, float | None]]:
+    """Where the drift is: each search step's p95 (the server's own timings, and `waited_ms`,
+    what the client waited beyond them) in the first and the last `DRIFT_MINUTES` minutes."""
+    half = min(DRIFT_MINUTES, len(measured) // 2)
+    ends = {"first": measured[:half], "last": measured[len(measured) - half :]}
+    steps = sorted({k for m in measured for answer in m.search_steps for k in answer})
+    return {
+        step: {
+            end: rounded(
+                percentile([a[step] for m in minutes for a in m.search_steps if step in a], 95),
+                2,
+            )
+            for end, minutes in ends.items()
+        }
+        for step in steps
     }
 
 

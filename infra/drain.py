@@ -47,6 +47,8 @@ class Drain(Generic[T]):
         self._close_timeout_s = close_timeout_s
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        # Set on closing: a batch lingering then is handled at once.
+        self._closing = asyncio.Event()
 
     def put(self, item: T) -> None:
         """Queues an item (dropped, and counted, when the queue is full or closed)."""
@@ -68,6 +70,7 @@ class Drain(Generic[T]):
     async def close(self) -> None:
         """Handles what is queued (within the close timeout), then stops the task."""
         self._closed = True
+        self._closing.set()
         if self._task is None:
             return
         with contextlib.suppress(TimeoutError):
@@ -80,7 +83,8 @@ class Drain(Generic[T]):
         while True:
             items = [await self._queue.get()]
             if self._linger_s and not self._closed:
-                await asyncio.sleep(self._linger_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), self._linger_s)
             while len(items) < self._batch and not self._queue.empty():
                 items.append(self._queue.get_nowait())
             try:

@@ -32,6 +32,12 @@ def search_figures(suffixes: tuple[str, ...] = ("", "_distinct")) -> dict[str, A
                 figures[f"rps_{cache}_c{concurrency}{end}"] = 100.0 / base
         figures[f"api_peak_rss_mb{end}"] = 900
         figures[f"recall_at_10_quantised{end}"] = 0.998
+        for cache, ranking in (("uncached", 4.5), ("cached", 0.0)):
+            figures[f"steps_{cache}_c1{end}"] = {
+                "cache": {"p50": 0.3, "p95": 0.5},
+                "ranking": {"p50": ranking, "p95": 2 * ranking},
+                "total": {"p50": 9.25, "p95": 14.0},
+            }
     figures |= {
         "mcp_added_p95_ms": 3.1,
         "encoder_p50_ms_c1": 6.5,
@@ -212,6 +218,11 @@ def test_the_search_tables_render_from_the_file(tmp_path: Path) -> None:
     assert "| uncached c32 | 1920 | 2880 | 3840 | 1.66667 |" in page
     assert "![search latency, distinct-100k](results/search-latency-distinct-100k.png)" in page
     assert "| `api_peak_rss_mb` | 900 | 900 |" in page
+    # Each store's time per step, uncached and cached, as its own table.
+    assert "| step (ms) | uncached p50 | uncached p95 | cached p50 | cached p95 |" in page
+    assert "| ranking | 4.5 | 9 | 0 | 0 |" in page
+    assert page.count("| ranking |") == 2
+    assert "steps_uncached_c1" not in page
     assert "| `mcp_added_p95_ms` | 3.1 |  |" in page
     assert "| `p95_ms_uncached_c1 <= 30` | 90 | **missed** |" in page
     assert "| `p95_ms_uncached_c1_1m <= 35` |  | not measured |" in page
