@@ -284,12 +284,18 @@ class Rankings:
 
 
 class StoredChunk:
-    """A chunk read by id (`VectorStore.read`): its payload, and its dense vector if it was read
-    with it (converted only when asked for)."""
+    """A chunk read by id (`VectorStore.read`): its payload as stored (`raw`) and validated
+    (`payload`, only when asked for: most chunks a search reads are dropped by the threshold
+    first), and its dense vector if it was read with it (converted only when asked for)."""
 
-    def __init__(self, payload: dict[str, Any], dense: Any = None) -> None:
-        self.payload = ChunkPayload.from_store(payload)
+    def __init__(self, raw: dict[str, Any], dense: Any = None) -> None:
+        self.raw = raw
         self._dense = dense
+
+    @cached_property
+    def payload(self) -> ChunkPayload:
+        """The chunk's payload."""
+        return ChunkPayload.from_store(self.raw)
 
     @cached_property
     def dense(self) -> NDArray[np.float32] | None:

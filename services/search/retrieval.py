@@ -40,6 +40,7 @@ from infra.embedding.base import Embedder
 from infra.embedding.batching import QueryBatcher
 from infra.sparse import (
     SparseEncoder,
+    holds_every,
     identifier_terms,
     term_index,
     term_set,
@@ -142,13 +143,15 @@ class Ranked:
             cosine = _cosine(chunk.dense, query)
         # Outside a dense ranking that is not full, a chunk is below the threshold.
         below = cosine < self.threshold if cosine is not None else True
-        if below:
-            exact = (
-                bool(self.terms) and self.terms <= terms_of(chunk)
-            ) or fused.lead == "identifier"
-            if not exact:
-                return None
+        if below and not self._exact(chunk, fused):
+            return None
         return Candidate(point, chunk, score, position, self.mode, cosine, fused, below)
+
+    def _exact(self, chunk: StoredChunk, fused: Fused) -> bool:
+        """Whether a chunk is an exact keyword match (kept below the threshold)."""
+        if fused.lead == "identifier":
+            return True
+        return bool(self.terms) and holds_terms(chunk, self.terms)
 
 
 @dataclass(frozen=True)
@@ -311,8 +314,18 @@ class Retriever:
 def terms_of(chunk: StoredChunk) -> frozenset[int]:
     """The terms a chunk holds, from its payload (read from its text for a chunk indexed
     before payloads held them)."""
-    payload = chunk.payload
-    return unpacked_terms(payload.terms) if payload.terms else term_set(payload.embedding_text)
+    stored = chunk.raw.get("terms")
+    if isinstance(stored, str) and stored:
+        return unpacked_terms(stored)
+    return term_set(chunk.payload.embedding_text)
+
+
+def holds_terms(chunk: StoredChunk, terms: frozenset[int]) -> bool:
+    """Whether a chunk holds every one of the terms."""
+    stored = chunk.raw.get("terms")
+    if isinstance(stored, str) and stored:
+        return holds_every(stored, terms)
+    return terms <= terms_of(chunk)
 
 
 def query_terms(query: str) -> frozenset[int]:
