@@ -177,6 +177,12 @@ class QdrantSettings(BaseModel):
             "with the original vectors (factor)."
         ),
     )
+    store_threads: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Threads the embedded engine's calls run on, at once (count).",
+    )
     # A lone search goes out at once; a batch forms from the searches that queued while the
     # previous one ran, and is one pass over the segments.
     rank_batch_max: int = Field(

@@ -90,10 +90,6 @@ _EDGE_INDEX = {
 }
 
 
-# Threads the store's calls run on. The binding runs one call at a time anyway (it holds the
-# GIL); more than one lets a call be under way the moment another returns, and would let reads
-# overlap if the binding let go of the GIL.
-_THREADS = 2
 
 
 class _Gate:
@@ -210,6 +206,7 @@ class EdgeVectorStore:
         rank_batch_wait_s: float = 0.0,
         indexing_threshold_kb: int | None = None,
         in_ram_max_points: int = 200_000,
+        threads: int = 2,
     ) -> None:
         """`indexing_threshold_kb`: the size of vectors a segment takes before the optimiser
         indexes (and quantises) it; None keeps the engine's (10 MB, ~6,500 vectors of 384
@@ -218,6 +215,7 @@ class EdgeVectorStore:
         self._dimensions = dimensions
         self._quantization: Quantization = quantization
         self._in_ram_max_points = in_ram_max_points
+        self._thread_count = threads
         self._indexing_threshold_kb = indexing_threshold_kb
         self._search_ef = search_ef
         self._oversampling = oversampling
@@ -236,6 +234,9 @@ class EdgeVectorStore:
             self._query_batch,
             max_batch=rank_batch_max,
             max_wait_s=rank_batch_wait_s,
+            # The engine answers a batch on one thread: batches run beside each other on the
+            # store's threads.
+            in_flight=threads,
             isolate=(ServiceUnavailable,),
         )
         # Writes made, and how many of them the last optimisation had seen when it began.
@@ -254,7 +255,7 @@ class EdgeVectorStore:
             # once now, so that a search's first read of a chunk is not a disk read (at 100,000
             # chunks: 1 GB, under a second).
             await asyncio.to_thread(_read_ahead, self._path)
-        self._threads = ThreadPoolExecutor(_THREADS, thread_name_prefix="edge-store")
+        self._threads = ThreadPoolExecutor(self._thread_count, thread_name_prefix="edge-store")
         self._shard = shard
         self._dense_params = self._search_params()
         self._optimizer = asyncio.create_task(self._optimize_when_idle())

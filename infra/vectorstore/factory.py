@@ -23,6 +23,7 @@ async def open_vector_store(settings: Settings) -> VectorStore:
             rank_batch_max=settings.qdrant.rank_batch_max,
             rank_batch_wait_s=settings.qdrant.rank_batch_wait_ms / 1000,
             in_ram_max_points=settings.qdrant.in_ram_max_points,
+            threads=settings.qdrant.store_threads,
         )
     else:
         from qdrant_client import AsyncQdrantClient
