@@ -75,11 +75,17 @@ rate and p95 <= 400 ms, cached c1 p95 <= 1.5 ms and c32 >= 1,000 requests/s; dis
 (null where the run did not measure it); they are printed beside the figures too. At
 concurrency 1 the answers' own timings give each step's p50 and p95 (`steps_uncached_c1`,
 `steps_cached_c1`: access, limit, cache, embedding, ranking, fetch, shaping, writes, total, and
-`transport`, what the client waited beyond the server's total). The load generator is a lean asyncio HTTP/1.1 client in this process, on the same two
-cores as the server.
+`transport`, what the client waited beyond the server's total). The load generator is a lean
+asyncio HTTP/1.1 client in this process, on the same two cores as the server.
 
 The bot benchmark's chunks are readable by `["role:admin", "tenant"]`, so the bot (which reads
 `tenant`) and admins see all of them.
+
+`--store-process` measures each store once more served by a process of its own
+(`python -m ragline.store`, `infra/vectorstore/remote.py`), the API reaching it over a Unix
+socket: uncached searches at concurrency 1 and 32 on questions no other measurement asked, keys
+`p50_ms_store_process_uncached_c32`, `rps_store_process_uncached_c32`, ... beside the same
+keys of the API holding the store.
 
 `--user-form` measures people's permission-filtered search instead, on a duplicate-heavy store
 of its own (100,000 chunks in 10 KBs; `--tiny` 2,000) where the user `u-bench` may read
@@ -109,6 +115,8 @@ import json
 import math
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -894,6 +902,8 @@ class Run:
     scale: Scale
     # Where filled stores are kept for the next runs (`store_snapshots`).
     cache_dir: Path
+    # Whether each store is measured again served by a process of its own.
+    store_process: bool = False
     stores_measured: int = 0
 
     def env(self, name: str) -> dict[str, str]:
@@ -959,7 +969,54 @@ def measure_store(run: Run, store_kind: str, chunks: int) -> dict[str, Any]:
         )
     finally:
         pipeline.stop()
+    if run.store_process:
+        result |= measure_store_process(run, name, env, filled.kb_ids[:ATTACHED])
     return result
+
+
+# The questions the store-process comparison asks: past those `measure` asked (5 * requests).
+def store_process_questions(questions: list[str], scale: Scale) -> list[str]:
+    """Questions no other measurement of a store asked."""
+    start = 5 * scale.requests
+    return questions[start : start + 3 * scale.requests]
+
+
+def measure_store_process(
+    run: Run, name: str, env: dict[str, str], kb_ids: list[str]
+) -> dict[str, Any]:
+    """The same store served by a process of its own (`python -m ragline.store`), the API
+    reaching it over its socket: uncached searches at concurrency 1 and 32, beside the API
+    process holding it (`*_store_process_uncached_c1`, `*_store_process_uncached_c32` keys)."""
+    socket = run.work / name / "store.sock"
+    served = {**env, "RAGLINE_QDRANT__STORE_SOCKET": str(socket)}
+    log = (run.work / name / "store-process.log").open("ab")
+    store = subprocess.Popen(
+        [sys.executable, "-m", "ragline.store"], env=served, stdout=log, stderr=log
+    )
+    port = free_port()
+    pipeline = Pipeline(run.work / name, served, api_port=port)
+    try:
+        deadline = time.monotonic() + 120
+        while not socket.exists():
+            if store.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the store process did not start (see {log.name})")
+            time.sleep(0.1)
+        pipeline.start(workers=False)
+        bot_id, _ = create_bot(pipeline.api_url, kb_ids)
+        fresh = iter(store_process_questions(run.material.questions, run.scale))
+        form = bot_form(bot_id)
+        figures = {}
+        for level, count in ((1, run.scale.requests), (32, 2 * run.scale.requests)):
+            asked = [next(fresh) for _ in range(count)]
+            figures[f"store_process_uncached_c{level}"] = asyncio.run(
+                load(port, form, asked, level)
+            )
+        return summarise(figures)
+    finally:
+        pipeline.stop()
+        store.terminate()
+        store.wait(timeout=30)
+        log.close()
 
 
 def create_bot(api_url: str, kb_ids: list[str]) -> tuple[str, str]:
@@ -1164,6 +1221,11 @@ def main() -> None:
         action="store_true",
         help="measure people's permission-filtered search instead (100,000 chunks)",
     )
+    parser.add_argument(
+        "--store-process",
+        action="store_true",
+        help="measure each store again served by a process of its own (uncached c1 and c32)",
+    )
     add_results_option(parser)
     args = parser.parse_args()
     scale = TINY if args.tiny else Scale()
@@ -1174,7 +1236,7 @@ def main() -> None:
     os.environ.setdefault(ONNX_DIR, str((args.cache_dir / "onnx").resolve()))
     announce({**LOAD_SETTINGS, ONNX_DIR: os.environ[ONNX_DIR]})
     # Enough distinct questions for every uncached request: each store asks the same ones.
-    needed = 5 * scale.requests + 10 * max(scale.mcp_rounds, scale.user_rounds + 1)
+    needed = 8 * scale.requests + 10 * max(scale.mcp_rounds, scale.user_rounds + 1)
     material = load_material(args.eval, scale, needed)
     encoder = build_embedder(encoder_settings())
     encoder_queries = material.questions[: scale.encoder_queries]
@@ -1189,7 +1251,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="ragline-search-") as tmp,
         LocalServices.on_free_ports(Path(tmp) / "services") as services,
     ):
-        run = Run(services, Path(tmp), material, encoder, scale, args.cache_dir)
+        run = Run(services, Path(tmp), material, encoder, scale, args.cache_dir, args.store_process)
         if args.user_form:
             user_figures = measure_user_size(run, scale.chunks[0])
             print(json.dumps(user_figures))

@@ -115,6 +115,14 @@ class QdrantSettings(BaseModel):
         default=None,
         description="Directory of the embedded engine; unset means `vectors` under `run_dir`.",
     )
+    store_socket: Path | None = Field(
+        default=None,
+        description=(
+            "Unix socket of a process serving the embedded engine (`python -m ragline.store`), "
+            "which every other process reaches it through; unset means the process that opens "
+            "it holds it."
+        ),
+    )
     collection: str = Field(
         default="ragline_chunks", description="Name of the collection holding the chunks."
     )
@@ -177,6 +185,8 @@ class QdrantSettings(BaseModel):
             "with the original vectors (factor)."
         ),
     )
+    # The engine's binding holds the GIL for much of a call: more threads than cores only
+    # queue for it (measured: 4 and 8 answered fewer searches at 32 at once than 2).
     store_threads: int = Field(
         default=2,
         ge=1,
@@ -184,9 +194,11 @@ class QdrantSettings(BaseModel):
         description="Threads the embedded engine's calls run on, at once (count).",
     )
     # A lone search goes out at once; a batch forms from the searches that queued while the
-    # previous one ran, and is one pass over the segments.
+    # previous one ran, and is one pass over the segments. The embedded engine answers a batch
+    # on one thread, one query after another: at 32 searches at once, batches of 8 on two
+    # threads answered more of them than batches of 32 (benchmarks/search.py).
     rank_batch_max: int = Field(
-        default=32,
+        default=8,
         ge=1,
         le=256,
         description="Most searches ranked together in one batch call to the store (count).",

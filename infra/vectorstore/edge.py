@@ -90,8 +90,6 @@ _EDGE_INDEX = {
 }
 
 
-
-
 class _Gate:
     """Shared or exclusive use of the store: any number of shared holders at once, or one
     exclusive holder. An exclusive holder waiting goes before shared ones arriving after it,
@@ -514,21 +512,28 @@ class EdgeVectorStore:
     ) -> AsyncIterator[list[ChunkPoint]]:
         """Every point the filter selects (all, without one), with its vectors and payload, in
         batches (each a call of its own: writes may come between them)."""
-        native = edge_filter(selector) if selector is not None else None
         offset: Any = None
         while True:
-            request = qe.ScrollRequest(
-                offset=offset, limit=batch, filter=native, with_payload=True, with_vector=True
-            )
-
-            def scroll(shard: qe.EdgeShard, request: qe.ScrollRequest = request) -> Any:
-                return shard.scroll(request)
-
-            records, offset = await self._read(scroll)
-            if records:
-                yield [ChunkPoint.from_record(record) for record in records]
+            points, offset = await self.export_page(selector, batch, offset)
+            if points:
+                yield points
             if offset is None:
                 return
+
+    async def export_page(
+        self, selector: Filter | None, batch: int, offset: Any
+    ) -> tuple[list[ChunkPoint], Any]:
+        """One batch of `export_points` from `offset` (None: the first), and where the next
+        one starts (None: this was the last)."""
+        request = qe.ScrollRequest(
+            offset=offset,
+            limit=batch,
+            filter=edge_filter(selector) if selector is not None else None,
+            with_payload=True,
+            with_vector=True,
+        )
+        records, following = await self._read(lambda shard: shard.scroll(request))
+        return [ChunkPoint.from_record(record) for record in records], following
 
     async def count(self, selector: Filter) -> int:
         """How many points the filter selects (exact)."""
