@@ -43,6 +43,7 @@ from infra.vectorstore.base import (
 )
 from infra.vectorstore.edge import EdgeVectorStore, Placement
 from infra.vectorstore.qdrant_server import QdrantServerStore
+from infra.vectorstore.remote import RemoteVectorStore, StoreServer
 from schemas.chunks import ChunkPayload
 from schemas.domain import chunk_point_id
 
@@ -107,9 +108,22 @@ def _docs(hits: list[ScoredChunk]) -> set[str]:
     return {str(h.payload.document_id) for h in hits}
 
 
-@pytest.fixture(params=["edge", "qdrant"])
+@pytest.fixture(params=["edge", "qdrant", "remote"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorStore]:
-    """Each implementation, fresh."""
+    """Each implementation, fresh; `remote` is the embedded engine served on a socket (by this
+    process here, as a store process serves it)."""
+    if request.param == "remote":
+        served = EdgeVectorStore(tmp_path / "vectors", DIM)
+        await served.ensure_collection()
+        server = StoreServer(served, tmp_path / "store.sock")
+        await server.start()
+        remote = RemoteVectorStore(tmp_path / "store.sock")
+        await remote.ensure_collection()
+        yield remote
+        await remote.close()
+        await server.close()
+        await served.close()
+        return
     opened: VectorStore
     if request.param == "edge":
         opened = EdgeVectorStore(tmp_path / "vectors", DIM)
