@@ -20,6 +20,7 @@ A cached answer is returned as the bytes it was stored as, with its timings adde
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -38,7 +39,7 @@ from infra.rate_limits import RateLimiter
 from infra.search_cache import Limit, Probe, Remembered, SearchCache, result_key
 from infra.settings import SearchSettings
 from infra.vectorstore.base import RetrievalMode, StoredChunk
-from schemas.domain import KbStatus, Principal, RetrievalConfig
+from schemas.domain import KbStatus, Principal, RetrievalConfig, chunk_id
 from schemas.events import ChunksRetrieved, RetrievedChunk
 from schemas.search import (
     AlsoIn,
@@ -148,6 +149,22 @@ class Answer:
     def fallback_message(self) -> str | None:
         """What a strict bot should say when nothing was found."""
         return self.response.fallback_message
+
+    def retrieved(self) -> list[RetrievedChunk]:
+        """The chunks the answer names, as its retrieval event lists them (read from the body
+        of an answer from the cache without validating its hits again)."""
+        if "response" in self.__dict__:
+            return [RetrievedChunk.of(hit) for hit in self.response.hits]
+        hits = json.loads(self.body)["hits"]
+        return [
+            RetrievedChunk(
+                chunk_id=chunk_id(hit["document_id"], hit["chunk_index"]),
+                document_id=hit["document_id"],
+                kb_id=hit["kb_id"],
+                score=hit["score"],
+            )
+            for hit in hits
+        ]
 
     def json(self) -> bytes:
         """The whole answer as JSON: the body with the metrics added."""
@@ -544,7 +561,7 @@ def _event(plan: Plan, answer: Answer) -> ChunksRetrieved:
         channel=plan.channel,
         query=plan.query,
         retrieval_mode=plan.mode.value,
-        chunks=[RetrievedChunk.of(hit) for hit in answer.hits],
+        chunks=answer.retrieved(),
         latency_ms=answer.metrics.total_ms,
         cached=answer.metrics.cache.result,
     )
