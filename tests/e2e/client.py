@@ -88,6 +88,18 @@ class Api:
         assert response.status_code == 200, response.text
         return dict(response.json())
 
+    async def ask_bot_cached(
+        self, bot_id: str, query: str, timeout_s: float = 10.0, **extra: Any
+    ) -> dict[str, Any]:
+        """The bot's search asked until its answer comes from the cache (a search's answer is
+        cached just after it is sent); fails if it does not within `timeout_s`."""
+        async with asyncio.timeout(timeout_s):
+            while True:
+                answer = await self.ask_bot(bot_id, query, **extra)
+                if answer["metrics"]["cache"]["result"]:
+                    return answer
+                await asyncio.sleep(0.01)
+
     async def internal_search(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         """The internal search with this body (a bot's or the tenant form); returns the hits."""
         response = await self.http.post(

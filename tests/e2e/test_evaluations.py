@@ -261,7 +261,7 @@ async def test_a_configuration_applied_to_a_bot_is_what_the_bot_searches_with(ap
     query = CASES[0]["query"]
     first = await api.ask_bot(bot["id"], query)
     assert _rationales(first["hits"]) == {"hybrid"}
-    assert (await api.ask_bot(bot["id"], query))["metrics"]["cache"]["result"] is True
+    assert (await api.ask_bot_cached(bot["id"], query))["hits"] == first["hits"]
 
     # Dense, named: the bot's knowledge says so, its revision moved, its next answer is not
     # the one cached for its old settings and is a dense search's.

@@ -208,4 +208,4 @@ async def test_a_search_asks_the_store_twice_and_redis_once_before_answering(
     assert cached.hits == found.hits
     # Its retrieval event names the same chunks, read from the stored bytes.
     assert cached.retrieved() == found.retrieved()
-    assert [chunk.document_id for chunk in cached.retrieved()][0] == "doc_returns"
+    assert cached.retrieved()[0].document_id == "doc_returns"
