@@ -15,7 +15,7 @@ from fastapi.responses import FileResponse
 
 from api.deadline import bulk_operation
 from api.deps import AdminPrincipal, BackupServiceDep, ServicesDep
-from api.responses import AUTHENTICATED, refusals
+from api.responses import AUTHENTICATED, BODY, refusals
 from core.errors import Forbidden, SnapshotInvalid
 from infra.snapshot_files import pack, unpack
 from infra.token_repository import BOOTSTRAP_TOKEN_ID
@@ -73,7 +73,7 @@ async def create_backup(
     )
 
 
-@router.post("/restores", responses=refusals(409, 422))
+@router.post("/restores", responses=refusals(409, *BODY))
 @bulk_operation
 async def restore_backup(
     principal: AdminPrincipal,
