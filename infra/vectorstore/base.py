@@ -286,29 +286,40 @@ class Rankings:
 class StoredChunk:
     """A chunk read by id (`VectorStore.read`): its payload as stored (`raw`) and validated
     (`payload`, only when asked for: most chunks a search reads are dropped by the threshold
-    first), and its dense vector if it was read with it."""
+    first), and its dense vector if it was read with it (also converted only when asked for:
+    the engine's record is kept until then)."""
 
-    def __init__(self, raw: dict[str, Any], dense: NDArray[np.float32] | None = None) -> None:
+    def __init__(self, raw: dict[str, Any], dense: Any = None) -> None:
         self.raw = raw
-        self.dense = dense
+        self._dense = dense
 
     @cached_property
     def payload(self) -> ChunkPayload:
         """The chunk's payload."""
         return ChunkPayload.from_store(self.raw)
 
+    @cached_property
+    def dense(self) -> NDArray[np.float32] | None:
+        """The chunk's dense vector, if it was read with it."""
+        if self._dense is None or isinstance(self._dense, np.ndarray):
+            return self._dense
+        vectors = getattr(self._dense, "vector", None)
+        if not isinstance(vectors, dict) or DENSE_VECTOR not in vectors:
+            return None
+        return np.asarray(vectors[DENSE_VECTOR], dtype=np.float32)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sent to another process (`infra.vectorstore.remote`): the vector, not the record.
+        return (StoredChunk, (self.raw, self.dense))
+
 
 def readable(
     records: Sequence[Any], scope: SearchScope, dense: Sequence[Any] = ()
 ) -> dict[str, StoredChunk]:
     """The points retrieved by id (either Qdrant API) that are still active chunks in `scope`,
-    by point id, with the dense vectors of those in `dense` (retrieved with them)."""
+    by point id, with the records of those in `dense` (retrieved with their dense vectors)."""
     selector = scope.filter()
-    vectors = {
-        str(record.id): np.asarray(record.vector[DENSE_VECTOR], dtype=np.float32)
-        for record in dense
-        if isinstance(record.vector, dict) and DENSE_VECTOR in record.vector
-    }
+    vectors = {str(record.id): record for record in dense}
     found = {}
     for record in records:
         # The bindings build a record's payload anew on each access: it is taken once.
