@@ -38,17 +38,9 @@ from typing import IO
 log = logging.getLogger("ragline.local")
 
 PR_SET_PDEATHSIG = 1
-# On one machine searches come first: every stage runs at a lower CPU priority than the API
-# (which answers them), so ingestion fills the cores' idle moments instead of delaying an
-# answer. The embedding model is the pipeline's bottleneck: the stages that only feed it run
-# lower still, so they fill its idle moments instead of preempting it.
-STAGE_NICENESS: dict[str, int] = {
-    "embed": 5,
-    "records": 10,
-    "crawl": 10,
-    "extract": 10,
-    "chunk": 10,
-}
+# On one machine the embedding model is the bottleneck: the stages that only feed it run at a
+# lower CPU priority so they fill the model's idle moments instead of preempting it.
+STAGE_NICENESS: dict[str, int] = {"records": 10, "crawl": 10, "extract": 10, "chunk": 10}
 STAGE_MODULES: dict[str, str] = {
     "records": "workers.records",
     "extract": "workers.extract",
