@@ -104,7 +104,9 @@ STACK_SETTINGS = {
     "RAGLINE_LIMITS__SEARCHES_PER_SECOND": "1000000",
 }
 EVAL_DIR = Path(__file__).parent / "eval"
-BATCH = 500
+BATCH = 100
+# Tries of a batch the API answers 503 (its writes took too long while the machine was busy).
+BATCH_TRIES = 5
 IN_PROGRESS = ("queued", "extracting", "chunking", "embedding", "indexing")
 DEEP = 50
 RETRIES = 10
@@ -283,6 +285,21 @@ def create_kb(admin: httpx.Client, name: str) -> str:
     return str(response.json()["id"])
 
 
+def _post_batch(admin: httpx.Client, path: str, records: list[dict[str, str]]) -> httpx.Response:
+    """Posts a batch of records, again after the `Retry-After` of a 503 (its MongoDB writes past
+    their time limit on a busy machine): records are upserted by external id, so a batch sent
+    twice is stored once."""
+    for _ in range(BATCH_TRIES - 1):
+        response = admin.post(path, json={"records": records}, timeout=300)
+        if response.status_code != 503:
+            break
+        time.sleep(float(response.headers.get("Retry-After", "5")))
+    else:
+        response = admin.post(path, json={"records": records}, timeout=300)
+    response.raise_for_status()
+    return response
+
+
 def submit_records(admin: httpx.Client, kb: str, corpus: dict[str, str]) -> dict[str, str]:
     """Upserts the corpus as records; returns document id -> page id."""
     pages: dict[str, str] = {}
@@ -291,10 +308,7 @@ def submit_records(admin: httpx.Client, kb: str, corpus: dict[str, str]) -> dict
         records = [
             {"external_id": page, "content": text} for page, text in items[start : start + BATCH]
         ]
-        response = admin.post(
-            f"/api/v1/knowledge-bases/{kb}/documents/batch", json={"records": records}, timeout=300
-        )
-        response.raise_for_status()
+        response = _post_batch(admin, f"/api/v1/knowledge-bases/{kb}/documents/batch", records)
         for result in response.json()["results"]:
             pages[result["document_id"]] = result["external_id"]
     return pages
