@@ -105,8 +105,8 @@ STACK_SETTINGS = {
 }
 EVAL_DIR = Path(__file__).parent / "eval"
 BATCH = 100
-# Tries of a batch the API answers 503 (its writes took too long while the machine was busy).
-BATCH_TRIES = 5
+# Tries of a batch or an upload the API answers 503 (its writes took too long on a busy machine).
+POST_TRIES = 5
 IN_PROGRESS = ("queued", "extracting", "chunking", "embedding", "indexing")
 DEEP = 50
 RETRIES = 10
@@ -285,17 +285,17 @@ def create_kb(admin: httpx.Client, name: str) -> str:
     return str(response.json()["id"])
 
 
-def _post_batch(admin: httpx.Client, path: str, records: list[dict[str, str]]) -> httpx.Response:
-    """Posts a batch of records, again after the `Retry-After` of a 503 (its MongoDB writes past
-    their time limit on a busy machine): records are upserted by external id, so a batch sent
-    twice is stored once."""
-    for _ in range(BATCH_TRIES - 1):
-        response = admin.post(path, json={"records": records}, timeout=300)
+def _post(admin: httpx.Client, path: str, **kwargs: Any) -> httpx.Response:
+    """A POST of records or a file, again after the `Retry-After` of a 503 (its MongoDB writes
+    past their time limit on a busy machine): records are upserted by external id and a file
+    sent again with the same bytes is the same version, so what is sent twice is stored once."""
+    for _ in range(POST_TRIES - 1):
+        response = admin.post(path, timeout=300, **kwargs)
         if response.status_code != 503:
             break
         time.sleep(float(response.headers.get("Retry-After", "5")))
     else:
-        response = admin.post(path, json={"records": records}, timeout=300)
+        response = admin.post(path, timeout=300, **kwargs)
     response.raise_for_status()
     return response
 
@@ -308,7 +308,8 @@ def submit_records(admin: httpx.Client, kb: str, corpus: dict[str, str]) -> dict
         records = [
             {"external_id": page, "content": text} for page, text in items[start : start + BATCH]
         ]
-        response = _post_batch(admin, f"/api/v1/knowledge-bases/{kb}/documents/batch", records)
+        path = f"/api/v1/knowledge-bases/{kb}/documents/batch"
+        response = _post(admin, path, json={"records": records})
         for result in response.json()["results"]:
             pages[result["document_id"]] = result["external_id"]
     return pages
@@ -317,12 +318,8 @@ def submit_records(admin: httpx.Client, kb: str, corpus: dict[str, str]) -> dict
 def submit_files(admin: httpx.Client, kb: str, paths: list[Path]) -> None:
     """Uploads the files (`.gz` ones decompressed, under their name without `.gz`)."""
     for path in paths:
-        response = admin.post(
-            f"/api/v1/knowledge-bases/{kb}/documents",
-            files={"file": (path.name.removesuffix(".gz"), read_document(path))},
-            timeout=300,
-        )
-        response.raise_for_status()
+        document = (path.name.removesuffix(".gz"), read_document(path))
+        _post(admin, f"/api/v1/knowledge-bases/{kb}/documents", files={"file": document})
 
 
 def call(client: httpx.Client, method: str, url: str, **kwargs: Any) -> httpx.Response:
