@@ -286,16 +286,15 @@ def create_kb(admin: httpx.Client, name: str) -> str:
 
 
 def _post(admin: httpx.Client, path: str, **kwargs: Any) -> httpx.Response:
-    """A POST of records or a file, again after the `Retry-After` of a 503 (its MongoDB writes
-    past their time limit on a busy machine): records are upserted by external id and a file
-    sent again with the same bytes is the same version, so what is sent twice is stored once."""
-    for _ in range(POST_TRIES - 1):
-        response = admin.post(path, timeout=300, **kwargs)
-        if response.status_code != 503:
+    """A POST of records or a file (`call`), again after the `Retry-After` of a 503 (its MongoDB
+    writes past their time limit on a busy machine): records are upserted by external id and a
+    file sent again with the same bytes is the same version, so what is sent twice is stored
+    once."""
+    for attempt in range(1, POST_TRIES + 1):
+        response = call(admin, "POST", path, timeout=300, **kwargs)
+        if response.status_code != 503 or attempt == POST_TRIES:
             break
         time.sleep(float(response.headers.get("Retry-After", "5")))
-    else:
-        response = admin.post(path, timeout=300, **kwargs)
     response.raise_for_status()
     return response
 
