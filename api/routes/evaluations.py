@@ -19,7 +19,7 @@ router = APIRouter(
 )
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, responses=refusals(409, *BODY))
+@router.post("", status_code=status.HTTP_201_CREATED, responses=refusals(409, 429, *BODY))
 @bulk_operation
 async def evaluate(
     kb_id: KbId,

@@ -129,6 +129,11 @@ def test_what_the_fuzzer_found_stays_fixed(stack: RunningPipeline, world: World)
         responses = http.get("/openapi.json").json()["paths"]["/api/v1/restores"]["post"]
         assert "400" in responses["responses"]
 
+        # An evaluation runs its cases as searches, under the tenant's search rate: its 429
+        # was not in the schema.
+        evaluations = "/api/v1/knowledge-bases/{kb_id}/evaluations"
+        assert "429" in http.get("/openapi.json").json()["paths"][evaluations]["post"]["responses"]
+
         # The internal search's body named schemas the document did not hold.
         spec = http.get("/openapi.json").json()
         body = spec["paths"]["/api/v1/internal/knowledge/search"]["post"]["requestBody"]
