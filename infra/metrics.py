@@ -67,8 +67,8 @@ ASSIGNED_PARTITIONS = Gauge(
 )
 CONSUMER_REWINDS = Counter(
     "ragline_consumer_rewinds_total",
-    "Partitions read again from their start because the consumer's position was past their "
-    "end (a broker that lost its messages in a restart), by stage.",
+    "Partitions read again from their start because the broker began a new life (it lost its "
+    "messages in a restart) or the consumer's position was past their end, by stage.",
     ["stage"],
 )
 SEARCH_LATENCY = Histogram(

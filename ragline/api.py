@@ -81,7 +81,7 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
         slot = RunnerSlot()
         subscriber = subscribe_stage(broker, settings, "index", slot)
         slot.runner = stage_runner(system, await build_index_stage(system))
-        await stack.enter_async_context(rewinding(subscriber, "index"))
+        await stack.enter_async_context(rewinding(subscriber, "index", system.broker_epoch))
     await broker.start()
     stack.push_async_callback(broker.stop)
     # Searches read bots' access and KB revisions from memory once this process follows the

@@ -42,6 +42,7 @@ from infra.audience_repository import AudienceRepository
 from infra.audit_repository import AuditRepository
 from infra.blob_store import BlobStore
 from infra.bot_repository import BotRepository
+from infra.broker_epoch import BrokerEpoch
 from infra.context.base import ContextProvider
 from infra.context.cache import ContextCache
 from infra.context.factory import build_context_provider
@@ -190,6 +191,11 @@ class System:
     def outbox(self) -> Outbox:
         """Pipeline events waiting for Kafka."""
         return Outbox(self.db)
+
+    @cached_property
+    def broker_epoch(self) -> BrokerEpoch:
+        """Which life of the Kafka broker the pipeline is in."""
+        return BrokerEpoch(self.db)
 
     @cached_property
     def events(self) -> EventSender:

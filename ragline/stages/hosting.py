@@ -14,6 +14,8 @@ from aiokafka.errors import IllegalStateError, KafkaError
 from faststream import AckPolicy, FastStream
 from faststream.kafka import KafkaBroker, KafkaMessage
 
+from core.errors import RetryableError
+from infra.broker_epoch import BrokerEpoch
 from infra.kafka import (
     build_broker,
     consumer_options,
@@ -37,8 +39,9 @@ from schemas.topics import ALL_TOPICS, STAGE_INPUTS
 
 log = logging.getLogger(__name__)
 
-# How often a stage's consumers are checked for positions past their partitions' ends.
-REWIND_CHECK_S = 5.0
+# How often a stage's consumers are checked for a new broker epoch and for positions past their
+# partitions' ends.
+REWIND_CHECK_S = 2.0
 
 
 def _report_lag(stage: str, message: KafkaMessage) -> None:
@@ -110,18 +113,74 @@ async def rewind_past_the_end(consumer: AIOKafkaConsumer, stage: str) -> int:
     return rewound
 
 
+async def read_from_the_start(consumer: AIOKafkaConsumer, stage: str) -> int:
+    """Reads the consumer's assigned partitions again from their start; returns how many."""
+    assigned = consumer.assignment()
+    if assigned:
+        log.warning(
+            "%s: the broker began a new life: reading %d partitions again from the start",
+            stage, len(assigned),
+        )  # fmt: skip
+        await consumer.seek_to_beginning(*assigned)
+        CONSUMER_REWINDS.labels(stage).inc(len(assigned))
+    return len(assigned)
+
+
+class _Unread:
+    """The epoch could not be read (MongoDB unavailable)."""
+
+
+UNREAD = _Unread()
+
+
+class Rewinder:
+    """Keeps a stage's consumers reading what the broker holds: from the start of every
+    partition when the broker began a new life (`infra.broker_epoch`) since the last check,
+    and from the start of a partition whose position is past its end (`rewind_past_the_end`)."""
+
+    def __init__(self, stage: str, epoch: BrokerEpoch) -> None:
+        self._stage = stage
+        self._epoch = epoch
+        self._seen: str | _Unread | None = UNREAD
+
+    async def _read(self) -> str | _Unread | None:
+        try:
+            return await self._epoch.current()
+        except RetryableError as exc:
+            log.warning("%s: could not read the broker's epoch: %s", self._stage, exc)
+            return UNREAD
+
+    async def start(self) -> None:
+        """Notes the epoch the consumers start in."""
+        self._seen = await self._read()
+
+    async def check(self, consumers: list[AIOKafkaConsumer]) -> int:
+        """Rewinds what needs it; returns how many partitions were rewound."""
+        epoch = await self._read()
+        rewound = 0
+        if not isinstance(epoch, _Unread):
+            if not isinstance(self._seen, _Unread) and epoch != self._seen:
+                for consumer in consumers:
+                    rewound += await read_from_the_start(consumer, self._stage)
+            self._seen = epoch  # only once every consumer has been rewound (they may raise)
+        for consumer in consumers:
+            rewound += await rewind_past_the_end(consumer, self._stage)
+        return rewound
+
+
 @asynccontextmanager
-async def rewinding(subscriber: Any, stage: str) -> AsyncIterator[None]:
-    """Checks the subscriber's consumers every `REWIND_CHECK_S` (`rewind_past_the_end`)."""
+async def rewinding(subscriber: Any, stage: str, epoch: BrokerEpoch) -> AsyncIterator[None]:
+    """Checks the subscriber's consumers every `REWIND_CHECK_S` (`Rewinder`)."""
+    rewinder = Rewinder(stage, epoch)
+    await rewinder.start()
 
     async def watch() -> None:
         while True:
             await asyncio.sleep(REWIND_CHECK_S)
-            for consumer in _consumers_of(subscriber):
-                try:
-                    await rewind_past_the_end(consumer, stage)
-                except (KafkaError, IllegalStateError) as exc:
-                    log.warning("%s: could not check consumer positions: %s", stage, exc)
+            try:
+                await rewinder.check(_consumers_of(subscriber))
+            except (KafkaError, IllegalStateError) as exc:
+                log.warning("%s: could not check consumer positions: %s", stage, exc)
 
     task = asyncio.create_task(watch())
     try:
@@ -207,7 +266,7 @@ def stage_app(
                 await ensure_topics(settings.kafka, ALL_TOPICS)
             system = System(settings, stack, broker)
             slot.runner = stage_runner(system, await build(system))
-            await stack.enter_async_context(rewinding(subscriber, stage))
+            await stack.enter_async_context(rewinding(subscriber, stage, system.broker_epoch))
             await stack.enter_async_context(
                 releasing_free_memory(settings.release_free_memory_every_s)
             )

@@ -17,13 +17,14 @@ from core.errors import NotFound, ServiceUnavailable
 from devstack.launcher import LocalServices
 from infra import blob_store
 from infra.blob_store import BlobStore
+from infra.broker_epoch import BrokerEpoch
 from infra.document_repository import DocumentRepository
 from infra.kafka import build_broker, ensure_topics, kafka_dead_letter, kafka_publisher
 from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database, ensure_indexes
 from infra.outbox import Outbox
-from ragline.stages.hosting import RunnerSlot, rewind_past_the_end, subscribe_stage
+from ragline.stages.hosting import Rewinder, RunnerSlot, rewind_past_the_end, subscribe_stage
 from ragline.stages.ports import StageResult
 from ragline.stages.runtime import Stage, StageRunner
 from schemas.domain import Document, ExtractedDocument, ParseStatus, TextSegment
@@ -254,6 +255,65 @@ async def test_a_consumer_past_its_partitions_end_reads_it_again_from_the_start(
         assert read == [b"event 0", b"event 1", b"event 2"]
         # At the end now: nothing more to rewind.
         assert await rewind_past_the_end(consumer, "test") == 0
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+async def test_a_new_broker_epoch_makes_a_stage_read_its_partitions_again_from_the_start(
+    local_services: LocalServices, db: Database
+) -> None:
+    """A broker that lost its messages took a commit from before (position 1) and then got
+    three new events: the position falls inside the new log, so event 0 is skipped, until the
+    relay's new epoch makes the stage read the partition again from its start."""
+    settings = settings_for(local_services)
+    topic = unique("topic")
+    await ensure_topics(settings.kafka, [topic], partitions=1)
+    partition = TopicPartition(topic, 0)
+    options: dict[str, Any] = {
+        "bootstrap_servers": settings.kafka.bootstrap_servers,
+        "group_id": unique("group"),
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": 1500,
+        "heartbeat_interval_ms": 500,
+        "fetch_max_wait_ms": 50,
+    }
+    stale = AIOKafkaConsumer(topic, **options)
+    await stale.start()
+    try:
+        async with asyncio.timeout(20):
+            while not stale.assignment():
+                await asyncio.sleep(0.1)
+        await stale.commit({partition: 1})
+    finally:
+        await stale.stop()
+
+    epoch = BrokerEpoch(db)
+    rewinder = Rewinder("test", epoch)
+    await rewinder.start()
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers)
+    consumer = AIOKafkaConsumer(topic, **options)
+    await producer.start()
+    await consumer.start()
+
+    async def read(count: int) -> list[bytes]:
+        values: list[bytes] = []
+        async with asyncio.timeout(20):
+            while len(values) < count:
+                batches = await consumer.getmany(timeout_ms=500)
+                values += [record.value for records in batches.values() for record in records]
+        return values
+
+    try:
+        for n in range(3):
+            await producer.send_and_wait(topic, f"event {n}".encode(), partition=0)
+        assert await read(2) == [b"event 1", b"event 2"]  # event 0 is behind the position
+        assert await rewinder.check([consumer]) == 0  # same epoch, not past the end
+        await epoch.begin()
+        assert await rewinder.check([consumer]) == 1
+        assert await read(3) == [b"event 0", b"event 1", b"event 2"]
+        assert await rewinder.check([consumer]) == 0  # once per epoch
     finally:
         await consumer.stop()
         await producer.stop()

@@ -1,9 +1,9 @@
 """The relay process: wiring and its loop (the logic is in `services.recovery_service`).
 
 Every `relay.poll_s` it sends the outbox's due events; every `relay.reconcile_every_s` it
-checks whether the broker lost its topics (then re-drives everything in flight) and re-drives
-documents that stopped moving. Any number of relays may run: sending an event twice and
-re-driving a document twice are both harmless, though one is enough.
+checks whether the broker lost its topics (then records its new epoch and re-drives everything
+in flight) and re-drives documents that stopped moving. Any number of relays may run: sending an
+event twice and re-driving a document twice are both harmless, though one is enough.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ async def _reconcile(
     settings: Settings, system: System, reconciler_service: ReconcilerService
 ) -> None:
     if await broker_is_new(settings.kafka):
+        # First the new epoch, so that the stages read their partitions again from the start
+        # and find the re-driven events wherever their old positions point.
+        await system.broker_epoch.begin()
         count = await reconciler_service.redrive_in_flight("broker_restart")
         log.info("the broker is new or lost its topics: %d documents in flight re-driven", count)
     await reconciler_service.redrive_stalled()
