@@ -62,13 +62,18 @@ class Api:
         return dict(response.json())
 
     async def wait_final(self, kb_id: str, document_id: str) -> dict[str, Any]:
-        """Polls a document until it is indexed or failed (two minutes at most)."""
-        async with asyncio.timeout(WAIT_S):
-            while True:
-                document = await self.document(kb_id, document_id)
-                if document["parse_status"] in FINAL:
-                    return document
-                await asyncio.sleep(0.2)
+        """Polls a document until it is indexed or failed (two minutes at most; then fails with
+        the document as last seen)."""
+        document: dict[str, Any] = {}
+        try:
+            async with asyncio.timeout(WAIT_S):
+                while True:
+                    document = await self.document(kb_id, document_id)
+                    if document["parse_status"] in FINAL:
+                        return document
+                    await asyncio.sleep(0.2)
+        except TimeoutError:
+            raise AssertionError(f"not indexed or failed in {WAIT_S} s: {document}") from None
 
     async def search(
         self, kb_ids: list[str], query: str, top_k: int = 5, tenant_id: str = "default"
