@@ -239,9 +239,13 @@ class RedisSettings(BaseModel):
 class EmbeddingSettings(BaseModel):
     """Which embedding model turns text into dense vectors."""
 
-    provider: Literal["local", "gemini"] = Field(
+    provider: Literal["local", "gemini", "hashed"] = Field(
         default="local",
-        description="Embedding model: `local` (sentence-transformers on the CPU) or `gemini`.",
+        description=(
+            "Embedding model: `local` (sentence-transformers on the CPU), `gemini`, or `hashed` "
+            "(hashed word and character-trigram features with no model file: fast and "
+            "deterministic, but blind to meaning; for tests and tiny demos, never production)."
+        ),
     )
     model: str = Field(
         default="",

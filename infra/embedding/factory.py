@@ -18,6 +18,11 @@ def build_embedder(settings: EmbeddingSettings, run_dir: Path | None = None) -> 
         from infra.embedding.gemini import GeminiEmbedder
 
         return GeminiEmbedder(settings)
+    if settings.provider == "hashed":
+        from infra.embedding.hashed import HashedEmbedder
+
+        log.warning("embedding with hashed word features: for tests and demos, not production")
+        return HashedEmbedder(settings)
     from infra.embedding.local import LocalEmbedder, SentenceTransformerEmbedder
     from infra.embedding.onnx_runtime import OnnxUnavailable
 
