@@ -26,6 +26,7 @@ from infra.settings import (
     RedisSettings,
     Settings,
 )
+from tests.timing import TimeReport
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -48,6 +49,11 @@ LONGEST_MODULES = (
     "tests/e2e/test_outbox_and_recovery.py",
     "tests/e2e/test_exactly_once.py",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Reports where each run's time goes (`tests/timing.py`)."""
+    config.pluginmanager.register(TimeReport(config), "ragline-time-report")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -191,17 +197,26 @@ class RunningPipeline:
         )
 
 
+# What a stack embeds with when its tests check the pipeline's mechanics, not the model: the
+# hashed embedder (`infra/embedding/hashed.py`), which loads nothing and embeds in microseconds.
+FAST_EMBEDDER = {"RAGLINE_EMBEDDING__PROVIDER": "hashed"}
+
+
 def start_pipeline(
     services: LocalServices,
     run_dir: Path,
     extra_env: dict[str, str] | None = None,
     embed_workers: int = 1,
+    *,
+    real_model: bool,
 ) -> RunningPipeline:
-    """Starts the API and stage workers against the session's servers."""
+    """Starts the API and stage workers against the session's servers, embedding with the
+    packaged model (`real_model`) or the fast hashed embedder."""
     admin_token = secrets.token_urlsafe(16)
     internal_secret = secrets.token_urlsafe(16)
     env = {
         **pipeline_env(services, run_dir, admin_token, internal_secret),
+        **({} if real_model else FAST_EMBEDDER),
         "RAGLINE_MONGO__DATABASE": unique("e2e"),
         "RAGLINE_KAFKA__GROUP_PREFIX": unique("g"),
         "RAGLINE_QDRANT__OPTIMIZE_IDLE_S": "2",
@@ -228,11 +243,18 @@ def start_pipeline(
 
 @contextlib.contextmanager
 def own_stack(
-    tmp: Path, extra_env: dict[str, str] | None = None, embed_workers: int = 1
+    tmp: Path,
+    extra_env: dict[str, str] | None = None,
+    embed_workers: int = 1,
+    *,
+    real_model: bool = False,
 ) -> Iterator[RunningPipeline]:
-    """A stack with servers of its own (for tests that stop it or read its topics)."""
+    """A stack with servers of its own (for tests that stop it or read its topics), embedding
+    with the fast hashed embedder unless the model is part of what its tests check."""
     with servers(tmp / "services") as services:
-        running = start_pipeline(services, tmp / "run", extra_env, embed_workers)
+        running = start_pipeline(
+            services, tmp / "run", extra_env, embed_workers, real_model=real_model
+        )
         try:
             yield running
         finally:
@@ -243,7 +265,8 @@ def own_stack(
 def running_pipeline(
     local_services: LocalServices, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningPipeline]:
-    """One whole stack shared by the end-to-end tests (each uses its own KBs)."""
-    running = start_pipeline(local_services, tmp_path_factory.mktemp("pipeline"))
+    """One whole stack shared by the end-to-end tests (each uses its own KBs). It embeds with
+    the packaged model: retrieval quality, evaluations and ingest-and-search run on it."""
+    running = start_pipeline(local_services, tmp_path_factory.mktemp("pipeline"), real_model=True)
     yield running
     running.pipeline.stop()

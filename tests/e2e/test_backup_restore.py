@@ -312,11 +312,23 @@ async def _uploads_during(api: Api, kb_id: str, accepted: list[str], stop: async
         await asyncio.sleep(0.1)
 
 
+async def _until_accepted(accepted: list[str], count: int, writer: asyncio.Task[None]) -> None:
+    """Waits (a minute at most) until the writer has had `count` uploads accepted; a writer
+    that stopped raises its error here."""
+    async with asyncio.timeout(60):
+        while len(accepted) < count:
+            if writer.done():
+                await writer
+                raise AssertionError(f"the uploads stopped after {len(accepted)}")
+            await asyncio.sleep(0.1)
+
+
 async def test_a_deployment_is_backed_up_during_uploads_and_restored_into_a_fresh_stack(
     tmp_path: Path,
 ) -> None:
     run = unique("bk")
     snapshot, tenant_snapshot = tmp_path / "snapshot", tmp_path / "tenant-snapshot"
+    # Stacks of their own: the first one's data directory is wiped, the second starts empty.
     with CrawlSite(slow_seconds=0.0) as site, own_stack(tmp_path / "a", CRAWL_LOCAL) as a:
         async with _admin(a) as api:
             settled = await _settled_kb(api, run)
@@ -343,15 +355,13 @@ async def test_a_deployment_is_backed_up_during_uploads_and_restored_into_a_fres
             accepted: list[str] = []
             stop = asyncio.Event()
             writer = asyncio.create_task(_uploads_during(api, busy, accepted, stop))
-            while len(accepted) < 5:
-                await asyncio.sleep(0.1)
+            await _until_accepted(accepted, 5, writer)
             code, out = await asyncio.to_thread(
                 _cli, a, a.admin_token, "backup", str(snapshot), "--deployment"
             )
             assert code == 0, out
             accepted_before_end = len(accepted)
-            while len(accepted) < accepted_before_end + 3:
-                await asyncio.sleep(0.1)
+            await _until_accepted(accepted, accepted_before_end + 3, writer)
             stop.set()
             await writer
 
@@ -371,6 +381,7 @@ async def test_a_deployment_is_backed_up_during_uploads_and_restored_into_a_fres
                 acme_hits = await acme_api.search(
                     [acme_kb], "when are anvils shipped", tenant_id=acme
                 )
+                assert [hit["document_id"] for hit in acme_hits] == [acme_doc["id"]], acme_hits
             code, out = await asyncio.to_thread(_cli, a, acme_token, "backup", str(tenant_snapshot))
             assert code == 0, out
     assert "knowledge_bases" in out

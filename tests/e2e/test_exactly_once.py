@@ -37,7 +37,8 @@ EXPECTED_POINTS: dict[str, tuple[str, int]] = {}
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPipeline]:
-    """A stack of this module's own."""
+    """A stack of this module's own: its Kafka topics are read and replayed whole, and its
+    vector store is opened once the stack is stopped."""
     with own_stack(tmp_path_factory.mktemp("exactly-once")) as running:
         yield running
 
@@ -128,7 +129,11 @@ async def test_a_new_version_replaces_the_old_with_no_gap_and_no_overlap(api: Ap
     listed = {d["id"] for d in (await api.documents(kb["id"]))["items"]}
     assert listed == {old["id"], new["id"]}
     done = await api.wait_final(kb["id"], new["id"])
-    await asyncio.sleep(0.5)
+    # A few answers more, each asked after the new version was indexed.
+    answered_by_then = len(answers)
+    async with asyncio.timeout(30):
+        while len(answers) < answered_by_then + 3:
+            await asyncio.sleep(0.02)
     stop.set()
     await searcher
     assert done["parse_status"] == "indexed"
