@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 
 from benchmarks.ingest import SECRET, TOKEN, chunk_texts, model_alone, wait_all_indexed
-from benchmarks.results import add_results_option, publish
+from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
 from benchmarks.stack import CRAWL_STAGES, announce, bench_stack
 from infra.settings import EmbeddingSettings
 from tests.crawl_site import CrawlSite
@@ -155,6 +155,9 @@ def main() -> None:
     )
     print(json.dumps(result))
     publish("crawl", result, tiny=args.tiny, results_dir=args.results_dir)
+    # Every chunk the crawled pages make is indexed, once.
+    problems = [] if chunks == len(texts) else [f"{chunks} chunks indexed, {len(texts)} made"]
+    exit_if_data_was_lost("crawl", problems)
 
 
 if __name__ == "__main__":

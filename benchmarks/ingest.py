@@ -46,7 +46,7 @@ import httpx
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from benchmarks.results import add_results_option, publish
+from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
 from benchmarks.stack import FILE_STAGES, announce, bench_stack
 from infra.embedding.local import SentenceTransformerEmbedder
 from infra.settings import ChunkingSettings, EmbeddingSettings
@@ -305,6 +305,14 @@ def main() -> None:
     )
 
     first = runs[0]
+    # Every chunk the documents make must come out of the pipeline, once.
+    problems = [
+        f"{run.embed_workers} embed worker(s): {run.chunks} chunks indexed, {len(texts)} made"
+        for run in runs
+        if run.chunks != len(texts)
+    ]
+    if text_run.chunks != len(copy_texts):
+        problems.append(f"text copies: {text_run.chunks} chunks indexed, {len(copy_texts)} made")
     # Extraction and chunking need the same CPUs as the model: the best ratio this machine
     # allows is the model's CPU time over the model's plus theirs.
     model_cpu = len(texts) / model_rate * cpus
@@ -329,8 +337,10 @@ def main() -> None:
         result[f"ratio{suffix}"] = round(run.chunks_per_s / model_rate, 3)
         result[f"peak_rss_mb{suffix}"] = run.peak_rss_mb
         result[f"stage_seconds{suffix}"] = run.stage_seconds
+    result["chunks_made"] = len(texts)
     print(json.dumps(result))
     publish("ingest", result, tiny=args.tiny, results_dir=args.results_dir)
+    exit_if_data_was_lost("ingest", problems)
 
 
 if __name__ == "__main__":

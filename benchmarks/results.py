@@ -166,6 +166,15 @@ def publish(name: str, figures: Mapping[str, Any], *, tiny: bool, results_dir: P
     print(f"results written to {path}", file=sys.stderr)
 
 
+def exit_if_data_was_lost(name: str, problems: Sequence[str]) -> None:
+    """The very end of a benchmark's run (after its JSON line and its results): a run that lost
+    or corrupted data names what on stderr and exits 1, whatever its figures."""
+    if problems:
+        for problem in problems:
+            print(f"{name}: {problem}", file=sys.stderr)
+        raise SystemExit(1)
+
+
 # -- plots ---------------------------------------------------------------------------------------
 
 

@@ -97,7 +97,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from benchmarks import memory
 from benchmarks.ingest import SECRET, TOKEN
-from benchmarks.results import add_results_option, publish
+from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
 from benchmarks.stack import RECORD_STAGES, announce, bench_stack
 from core.filters import chunks_where
 from devstack.launcher import LocalServices, Pipeline
@@ -1111,6 +1111,17 @@ def main() -> None:
     result["load_average_at_end"] = [round(v, 2) for v in os.getloadavg()]
     print(json.dumps(result))
     publish("soak", result, tiny=args.tiny, results_dir=args.results_dir)
+    exit_if_data_was_lost("soak", data_problems(result))
+
+
+def data_problems(result: dict[str, Any]) -> list[str]:
+    """What the run lost or corrupted: documents accepted and never indexed, deleted ones
+    still found or still holding points."""
+    return [
+        f"{key}: {result[key]}"
+        for key in ("lost_documents", "deleted_documents_returned", "deleted_documents_with_points")
+        if result[key]
+    ]
 
 
 if __name__ == "__main__":
