@@ -141,9 +141,13 @@ async def _wait_busy(api: Api, kb_id: str) -> None:
             await asyncio.sleep(0.2)
 
 
-async def _api_ready(stack: RunningPipeline) -> None:
-    """Until the API answers (it is down for a while after its own kill)."""
-    await asyncio.sleep(1)  # the supervisor's first look
+async def _restarted_and_ready(
+    stack: RunningPipeline, supervisor: Supervisor, restarts_before: int
+) -> None:
+    """Until the supervisor has started the killed part again and the API answers (it is down
+    for a while after its own kill)."""
+    while len(supervisor.restarts) <= restarts_before:
+        await asyncio.sleep(0.1)
     while not await asyncio.to_thread(stack.pipeline.api_ready):
         await asyncio.sleep(0.5)
 
@@ -188,7 +192,7 @@ async def test_the_pipeline_recovers_by_itself(
         FAULTS[fault](stack)()
         struck = time.monotonic()
         async with asyncio.timeout(RECOVERY_LIMIT_S):
-            await _api_ready(stack)
+            await _restarted_and_ready(stack, supervisor, restarts)
             await _check_exactly_once(api, stack, kb["id"], ids)
         recovered = time.monotonic() - struck
     assert len(supervisor.restarts) > restarts, "the supervisor did not see the fault"

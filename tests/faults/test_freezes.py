@@ -1,13 +1,15 @@
 """Hangs, not crashes: MongoDB, the Kafka broker, Redis and a stage worker are each frozen
-(SIGSTOP) for 30 s while uploads, listings, a bot's searches, an agent's new questions over
-MCP and readiness probes go on, then resumed (SIGCONT).
+(SIGSTOP) for 30 s (six times the request bound) while uploads, listings, a bot's searches, an
+agent's new questions over MCP and readiness probes go on, then resumed (SIGCONT).
 
 While a part is frozen, no request waits longer than the API's bound (`api.request_timeout_s`,
 5 s by default, which this stack keeps): what needs the frozen part is refused with 503 and
 `Retry-After`, the rest answers. `/readyz` names the part that does not answer, within its
 2 s per probe. Once resumed, with no human action, every upload that was accepted ends indexed
-exactly once, none failed. Time to recover (resume to the last accepted document indexed) is
-printed per part.
+exactly once, none failed, and what needed the frozen part works again: a new upload is indexed
+and listed, and an agent's new question over MCP finds it. A bot's cached question keeps its hits
+throughout, and an agent's new question is answered (not a tool error) unless the frozen part is
+the database. Time to recover (resume to the last accepted document indexed) is printed per part.
 """
 
 from __future__ import annotations
@@ -113,12 +115,38 @@ class Answers:
             self.seen.append((kind, 0, time.monotonic() - started, repr(exc)))
             return None
         took = time.monotonic() - started
-        keep = kind == "readiness" or not response.is_success
-        text = response.text[:300] if keep else ""
-        self.seen.append((kind, response.status_code, took, text))
+        self.seen.append((kind, response.status_code, took, _what_it_said(kind, response)))
         if response.status_code == 503 and kind != "readiness":
             self.retry_after.append(response.headers.get("retry-after"))
         return response
+
+
+def _what_it_said(kind: str, response: httpx.Response) -> str:
+    """A 200's gist where it matters ("hits" or "no hits" of a bot's search, "answered" or
+    "tool error" of an MCP question); the body of a readiness probe or a refusal."""
+    if kind == "readiness" or not response.is_success:
+        return response.text[:300]
+    if kind == "repeated question":
+        return "hits" if response.json()["hits"] else "no hits"
+    if kind == "mcp question":
+        result = response.json().get("result") or {}
+        if result.get("isError") is False and result["structuredContent"]["results"]:
+            return "answered"
+        return f"tool error: {response.text[:300]}"
+    return ""
+
+
+def _mcp_question(api: Api, query: str, n: int) -> Coroutine[Any, Any, httpx.Response]:
+    return api.http.post(
+        "/mcp",
+        json={
+            "jsonrpc": "2.0",
+            "id": n,
+            "method": "tools/call",
+            "params": {"name": "knowledge_search", "arguments": {"query": query}},
+        },
+        headers={**api.auth, **MCP_HEADERS},
+    )
 
 
 async def _requests_while_frozen(api: Api, bot: str, kb_id: str, answers: Answers) -> None:
@@ -150,22 +178,7 @@ async def _requests_while_frozen(api: Api, bot: str, kb_id: str, answers: Answer
                 headers={"X-Internal-Secret": api.running.internal_secret},
             ),
         )
-        await answers.timed(
-            "mcp question",
-            http.post(
-                "/mcp",
-                json={
-                    "jsonrpc": "2.0",
-                    "id": n,
-                    "method": "tools/call",
-                    "params": {
-                        "name": "knowledge_search",
-                        "arguments": {"query": f"{QUESTION} from berth {n}"},
-                    },
-                },
-                headers={**api.auth, **MCP_HEADERS},
-            ),
-        )
+        await answers.timed("mcp question", _mcp_question(api, f"{QUESTION} from berth {n}", n))
         await answers.timed("readiness", http.get("/readyz"))
         await asyncio.sleep(0.5)
 
@@ -194,7 +207,15 @@ async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
         resumed = time.monotonic()
         async with asyncio.timeout(RECOVERY_LIMIT_S):
             finals = [await api.wait_final(kb["id"], doc_id) for doc_id in answers.accepted]
-        recovered = time.monotonic() - resumed
+            recovered = time.monotonic() - resumed
+            # Then what needs the part works again: a new upload is indexed and listed, and an
+            # agent's new question over MCP finds it.
+            word = unique("resumed")
+            after = await api.upload(kb["id"], "after.md", f"# After\n\nBerth {word}.".encode())
+            indexed = await api.wait_final(kb["id"], after["id"])
+            listing = await http.get(f"/api/v1/knowledge-bases/{kb['id']}/documents",
+                                     headers=api.auth)  # fmt: skip
+            question = await _mcp_question(api, f"berth {word}", 0)
 
     slowest = max(answers.seen, key=lambda a: a[2])
     kinds = {kind for kind, *_ in answers.seen}
@@ -207,6 +228,14 @@ async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
     for kind, allowed in EXPECTED[part].items():
         statuses = [a for a in answers.seen if a[0] == kind]
         assert all(a[1] in allowed for a in statuses), (kind, statuses)
+    # A 200 is an answer: the bot's cached question has its hits, and an agent's new question
+    # is answered, not a tool error, unless the database it needs is the frozen part.
+    cached = [a for a in answers.seen if a[0] == "repeated question" and a[1] == 200]
+    assert all(a[3] == "hits" for a in cached), cached
+    mcp = [a for a in answers.seen if a[0] == "mcp question" and a[1] == 200]
+    if part != "mongodb":
+        assert mcp, answers.seen
+        assert all(a[3] == "answered" for a in mcp), mcp
     assert all(value == "5" for value in answers.retry_after), answers.retry_after
     status, named = READINESS[part]
     probes = [a for a in answers.seen if a[0] == "readiness"]
@@ -216,9 +245,14 @@ async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
         assert code == status, probes
         if named is not None:
             assert json.loads(body)["checks"][named].startswith("error"), body
+    assert indexed["parse_status"] == "indexed", indexed
+    assert listing.status_code == 200, listing.text
+    assert after["id"] in [d["id"] for d in listing.json()["items"]], listing.json()
+    assert _what_it_said("mcp question", question) == "answered", question.text
+    assert word in question.text, question.text  # the new passage is among its results
     for final in finals:
         assert final["parse_status"] == "indexed", final
-    for final in finals:
+    for final in [*finals, indexed]:
         chunks = await _chunks(stack, kb["id"], final["id"])
         assert sorted(c["chunk_index"] for c in chunks) == list(range(final["chunk_count"]))
 

@@ -5,7 +5,7 @@ was interrupted is finished only by the same snapshot."""
 from __future__ import annotations
 
 import hashlib
-import json
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -18,7 +18,7 @@ from core.errors import Conflict, ServiceUnavailable, SnapshotInvalid
 from core.filters import Filter, Match
 from devstack.launcher import LocalServices
 from infra.kafka import build_broker, ensure_topics
-from infra.mongo import DOCUMENTS, KNOWLEDGE_BASES, ensure_indexes
+from infra.mongo import DOCUMENTS, KB_CODES, KNOWLEDGE_BASES, ensure_indexes
 from infra.mongo_snapshot import COLLECTIONS, MongoSnapshot
 from infra.settings import QdrantSettings
 from infra.snapshot_files import MANIFEST, EmbeddingIdentity
@@ -68,9 +68,10 @@ def _service(system: System, store: VectorStore | None = None) -> BackupService:
 
 
 async def _tenant(system: System, tenant_id: str, texts: Sequence[str]) -> list[str]:
-    """A KB of records; each record's document marked indexed with its one point written, but
-    the first, left queued (in progress when a snapshot is taken)."""
-    kb = await system.knowledge_base_service.create(tenant_id, "Notes")
+    """A KB (with a code) of records; each record's document marked indexed with its one point
+    written, but the first, left queued (in progress when a snapshot is taken)."""
+    code = f"{tenant_id}-{uuid.uuid4().hex[:8]}"
+    kb = await system.knowledge_base_service.create(tenant_id, "Notes", code=code)
     records = [Record(external_id=f"r{i}", title=f"R{i}", content=t) for i, t in enumerate(texts)]
     ingested = await system.intake_service.accept_records(
         tenant_id, kb.id, records, Submission.connector()
@@ -96,11 +97,15 @@ async def _tenant(system: System, tenant_id: str, texts: Sequence[str]) -> list[
 
 
 async def _records(system: System, tenant_id: str) -> dict[str, list[Any]]:
-    found = {}
+    """The tenant's records in every collection a backup holds: those holding the tenant's id,
+    and those referring to one of the tenant's records (a KB's code, a document's stored file)."""
+    found: dict[str, list[Any]] = {}
     for collection in COLLECTIONS:
-        if collection.field == "tenant_id":
-            query = {"tenant_id": tenant_id}
-            found[collection.name] = await system.db[collection.name].find(query).to_list()
+        if collection.of is None:
+            query: dict[str, Any] = {collection.field: tenant_id}
+        else:
+            query = {collection.field: {"$in": [r["_id"] for r in found[collection.of]]}}
+        found[collection.name] = await system.db[collection.name].find(query).to_list()
     return found
 
 
@@ -157,6 +162,9 @@ async def test_a_tenant_snapshot_holds_that_tenant_only_and_a_failed_restore_is_
     assert report.points == 600
     assert report.restarted_documents == [ids[0]]
     before, after = await _records(a, "acme"), await _records(b, "acme")
+    # Collections keyed by the tenant and by reference are both compared.
+    assert before[KNOWLEDGE_BASES]
+    assert before[KB_CODES]
     for name, records in before.items():
         if name != DOCUMENTS:
             assert after[name] == records, name
@@ -169,7 +177,7 @@ async def test_a_tenant_snapshot_holds_that_tenant_only_and_a_failed_restore_is_
             assert restored[document["_id"]] == document
     assert await _points(b.store, "acme") == await _points(a.store, "acme") != []
     assert await _points(b.store, "globex") == []
-    assert "globex" not in json.dumps([str(r) for r in await _records(b, "globex")])
+    assert all(not records for records in (await _records(b, "globex")).values())
 
     # Into a tenant that holds data now: refused.
     with pytest.raises(Conflict, match="already holds data"):

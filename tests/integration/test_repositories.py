@@ -270,27 +270,50 @@ async def test_an_expired_token_stands_for_nobody(db: Database) -> None:
 
 
 async def test_writes_to_many_documents_do_not_wait_forever_on_a_transaction(
-    db: Database,
+    local_services: LocalServices, db: Database
 ) -> None:
     """A KB's retirement, a governance change and a sync's tagging while a transaction holds
     one of their documents: everything ends once the transaction has written again and
     committed (the local server's multi-document update used to hang both)."""
-    documents, document = await _stored(db)
+    _, document = await _stored(db)
     docs = db["knowledge_documents"]
     governance = document.governance.model_copy(update={"tags": ["moved"]})
-    async with db.client.start_session() as session:
-        await session.start_transaction()
-        await docs.update_one({"_id": document.id}, {"$set": {"title": "held"}}, session=session)
-        writes = asyncio.gather(
-            documents.set_governance(document.tenant_id, document.knowledge_item_id, governance),
-            documents.mark_synced([document.id], "crm", "run-1"),
-            documents.begin_delete_kb(document.tenant_id, document.kb_id),
-        )
-        await asyncio.sleep(0.5)
-        async with asyncio.timeout(20):
-            await docs.update_one({"_id": document.id}, {"$inc": {"x": 1}}, session=session)
-            await session.commit_transaction()
-            await writes
+    # The three writes go through a client of their own, whose commands are seen as sent.
+    commands = MongoCommands()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        settings_for(local_services).mongo.url, event_listeners=[commands]
+    )
+    documents = DocumentRepository(client[db.name])
+    try:
+        async with db.client.start_session() as session:
+            await session.start_transaction()
+            await docs.update_one(
+                {"_id": document.id}, {"$set": {"title": "held"}}, session=session
+            )
+            writes = asyncio.gather(
+                documents.set_governance(
+                    document.tenant_id, document.knowledge_item_id, governance
+                ),
+                documents.mark_synced([document.id], "crm", "run-1"),
+                documents.begin_delete_kb(document.tenant_id, document.kb_id),
+            )
+            async with asyncio.timeout(20):
+                # Until each has sent its update of the held document (which waits on the
+                # transaction), unless it is already done.
+                while (
+                    not writes.done()
+                    and sum(
+                        (name, collection) == ("update", "knowledge_documents")
+                        for name, collection, _ in commands.sent
+                    )
+                    < 3
+                ):
+                    await asyncio.sleep(0.02)
+                await docs.update_one({"_id": document.id}, {"$inc": {"x": 1}}, session=session)
+                await session.commit_transaction()
+                await writes
+    finally:
+        await client.close()
     stored = await docs.find_one({"_id": document.id})
     assert stored is not None
     assert (stored["title"], stored["sync_run"], stored["parse_status"]) == (
