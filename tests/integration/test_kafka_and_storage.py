@@ -24,6 +24,7 @@ from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database, ensure_indexes
 from infra.outbox import Outbox
+from infra.settings import Settings
 from ragline.stages.hosting import Rewinder, RunnerSlot, rewind_past_the_end, subscribe_stage
 from ragline.stages.ports import StageResult
 from ragline.stages.runtime import Stage, StageRunner
@@ -209,15 +210,11 @@ async def test_storing_a_file_does_not_scan_what_is_stored(local_services: Local
         await client.close()
 
 
-async def test_a_consumer_past_its_partitions_end_reads_it_again_from_the_start(
-    local_services: LocalServices,
-) -> None:
-    """A group whose committed position is past the partition's end (a broker that lost its
-    messages in a restart, then took a commit from before it) still gets the new messages."""
-    settings = settings_for(local_services)
+async def _group_with_a_commit(settings: Settings, position: int) -> tuple[str, dict[str, Any]]:
+    """A new one-partition topic, and the options of a consumer group that committed
+    `position` in it (as a broker that lost its messages takes a commit from before)."""
     topic = unique("topic")
     await ensure_topics(settings.kafka, [topic], partitions=1)
-    partition = TopicPartition(topic, 0)
     options: dict[str, Any] = {
         "bootstrap_servers": settings.kafka.bootstrap_servers,
         "group_id": unique("group"),
@@ -233,9 +230,19 @@ async def test_a_consumer_past_its_partitions_end_reads_it_again_from_the_start(
         async with asyncio.timeout(20):
             while not stale.assignment():
                 await asyncio.sleep(0.1)
-        await stale.commit({partition: 12})
+        await stale.commit({TopicPartition(topic, 0): position})
     finally:
         await stale.stop()
+    return topic, options
+
+
+async def test_a_consumer_past_its_partitions_end_reads_it_again_from_the_start(
+    local_services: LocalServices,
+) -> None:
+    """A group whose committed position is past the partition's end (a broker that lost its
+    messages in a restart, then took a commit from before it) still gets the new messages."""
+    settings = settings_for(local_services)
+    topic, options = await _group_with_a_commit(settings, 12)
 
     producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers)
     consumer = AIOKafkaConsumer(topic, **options)
@@ -267,27 +274,7 @@ async def test_a_new_broker_epoch_makes_a_stage_read_its_partitions_again_from_t
     three new events: the position falls inside the new log, so event 0 is skipped, until the
     relay's new epoch makes the stage read the partition again from its start."""
     settings = settings_for(local_services)
-    topic = unique("topic")
-    await ensure_topics(settings.kafka, [topic], partitions=1)
-    partition = TopicPartition(topic, 0)
-    options: dict[str, Any] = {
-        "bootstrap_servers": settings.kafka.bootstrap_servers,
-        "group_id": unique("group"),
-        "enable_auto_commit": False,
-        "auto_offset_reset": "earliest",
-        "session_timeout_ms": 1500,
-        "heartbeat_interval_ms": 500,
-        "fetch_max_wait_ms": 50,
-    }
-    stale = AIOKafkaConsumer(topic, **options)
-    await stale.start()
-    try:
-        async with asyncio.timeout(20):
-            while not stale.assignment():
-                await asyncio.sleep(0.1)
-        await stale.commit({partition: 1})
-    finally:
-        await stale.stop()
+    topic, options = await _group_with_a_commit(settings, 1)
 
     epoch = BrokerEpoch(db)
     rewinder = Rewinder("test", epoch)
