@@ -53,6 +53,10 @@ STAGE_MODULES: dict[str, str] = {
 }
 
 
+# What a process that could not bind its port says as it dies.
+PORT_TAKEN = "Address already in use"
+
+
 def free_port() -> int:
     """A TCP port nobody listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -359,6 +363,12 @@ class Pipeline:
             for stage in stages:
                 self.add_worker(stage)
             _wait_for("ready", self.api_ready, ready_timeout, api)
+            for proc in self.processes:
+                if proc.name != "api" and not proc.alive() and PORT_TAKEN in proc.tail():
+                    # Its metrics port was free when chosen and taken before the worker bound
+                    # it (another stack starting beside this one): once more, on a new port.
+                    proc.env["RAGLINE_METRICS_PORT"] = str(self._metrics_port())
+                    proc.start()
             for proc in self.processes:
                 if not proc.alive():
                     raise RuntimeError(f"{proc.name} exited while starting:\n{proc.tail()}")
