@@ -4,14 +4,14 @@ Each text becomes a bag of features (its lower-cased words other than a few very
 ones, weighted 1, and each word's character trigrams with the word's edges marked, weighted 1
 together), hashed into all but the last dimension with a sign taken from the same hash (the
 "hashing trick"). The last dimension holds a constant (`SHARED`), the same for every text, and
-the whole is normalised to unit length. Texts that share words or word parts therefore lie near
-each other, and the same text gets the same vector in every process (CRC-32, not Python's salted
-`hash`). The constant puts cosine scores on about the scale of the packaged sentence model's
-(unrelated texts about 0.33, a question and a passage sharing its key words 0.55 to 0.8), so that
-the default score thresholds keep about the same passages. It knows nothing of meaning: "car"
-and "automobile" are strangers. It serves the tests whose subject is the pipeline's mechanics
-(exactly once, faults, limits, governance…), where loading and running the real model costs
-seconds of CPU per stack and per document and tests nothing they claim.
+the whole is normalised to unit length. Texts that share words therefore lie near each other
+(shared word parts add only a little), and the same text gets the same vector in every process
+(CRC-32, not Python's salted `hash`). The constant puts cosine scores on about the scale of the
+packaged sentence model's (unrelated texts about 0.33, a question and a passage sharing its key
+words 0.55 to 0.8), so that the default score thresholds keep about the same passages. It knows
+nothing of meaning: "car" and "automobile" are strangers. It serves the tests whose subject is
+the pipeline's mechanics (exactly once, faults, limits, governance…), where loading and running
+the real model costs seconds of CPU per stack and per document and tests nothing they claim.
 """
 
 from __future__ import annotations
