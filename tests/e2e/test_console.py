@@ -11,6 +11,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -245,7 +246,8 @@ def test_a_failed_document_shows_why_and_is_re_indexed_from_the_console(
     after = console.wait(
         lambda: (
             (d := _document(admin, kb["id"], pdf["id"]))["parse_status"] == "failed"
-            and d["stage_started_at"]["failed"] > before["stage_started_at"]["failed"]
+            and _moment(d["stage_started_at"]["failed"])
+            > _moment(before["stage_started_at"]["failed"])
             and d
         ),
         "the re-run to end",
@@ -571,3 +573,9 @@ def _wait_final(admin: httpx.Client, kb_id: str, document_id: str) -> dict[str, 
             return document
         assert time.monotonic() < deadline, document
         time.sleep(0.2)
+
+
+def _moment(stamp: str) -> datetime:
+    """A timestamp from the API as a time: the JSON leaves out a whole second's fraction,
+    so two stamps within one second do not compare as strings."""
+    return datetime.fromisoformat(stamp)
