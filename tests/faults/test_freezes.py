@@ -1,5 +1,5 @@
 """Hangs, not crashes: MongoDB, the Kafka broker, Redis and a stage worker are each frozen
-(SIGSTOP) for 30 s (six times the request bound) while uploads, listings, a bot's searches, an
+(SIGSTOP) for 15 s (three times the request bound) while uploads, listings, a bot's searches, an
 agent's new questions over MCP and readiness probes go on, then resumed (SIGCONT).
 
 While a part is frozen, no request waits longer than the API's bound (`api.request_timeout_s`,
@@ -19,7 +19,8 @@ import json
 import os
 import signal
 import time
-from collections.abc import Coroutine
+from collections import Counter
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,7 @@ pytestmark = [
     pytest.mark.timeout(400),
 ]
 
-FREEZE_S = 30.0
+FREEZE_S = 15.0
 BOUND_S = 5.0
 # What a loaded two-core machine may add to an answer on top of the bound (scheduling, the
 # client's own work); far below what a request waiting on a frozen part would take.
@@ -150,13 +151,13 @@ def _mcp_question(api: Api, query: str, n: int) -> Coroutine[Any, Any, httpx.Res
 
 
 async def _requests_while_frozen(api: Api, bot: str, kb_id: str, answers: Answers) -> None:
-    """One round of each kind of request, again and again until cancelled."""
-    n = 0
+    """Each kind of request again and again, every kind in a loop of its own (as many users
+    would), until cancelled: a kind that waits on the frozen part holds up no other."""
     http = api.http
-    while True:
-        n += 1
+
+    async def upload(n: int) -> None:
         note = f"# Freeze note {n} {unique('n')}\n\nBerth {n} is kept clear.".encode()
-        upload = await answers.timed(
+        answer = await answers.timed(
             "upload",
             http.post(
                 f"/api/v1/knowledge-bases/{kb_id}/documents",
@@ -164,12 +165,15 @@ async def _requests_while_frozen(api: Api, bot: str, kb_id: str, answers: Answer
                 headers=api.auth,
             ),
         )
-        if upload is not None and upload.status_code == 202:
-            answers.accepted.append(upload.json()["id"])
+        if answer is not None and answer.status_code == 202:
+            answers.accepted.append(answer.json()["id"])
+
+    async def listing(n: int) -> None:
         await answers.timed(
-            "listing",
-            http.get(f"/api/v1/knowledge-bases/{kb_id}/documents", headers=api.auth),
+            "listing", http.get(f"/api/v1/knowledge-bases/{kb_id}/documents", headers=api.auth)
         )
+
+    async def repeated_question(n: int) -> None:
         await answers.timed(
             "repeated question",
             http.post(
@@ -178,9 +182,23 @@ async def _requests_while_frozen(api: Api, bot: str, kb_id: str, answers: Answer
                 headers={"X-Internal-Secret": api.running.internal_secret},
             ),
         )
+
+    async def mcp_question(n: int) -> None:
         await answers.timed("mcp question", _mcp_question(api, f"{QUESTION} from berth {n}", n))
+
+    async def readiness(n: int) -> None:
         await answers.timed("readiness", http.get("/readyz"))
-        await asyncio.sleep(0.5)
+
+    async def again(request: Callable[[int], Coroutine[Any, Any, None]]) -> None:
+        n = 0
+        while True:
+            n += 1
+            await request(n)
+            await asyncio.sleep(0.5)
+
+    async with asyncio.TaskGroup() as group:
+        for request in (upload, listing, repeated_question, mcp_question, readiness):
+            group.create_task(again(request))
 
 
 @pytest.mark.parametrize("part", list(EXPECTED))
@@ -218,11 +236,14 @@ async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
             question = await _mcp_question(api, f"berth {word}", 0)
 
     slowest = max(answers.seen, key=lambda a: a[2])
-    kinds = {kind for kind, *_ in answers.seen}
     print(f"\nfrozen {part} for {FREEZE_S:.0f} s: {len(answers.seen)} requests, slowest "
           f"{slowest[0]} {slowest[2]:.2f} s; {len(answers.accepted)} uploads accepted, all "
           f"indexed {recovered:.1f} s after the resume")  # fmt: skip
-    assert kinds == {"upload", "listing", "repeated question", "mcp question", "readiness"}
+    # Each kind was asked more than once while the part was frozen (the first may have been
+    # answered before the freeze took hold everywhere).
+    asked = Counter(kind for kind, *_ in answers.seen)
+    assert set(asked) == {"upload", "listing", "repeated question", "mcp question", "readiness"}
+    assert min(asked.values()) >= 2, asked
     late = [a for a in answers.seen if a[2] > BOUND_S + SLACK_S]
     assert late == [], late
     for kind, allowed in EXPECTED[part].items():
