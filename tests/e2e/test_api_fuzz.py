@@ -164,7 +164,7 @@ def internal(world: World) -> Caller:
 @pytest.fixture(scope="module")
 def admin(world: World) -> Caller:
     """The tenant's admin, fuzzed on every other operation."""
-    return Caller("admin", {"Authorization": f"Bearer {world.admin_token}"}, 10, "^/", INTERNAL)
+    return Caller("admin", {"Authorization": f"Bearer {world.admin_token}"}, 5, "^/", INTERNAL)
 
 
 Reports = dict[str, FuzzReport]
@@ -184,7 +184,7 @@ def test_the_internal_search_contract(
 
 
 def test_as_a_person(stack: RunningPipeline, world: World) -> None:
-    caller = Caller("person", {"Authorization": f"Bearer {world.user_token}"}, 10, PERSON)
+    caller = Caller("person", {"Authorization": f"Bearer {world.user_token}"}, 5, PERSON)
     report = _fuzz(stack, world.for_the_person(), caller)
     # What only an admin may do never succeeded for the person.
     assert set(ADMIN_ONLY) <= set(report.without_success())
