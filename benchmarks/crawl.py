@@ -12,7 +12,8 @@ and embed workers (`benchmarks/stack.py`); the settings it overrides (private ad
 allowed, no per-host delay) are printed. The last line printed is one JSON object: `pages`,
 `chunks`, `crawl_seconds`, `pages_per_s`, `chunks_per_s`, `recrawl_seconds`,
 `recrawl_pages_per_s`, `recrawl_counts`, `model_alone_chunks`, `model_alone_chunks_per_s`,
-`model_alone_pages_per_s`, `ratio` (the crawl's chunks/s over the model's) and `first_counts`.
+`model_alone_pages_per_s`, `ratio` (the crawl's chunks/s over the model's), `first_counts` and
+`chunks_in_store` (the chunks of the crawled pages the vector store holds at the end).
 
     .venv/bin/python -m benchmarks.crawl [--pages 300] [--hub-only]
     .venv/bin/python -m benchmarks.crawl --tiny     # the hub alone, 5 pages (`make test`)
@@ -31,7 +32,7 @@ import httpx
 
 from benchmarks.ingest import SECRET, TOKEN, chunk_texts, model_alone, wait_all_indexed
 from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
-from benchmarks.stack import CRAWL_STAGES, announce, bench_stack
+from benchmarks.stack import CRAWL_STAGES, announce, bench_stack, points_held
 from infra.settings import EmbeddingSettings
 from tests.crawl_site import CrawlSite
 
@@ -118,6 +119,7 @@ def main() -> None:
                     urls.insert(0, site.url("/docs/"))
                 first = crawl(http, kb, urls)
                 second = crawl(http, kb, urls)
+                held = points_held(http, kb, first["documents"])
         documents = first["documents"]
         pages = len(documents)
         chunks = sum(int(d["chunk_count"]) for d in documents)
@@ -147,6 +149,7 @@ def main() -> None:
         "model_alone_pages_per_s": round(pages / model_seconds, 2),
         "ratio": round((chunks / first["seconds"]) / (len(texts) / model_seconds), 3),
         "first_counts": first["job"]["counts"],
+        "chunks_in_store": held,
     }
     print(
         f"crawl: {pages} pages ({chunks} chunks) in {first['seconds']:.1f} s = "
@@ -155,8 +158,10 @@ def main() -> None:
     )
     print(json.dumps(result))
     publish("crawl", result, tiny=args.tiny, results_dir=args.results_dir)
-    # Every chunk the crawled pages make is indexed, once.
+    # Every chunk the crawled pages make is indexed, once, and is in the store.
     problems = [] if chunks == len(texts) else [f"{chunks} chunks indexed, {len(texts)} made"]
+    if held != chunks:
+        problems.append(f"{held} chunks in the store, {chunks} indexed")
     exit_if_data_was_lost("crawl", problems)
 
 

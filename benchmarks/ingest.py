@@ -22,7 +22,9 @@ The last line printed is one JSON object: `chunks`, `e2e_chunks_per_s`, `model_c
 `ratio`, `ratio_ceiling_cpu`, `model_plain_chunks_per_s`, `e2e_chunks_per_s_text_copies`,
 `model_chunks_per_s_text_copies`, `ratio_text_copies`, `embed_workers`, `peak_rss_mb` and
 `stage_seconds` of the first run, and `e2e_chunks_per_s_<n>_workers`, `ratio_<n>_workers`, ...
-of each further embed-worker count.
+of each further embed-worker count, then `chunks_made` (the chunks the documents make here)
+and `chunks_in_store` (the first run's chunks the vector store holds at the end). A run that
+indexed or stored fewer or more chunks than the documents make exits non-zero.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
-from benchmarks.stack import FILE_STAGES, announce, bench_stack
+from benchmarks.stack import FILE_STAGES, announce, bench_stack, points_held
 from infra.embedding.local import SentenceTransformerEmbedder
 from infra.settings import ChunkingSettings, EmbeddingSettings
 from workers.chunk.chunking import chunk_document
@@ -111,6 +113,8 @@ class PipelineRun:
 
     embed_workers: int
     chunks: int
+    # The documents' chunks the vector store holds at the end (equal to `chunks` when whole).
+    held: int
     seconds: float
     peak_rss_mb: dict[str, float]
     stage_seconds: dict[str, float]
@@ -165,6 +169,7 @@ def run_pipeline(paths: list[Path], embed_workers: int, work_dir: Path) -> Pipel
                 for d in documents
             )
             chunks = sum(int(d["chunk_count"]) for d in documents)
+            held = points_held(http, kb, documents)
             busy = _stage_busy_seconds(http.get("/metrics").text)
             for stage in ("extract", "chunk", "embed"):
                 for worker in pipeline.workers(stage):
@@ -177,6 +182,7 @@ def run_pipeline(paths: list[Path], embed_workers: int, work_dir: Path) -> Pipel
         return PipelineRun(
             embed_workers=embed_workers,
             chunks=chunks,
+            held=held,
             seconds=finished - started,
             peak_rss_mb=rss,
             stage_seconds={k: round(v, 2) for k, v in sorted(busy.items())},
@@ -313,6 +319,11 @@ def main() -> None:
     ]
     if text_run.chunks != len(copy_texts):
         problems.append(f"text copies: {text_run.chunks} chunks indexed, {len(copy_texts)} made")
+    problems += [
+        f"{run.embed_workers} embed worker(s): {run.held} chunks in the store, {run.chunks} indexed"
+        for run in [*runs, text_run]
+        if run.held != run.chunks
+    ]
     # Extraction and chunking need the same CPUs as the model: the best ratio this machine
     # allows is the model's CPU time over the model's plus theirs.
     model_cpu = len(texts) / model_rate * cpus
@@ -338,6 +349,7 @@ def main() -> None:
         result[f"peak_rss_mb{suffix}"] = run.peak_rss_mb
         result[f"stage_seconds{suffix}"] = run.stage_seconds
     result["chunks_made"] = len(texts)
+    result["chunks_in_store"] = first.held
     print(json.dumps(result))
     publish("ingest", result, tiny=args.tiny, results_dir=args.results_dir)
     exit_if_data_was_lost("ingest", problems)

@@ -58,7 +58,8 @@ tracemalloc snapshot at both moments, which are compared (tracing costs memory a
 run's growth figures are for attribution, not the record). The last line printed is one JSON
 object: among others
 `errors` and `errors_by_kind`, `lost_documents`, `deleted_documents_returned`,
-`deleted_documents_with_points`, `documents`, `requests`, `max_rss_growth_pct`,
+`deleted_documents_with_points`, `documents_with_wrong_point_count`,
+`points_of_no_uploaded_document`, `documents`, `requests`, `max_rss_growth_pct`,
 `rss_growth_pct`, `private_growth_pct`, `mapped_growth_mb`, `cpu_pct_of_a_core`,
 `p95_ms_upload`, `p95_ms_search`, their per-minute lists, `search_p95_drift` (the search p95
 of the last five minutes over that of the first five: how much searches slowed as the store
@@ -963,6 +964,8 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
             n for kind, n in soak.errors.items() if kind.endswith("deleted_document_returned")
         ),
         "deleted_documents_with_points": store["deleted_documents_with_points"],
+        "documents_with_wrong_point_count": store["documents_with_wrong_point_count"],
+        "points_of_no_uploaded_document": store["points_of_no_uploaded_document"],
         "documents": documents,
         "requests": dict(totals),
         "max_rss_growth_pct": growth[worst],
@@ -1116,12 +1119,16 @@ def main() -> None:
 
 def data_problems(result: dict[str, Any]) -> list[str]:
     """What the run lost or corrupted: documents accepted and never indexed, deleted ones
-    still found or still holding points."""
-    return [
-        f"{key}: {result[key]}"
-        for key in ("lost_documents", "deleted_documents_returned", "deleted_documents_with_points")
-        if result[key]
-    ]
+    still found or still holding points, indexed ones whose points in the store are not their
+    chunk count, points of no document uploaded."""
+    keys = (
+        "lost_documents",
+        "deleted_documents_returned",
+        "deleted_documents_with_points",
+        "documents_with_wrong_point_count",
+        "points_of_no_uploaded_document",
+    )
+    return [f"{key}: {result[key]}" for key in keys if result[key]]
 
 
 if __name__ == "__main__":

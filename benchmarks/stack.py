@@ -13,6 +13,8 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+import httpx
+
 from devstack.launcher import LocalServices, Pipeline, free_port, pipeline_env
 
 # Uploaded files and text: the relay, extraction, chunking and embedding (the API indexes).
@@ -20,6 +22,21 @@ FILE_STAGES = ("relay", "extract", "chunk", "embed")
 # Connector records (the batch endpoint) come in through the records worker.
 RECORD_STAGES = ("relay", "records", "extract", "chunk", "embed")
 CRAWL_STAGES = ("relay", "crawl", "extract", "chunk", "embed")
+
+
+def points_held(http: httpx.Client, kb_id: str, documents: Sequence[Mapping[str, object]]) -> int:
+    """How many chunks of the documents the vector store holds (what search can return), read
+    through the API: the documents' own `chunk_count` says what the pipeline counted, this what
+    is there."""
+    held = 0
+    for document in documents:
+        listed = http.get(
+            f"/api/v1/knowledge-bases/{kb_id}/documents/{document['id']}/chunks",
+            params={"limit": 10_000},
+        )
+        listed.raise_for_status()
+        held += len(listed.json()["items"])
+    return held
 
 
 def announce(settings: Mapping[str, str]) -> None:

@@ -171,6 +171,8 @@ def test_the_soak_loses_nothing_and_answers_every_request(
     assert figures["lost_documents"] == 0
     assert figures["deleted_documents_returned"] == 0
     assert figures["deleted_documents_with_points"] == 0
+    assert figures["documents_with_wrong_point_count"] == 0
+    assert figures["points_of_no_uploaded_document"] == 0
     assert figures["documents"]["indexed"] > 0, figures["documents"]
     assert figures["documents"]["failed_unexpectedly"] == 0, figures["documents"]
     assert figures["requests"]["search_bot"] > 0, figures["requests"]
@@ -181,9 +183,9 @@ def test_ingest_and_crawl_index_every_chunk_their_inputs_make(
     runs: dict[str, Future[subprocess.CompletedProcess[str]]],
 ) -> None:
     ingest = last_json("ingest", runs["ingest"].result())
-    assert ingest["chunks"] == ingest["chunks_made"] > 0
+    assert ingest["chunks"] == ingest["chunks_made"] == ingest["chunks_in_store"] > 0
     crawl = last_json("crawl", runs["crawl"].result())
-    assert crawl["chunks"] == crawl["model_alone_chunks"] > 0
+    assert crawl["chunks"] == crawl["model_alone_chunks"] == crawl["chunks_in_store"] > 0
 
 
 def _at_tiny_size(goal: Goal) -> str:
