@@ -31,23 +31,26 @@ from tests.timing import TimeReport
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-# The longest modules (each minutes of one worker's time in a full run), longest first. They are
+# The longest modules (each half a minute or more of one worker's time in a full run, from the
+# time report), longest first. They are
 # collected before every other module, so that `make test`'s two workers (pytest-xdist,
 # `--dist loadfile`, which hands out modules in collection order) start on them and fill the
 # end with short modules: a long module handed out last kept one worker alone for minutes.
 LONGEST_MODULES = (
     "tests/e2e/test_benchmarks_run.py",
     "tests/faults/test_faults.py",
-    "tests/e2e/test_api_fuzz.py",
-    "tests/e2e/test_scale_and_crash.py",
     "tests/faults/test_freezes.py",
+    "tests/e2e/test_api_fuzz.py",
+    "tests/e2e/test_retrieval_quality.py",
     "tests/integration/test_onnx_encoder.py",
+    "tests/e2e/test_exactly_once.py",
+    "tests/integration/test_backup_service.py",
+    "tests/e2e/test_outbox_and_recovery.py",
+    "tests/integration/test_context_providers.py",
     "tests/e2e/test_crawl.py",
     "tests/e2e/test_backup_restore.py",
-    "tests/e2e/test_retrieval_quality.py",
     "tests/e2e/test_hostile_inputs.py",
-    "tests/e2e/test_outbox_and_recovery.py",
-    "tests/e2e/test_exactly_once.py",
+    "tests/e2e/test_scale_and_crash.py",
 )
 
 

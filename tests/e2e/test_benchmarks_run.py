@@ -9,8 +9,8 @@ holds. A benchmark whose run loses or corrupts data also exits non-zero by itsel
 Each benchmark runs as a user runs it (`python -m benchmarks.<name> --tiny` from the
 repository's root), in a process of its own with stacks of its own. (The search benchmark's
 `--user-form --tiny`, a second mode of it, is left out: about 20 s more.) One runs at a time:
-alone they take about 250 s in all on a quiet two-core machine (search 38 s, soak 60 s, ingest
-55 s, crawl 50 s, quality 28 s, large inputs 20 s); two at a time beside the suite's other
+alone they take about 150 s in all on a quiet two-core machine (search 24 s, soak 32 s, ingest
+35 s, crawl 30 s, quality 16 s, large inputs 15 s); two at a time beside the suite's other
 worker overloaded the machine (the search benchmark alone took 343 s in such a run).
 """
 
