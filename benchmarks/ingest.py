@@ -319,9 +319,10 @@ def main() -> None:
     ]
     if text_run.chunks != len(copy_texts):
         problems.append(f"text copies: {text_run.chunks} chunks indexed, {len(copy_texts)} made")
+    labelled = [(f"{run.embed_workers} embed worker(s)", run) for run in runs]
     problems += [
-        f"{run.embed_workers} embed worker(s): {run.held} chunks in the store, {run.chunks} indexed"
-        for run in [*runs, text_run]
+        f"{label}: {run.held} chunks in the store, {run.chunks} indexed"
+        for label, run in [*labelled, ("text copies", text_run)]
         if run.held != run.chunks
     ]
     # Extraction and chunking need the same CPUs as the model: the best ratio this machine
