@@ -268,8 +268,20 @@ def own_stack(
 def running_pipeline(
     local_services: LocalServices, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningPipeline]:
-    """One whole stack shared by the end-to-end tests (each uses its own KBs). It embeds with
-    the packaged model: retrieval quality, evaluations and ingest-and-search run on it."""
+    """One whole stack shared by the end-to-end modules whose subject is the model (each uses
+    KBs of its own): it embeds with the packaged model. Retrieval quality, evaluations,
+    ingest-and-search and the bots' searches run on it."""
     running = start_pipeline(local_services, tmp_path_factory.mktemp("pipeline"), real_model=True)
+    yield running
+    running.pipeline.stop()
+
+
+@pytest.fixture(scope="session")
+def mechanics_pipeline(
+    local_services: LocalServices, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningPipeline]:
+    """One whole stack shared by the end-to-end modules that check mechanics (each uses KBs,
+    tenants and tokens of its own): it embeds with the hashed embedder, loading no model."""
+    running = start_pipeline(local_services, tmp_path_factory.mktemp("mechanics"), real_model=False)
     yield running
     running.pipeline.stop()

@@ -12,9 +12,11 @@ from tests.e2e.client import CLIENT_LIMITS, Api
 
 
 @pytest.fixture(scope="module")
-def stack(running_pipeline: RunningPipeline) -> RunningPipeline:
-    """The stack this module's tests run against: the session's, unless the module has its own."""
-    return running_pipeline
+def stack(mechanics_pipeline: RunningPipeline) -> RunningPipeline:
+    """The stack this module's tests run against: the session's stack for mechanics (the hashed
+    embedder), unless the module names another: the session's stack with the packaged model
+    (`running_pipeline`) where the model is the subject, or one of its own."""
+    return mechanics_pipeline
 
 
 @pytest.fixture

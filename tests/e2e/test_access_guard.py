@@ -74,14 +74,14 @@ def _wait_indexed(http: httpx.Client, kb_id: str, document_id: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def world(running_pipeline: RunningPipeline) -> Iterator[World]:
+def world(stack: RunningPipeline) -> Iterator[World]:
     """Three tenants with their KBs and bots, all documents indexed."""
     tenants = []
     for _ in range(3):
         name = unique("tenant")
-        token = _token(running_pipeline, name)
+        token = _token(stack, name)
         http = httpx.Client(
-            base_url=running_pipeline.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+            base_url=stack.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
         )
         tenant = Tenant(name, http)
         pending = []
@@ -102,8 +102,8 @@ def world(running_pipeline: RunningPipeline) -> Iterator[World]:
         tenant.bot_id = bot.json()["id"]
         tenants.append(tenant)
     search = httpx.Client(
-        base_url=running_pipeline.url,
-        headers={"X-Internal-Secret": running_pipeline.internal_secret},
+        base_url=stack.url,
+        headers={"X-Internal-Secret": stack.internal_secret},
         timeout=30,
     )
     yield World(tenants, search)

@@ -6,9 +6,18 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import RunningPipeline
 from tests.e2e.client import Api
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def stack(running_pipeline: RunningPipeline) -> RunningPipeline:
+    """The session's stack with the packaged model: score thresholds are the model's cosines,
+    and what dense retrieval misses beside sparse is the model's."""
+    return running_pipeline
+
 
 RETURNS = (
     "# Returns\n\nYou can return a kayak within thirty days of delivery. "

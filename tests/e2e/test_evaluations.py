@@ -11,12 +11,19 @@ import pytest
 from infra.mongo import connect
 from infra.token_repository import TokenRepository
 from schemas.domain import Role
-from tests.conftest import unique
+from tests.conftest import RunningPipeline, unique
 from tests.e2e.client import Api
 from tests.e2e.test_mcp import answer, mcp_session
 from tests.factories import KAYAK_SHOP
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def stack(running_pipeline: RunningPipeline) -> RunningPipeline:
+    """The session's stack with the packaged model: an evaluation's figures are the model's."""
+    return running_pipeline
+
 
 DOCUMENTS = KAYAK_SHOP
 

@@ -17,6 +17,13 @@ from workers.extract.extractors import extract
 pytestmark = pytest.mark.e2e
 
 
+@pytest.fixture(scope="module")
+def stack(running_pipeline: RunningPipeline) -> RunningPipeline:
+    """The session's stack with the packaged model: the one end-to-end run through the real embed
+    worker."""
+    return running_pipeline
+
+
 def _docx_with_table() -> bytes:
     document = docx.Document()
     document.add_heading("Router models", level=1)
@@ -190,9 +197,9 @@ async def test_unsupported_type_is_415_listing_supported_types(api: Api) -> None
     assert listed.json()["items"] == []
 
 
-async def test_oversized_upload_is_413(api: Api, running_pipeline: RunningPipeline) -> None:
+async def test_oversized_upload_is_413(api: Api, stack: RunningPipeline) -> None:
     kb = await api.create_kb()
-    limit = int(running_pipeline.pipeline.env["RAGLINE_INGEST__MAX_UPLOAD_MB"]) * 1024 * 1024
+    limit = int(stack.pipeline.env["RAGLINE_INGEST__MAX_UPLOAD_MB"]) * 1024 * 1024
     body = await api.upload(kb["id"], "big.txt", b"a" * (limit + 1), expect=413)
     assert "upload limit" in body["detail"]
 
@@ -313,7 +320,7 @@ async def test_kb_validation_errors_name_the_field(api: Api) -> None:
     assert "colour" in response.json()["detail"]
 
 
-async def test_health_readiness_and_metrics(api: Api, running_pipeline: RunningPipeline) -> None:
+async def test_health_readiness_and_metrics(api: Api, stack: RunningPipeline) -> None:
     assert (await api.http.get("/healthz")).json() == {"status": "ok"}
     ready = await api.http.get("/readyz")
     assert ready.status_code == 200
@@ -329,12 +336,12 @@ async def test_health_readiness_and_metrics(api: Api, running_pipeline: RunningP
     assert 'ragline_stage_duration_seconds_count{stage="index"}' in exposition
     # Every worker serves its own metrics.
     for stage in ("extract", "chunk", "embed"):
-        worker = running_pipeline.pipeline.workers(stage)[0]
+        worker = stack.pipeline.workers(stage)[0]
         port = worker.env["RAGLINE_METRICS_PORT"]
         text = (await api.http.get(f"http://127.0.0.1:{port}/metrics")).text
         assert f'ragline_documents_processed_total{{stage="{stage}"}}' in text
         assert f'ragline_stage_duration_seconds_count{{stage="{stage}"}}' in text
-    embed_port = running_pipeline.pipeline.workers("embed")[0].env["RAGLINE_METRICS_PORT"]
+    embed_port = stack.pipeline.workers("embed")[0].env["RAGLINE_METRICS_PORT"]
     embed_metrics = (await api.http.get(f"http://127.0.0.1:{embed_port}/metrics")).text
     assert "ragline_chunks_embedded_total" in embed_metrics
     assert "ragline_consumer_lag_messages{partition=" in embed_metrics

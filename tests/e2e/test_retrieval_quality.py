@@ -11,11 +11,19 @@ from typing import Any
 import docx
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, RunningPipeline
 from tests.e2e.client import Api
 from workers.extract.extractors import extract
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def stack(running_pipeline: RunningPipeline) -> RunningPipeline:
+    """The session's stack with the packaged model: which passage ranks first is the
+    model's doing."""
+    return running_pipeline
+
 
 TWIN_QUERIES = (
     "What does the National Hydro Network data model describe?",
