@@ -41,6 +41,7 @@ BENCHMARKS = (
     "crawl",
     "large_inputs",
     "soak",
+    "chaos",
     "encoder",
 )
 
@@ -184,6 +185,8 @@ def draw_plots(name: str, figures: Mapping[str, Any], directory: Path) -> list[s
         return _search_plots(figures, directory)
     if name == "quality":
         return _quality_plots(figures, directory)
+    if name == "chaos":
+        return _chaos_plots(figures, directory)
     return []
 
 
@@ -302,6 +305,38 @@ def _quality_plots(figures: Mapping[str, Any], directory: Path) -> list[str]:
     return written
 
 
+def _chaos_plots(figures: Mapping[str, Any], directory: Path) -> list[str]:
+    """The chaos soak's timeline: each fault as a bar on its part's row, and below, the
+    searches not answered within the bound per 10 s."""
+    timeline = figures.get("timeline") or {}
+    faults = timeline.get("faults") or []
+    errors = timeline.get("errors_per_10s") or []
+    if not faults and not errors:
+        return []
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(11, 5.5), layout="constrained")
+    top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(2, 1))
+    parts = sorted({kind.split(" ", 1)[1] for _, _, kind in faults})
+    for begin, end, kind in faults:
+        action, part = kind.split(" ", 1)
+        top.broken_barh(
+            [(begin, max(end - begin, 1.0))],
+            (parts.index(part) - 0.35, 0.7),
+            color="tab:red" if action == "kill" else "tab:blue",
+        )
+    top.set_yticks(range(len(parts)), parts)
+    top.set_title("faults (red: killed until back, blue: frozen)")
+    top.grid(axis="x", alpha=0.3)
+    bottom.bar([10 * n + 5 for n in range(len(errors))], errors, width=9, color="tab:gray")
+    bottom.set_ylim(bottom=0)
+    bottom.set_ylabel("searches unanswered")
+    bottom.set_xlabel("seconds into the load")
+    bottom.grid(axis="y", alpha=0.3)
+    _save(figure, directory / "chaos-timeline.png")
+    return ["chaos-timeline.png"]
+
+
 def _figure(panels: int, width: float = 5.0) -> tuple[Any, list[Any]]:
     """A matplotlib figure (Agg, no pyplot state) of `panels` side by side, each `width` inches
     wide."""
@@ -365,7 +400,9 @@ def render_markdown(record: Mapping[str, Any], link_prefix: str = "results/") ->
     elif name == "quality":
         parts.append(_quality_markdown(figures, record.get("plots") or [], link_prefix))
     else:
-        parts.append(_key_value_table(figures))
+        shown = {k: v for k, v in figures.items() if k != "timeline"}
+        parts.append(_key_value_table(shown))
+        parts += [f"![{name}]({link_prefix}{plot})" for plot in record.get("plots") or []]
     return "\n\n".join(part for part in parts if part) + "\n"
 
 

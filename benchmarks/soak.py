@@ -145,6 +145,9 @@ TINY = {
 POLL_EVERY_S = 2.0
 REQUEST_TIMEOUT_S = 30.0
 FINAL = ("indexed", "failed")
+# A document's state once it needs nothing more: final, or a version its successor replaced.
+REPLACED = "replaced"
+ENDED = (*FINAL, REPLACED)
 # A document's statuses in order: the time from one to the next is spent waiting for and in it.
 STAGES = ("queued", "extracting", "chunking", "embedding", "indexing", "indexed")
 USER_ID = "u-soak"
@@ -163,6 +166,11 @@ class Doc:
     error: str | None = None
     delete_sent: float | None = None
     deleted: float | None = None
+    filename: str | None = None
+    # A new version of the same file, once uploaded; when it was seen indexed, this version
+    # is `replaced` and must be neither found nor stored any more.
+    replaced_by: str | None = None
+    replaced_at: float | None = None
 
 
 @dataclass
@@ -291,6 +299,9 @@ def process_cpu_s(pid: int) -> float:
 class Soak:
     """Drives the load against one stack and keeps every figure."""
 
+    # A process found dead is an error (where faults are injected on purpose, it is not).
+    deaths_are_errors = True
+
     def __init__(
         self,
         http: httpx.AsyncClient,
@@ -382,13 +393,19 @@ class Soak:
         except httpx.HTTPError as exc:
             self.minute().requests[kind] += 1
             self.error(f"{kind}:{type(exc).__name__}", f"{exc!r}")
-            return None, (time.perf_counter() - started) * 1000
+            elapsed = (time.perf_counter() - started) * 1000
+            self.heard(kind, None, elapsed)
+            return None, elapsed
         elapsed = (time.perf_counter() - started) * 1000
         self.minute().requests[kind] += 1
+        self.heard(kind, response, elapsed)
         if response.status_code not in expect:
             self.error(f"{kind}:{response.status_code}", response.text)
             return None, elapsed
         return response, elapsed
+
+    def heard(self, kind: str, response: httpx.Response | None, ms: float) -> None:
+        """Each request's outcome, any answer or none, as it ends (for a subclass to keep)."""
 
     def spawn(self, work: Awaitable[None]) -> None:
         """Runs a request in the background (open loop: the schedule never waits for it)."""
@@ -417,6 +434,7 @@ class Soak:
         code = self.new_code()
         base = f"/api/v1/knowledge-bases/{self.kb}/documents"
         made: list[tuple[str, str | None]] = []  # (document id, code)
+        filename: str | None = None
         if kind == "note":
             title, content = self.corpus.note(code)
             body = {"title": title, "content": content}
@@ -451,7 +469,11 @@ class Soak:
         self.minute().documents += len(made)
         for document_id, doc_code in made:
             self.docs[document_id] = Doc(
-                document_id, kind, doc_code, expect_failure=kind == "encrypted_pdf"
+                document_id,
+                kind,
+                doc_code,
+                expect_failure=kind == "encrypted_pdf",
+                filename=filename,
             )
 
     def file(self, kind: str, code: str) -> tuple[str, bytes, bool]:
@@ -520,10 +542,7 @@ class Soak:
         hits = answer["results" if people else "hits"]
         found = {hit["source" if people else "document_id"] for hit in hits}
         found |= {copy["document_id"] for hit in hits for copy in hit["also_in"]}
-        for document_id in found:
-            doc = self.docs.get(document_id)
-            if doc is not None and doc.deleted is not None and doc.deleted < sent:
-                self.error(f"{kind}:deleted_document_returned", f"{query!r} -> {document_id}")
+        self.check_found(kind, query, found, sent)
         if target is not None and target.delete_sent is None:
             self.live_probes["asked"] += 1
             if target.id not in found:
@@ -532,6 +551,18 @@ class Soak:
                     f"{query!r} ({target.kind} {target.id}, {target.chunks} chunks) -> "
                     f"{[hit.get('retrieval_rationale', '') for hit in hits][:3]} {sorted(found)}",
                 )
+
+    def check_found(self, kind: str, query: str, found: set[str], sent: float) -> None:
+        """Counts an error for each document found that was deleted before the search was
+        sent, or replaced by a new version seen indexed before it."""
+        for document_id in found:
+            doc = self.docs.get(document_id)
+            if doc is None:
+                continue
+            if doc.deleted is not None and doc.deleted < sent:
+                self.error(f"{kind}:deleted_document_returned", f"{query!r} -> {document_id}")
+            if doc.replaced_at is not None and doc.replaced_at < sent:
+                self.error(f"{kind}:replaced_version_returned", f"{query!r} -> {document_id}")
 
     async def poll(self, everything: bool = False) -> None:
         """Reads the KB's document list, newest first, until every document still in the
@@ -564,7 +595,7 @@ class Soak:
                 break
         if everything:
             for doc in self.docs.values():
-                if doc.id in seen or doc.deleted is not None:
+                if doc.id in seen or doc.deleted is not None or doc.status == REPLACED:
                     continue
                 if doc.delete_sent is not None:  # its delete's answer timed out, yet it is done
                     doc.deleted = doc.delete_sent
@@ -595,7 +626,7 @@ class Soak:
 
     def pending(self) -> list[Doc]:
         """Documents neither indexed nor failed yet (nor being deleted)."""
-        return [d for d in self.docs.values() if d.status not in FINAL and d.delete_sent is None]
+        return [d for d in self.docs.values() if d.status not in ENDED and d.delete_sent is None]
 
     # -- schedules ------------------------------------------------------------------------
 
@@ -627,7 +658,7 @@ class Soak:
         self.cpu[label]["soak (load generator)"] = process_cpu_s(os.getpid())
         self.cpu[label]["_wall"] = time.monotonic()
         for proc in procs:
-            if not proc.alive() and proc.name not in self.dead:
+            if self.deaths_are_errors and not proc.alive() and proc.name not in self.dead:
                 self.dead.add(proc.name)
                 self.error(f"process:died:{proc.name}", proc.tail(10))
 
@@ -752,7 +783,7 @@ class Soak:
             ):
                 self.error("final_search:deleted_document_returned", doc.id)
         kb = (await self.http.get(f"/api/v1/knowledge-bases/{self.kb}", headers=self.admin)).json()
-        present = [d for d in self.docs.values() if d.deleted is None]
+        present = [d for d in self.docs.values() if d.deleted is None and d.status != REPLACED]
         expected = {
             "document_count": len(present),
             "chunk_count": sum(d.chunks for d in present if d.status == "indexed"),
@@ -798,6 +829,7 @@ async def check_store(run_dir: Path, docs: dict[str, Doc]) -> dict[str, int]:
     await store.ensure_collection()
     try:
         deleted_with_points = 0
+        replaced_with_points = 0
         wrong_counts = 0
         known = 0
         for doc in docs.values():
@@ -805,6 +837,8 @@ async def check_store(run_dir: Path, docs: dict[str, Doc]) -> dict[str, int]:
             known += points
             if doc.deleted is not None:
                 deleted_with_points += points > 0
+            elif doc.status == REPLACED:
+                replaced_with_points += points > 0
             elif doc.status == "indexed":
                 wrong_counts += points != doc.chunks
             elif doc.status == "failed":
@@ -814,6 +848,7 @@ async def check_store(run_dir: Path, docs: dict[str, Doc]) -> dict[str, int]:
         await store.close()
     return {
         "deleted_documents_with_points": deleted_with_points,
+        "replaced_versions_with_points": replaced_with_points,
         "documents_with_wrong_point_count": wrong_counts,
         "points": total,
         "points_of_no_uploaded_document": total - known,
@@ -894,7 +929,7 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         if name != "_wall"
     }
     docs = list(soak.docs.values())
-    lost = [d for d in docs if d.status not in FINAL and d.delete_sent is None]
+    lost = [d for d in docs if d.status not in ENDED and d.delete_sent is None]
     for doc in lost:
         soak.error("document:lost", f"{doc.id} ({doc.kind}) still {doc.status}")
     undeleted = [d for d in docs if d.delete_sent is not None and d.deleted is None]
@@ -1078,7 +1113,7 @@ def main() -> None:
     parser.add_argument(
         "--tiny",
         action="store_true",
-        help="36 s at 1 upload/s, 2 searches/s, 1 delete/s, no warm-up: what `make test` runs",
+        help="18 s at 1 upload/s, 2 searches/s, 1 delete/s, no warm-up: what `make test` runs",
     )
     parser.add_argument(
         "--trace-memory",

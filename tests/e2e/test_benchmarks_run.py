@@ -9,8 +9,8 @@ holds. A benchmark whose run loses or corrupts data also exits non-zero by itsel
 Each benchmark runs as a user runs it (`python -m benchmarks.<name> --tiny` from the
 repository's root), in a process of its own with stacks of its own. (The search benchmark's
 `--user-form --tiny`, a second mode of it, is left out: about 20 s more.) One runs at a time:
-alone they take about 150 s in all on a quiet two-core machine (search 24 s, soak 32 s, ingest
-35 s, crawl 30 s, quality 16 s, large inputs 15 s); two at a time beside the suite's other
+alone they take about 195 s in all on a quiet two-core machine (search 24 s, soak 32 s, chaos
+51 s, ingest 35 s, crawl 30 s, quality 16 s, large inputs 15 s); two at a time beside the suite's other
 worker overloaded the machine (the search benchmark alone took 343 s in such a run).
 """
 
@@ -111,10 +111,26 @@ SOAK_KEYS = {
     "p95_ms_search_per_minute",
     "load_average_at_end",
 }
+CHAOS_KEYS = {
+    "faults_injected",
+    "overlaps",
+    "lost_documents",
+    "stuck_documents",
+    "indexed_twice",
+    "deleted_documents_returned",
+    "replaced_versions_returned",
+    "search_availability",
+    "search_p95_ms_during_faults",
+    "search_p95_ms_outside_faults",
+    "recovery_s",
+    "kb_counts_match",
+    "timeline",
+}
 # name: (module, arguments, keys of the last line), the longest first.
 BENCHMARKS: dict[str, tuple[str, list[str], set[str]]] = {
     "search": ("search", ["--tiny"], SEARCH_KEYS),
     "soak": ("soak", ["--tiny"], SOAK_KEYS),
+    "chaos": ("chaos", ["--tiny"], CHAOS_KEYS),
     "ingest": ("ingest", ["--tiny"], INGEST_KEYS),
     "quality": ("quality", ["--tiny"], QUALITY_KEYS),
     "crawl": ("crawl", ["--tiny"], CRAWL_KEYS),
@@ -177,6 +193,39 @@ def test_the_soak_loses_nothing_and_answers_every_request(
     assert figures["documents"]["failed_unexpectedly"] == 0, figures["documents"]
     assert figures["requests"]["search_bot"] > 0, figures["requests"]
     assert figures["requests"]["delete"] > 0, figures["requests"]
+
+
+def test_the_chaos_soak_loses_nothing_while_parts_are_killed_and_frozen(
+    runs: dict[str, Future[subprocess.CompletedProcess[str]]],
+) -> None:
+    figures = last_json("chaos", runs["chaos"].result())
+    # Faults were injected, killed and frozen, one while another was on.
+    kinds = figures["faults_injected"]
+    assert sum(kinds.values()) >= 4, kinds
+    assert {kind.split(" ", 1)[0] for kind in kinds} == {"kill", "freeze"}, kinds
+    assert figures["overlaps"] >= 1, figures["timeline"]
+    assert figures["faults_not_back"] == [], figures["faults_not_back"]
+    # Nothing lost, stuck, doubled or leaked; the KB's counts are its documents'.
+    for key in (
+        "lost_documents",
+        "stuck_documents",
+        "failed_unexpectedly",
+        "indexed_twice",
+        "deleted_documents_returned",
+        "replaced_versions_returned",
+        "deleted_documents_with_points",
+        "replaced_versions_with_points",
+        "points_of_no_uploaded_document",
+    ):
+        assert figures[key] == 0, (key, figures[key], figures["errors_by_kind"])
+    assert figures["kb_counts_match"], (figures["kb_counts"], figures["kb_counts_expected"])
+    assert figures["documents"]["indexed"] > 0, figures["documents"]
+    # Every fault's canary was indexed once the fault was over.
+    recoveries = [s for times in figures["recovery_s"].values() for s in times]
+    assert recoveries, figures["recovery_s"]
+    assert None not in recoveries, figures["recovery_s"]
+    # Searches were answered within the bound while the API process was up.
+    assert figures["search_availability"] >= 0.9, figures["errors_by_kind"]
 
 
 def test_ingest_and_crawl_index_every_chunk_their_inputs_make(

@@ -102,6 +102,27 @@ def test_a_quality_run_gets_a_plot_per_set(tmp_path: Path) -> None:
     }
 
 
+def test_a_chaos_run_gets_its_timeline_plotted_and_tabled_without_it(tmp_path: Path) -> None:
+    figures = {
+        "lost_documents": 0,
+        "faults_injected": {"kill API": 1, "freeze MongoDB": 1},
+        "timeline": {
+            "faults": [[7.4, 10.7, "freeze MongoDB"], [9.0, 15.3, "kill API"]],
+            "errors_per_10s": [0, 3, 0],
+        },
+    }
+
+    path = results.write_results("chaos", figures, directory=tmp_path)
+    record = json.loads(path.read_text())
+    page = results.render_markdown(record, link_prefix="results/")
+
+    assert record["plots"] == ["chaos-timeline.png"]
+    assert (tmp_path / "chaos-timeline.png").read_bytes().startswith(PNG)
+    assert "![chaos](results/chaos-timeline.png)" in page
+    assert "`faults_injected.kill API` | 1" in page
+    assert "errors_per_10s" not in page
+
+
 def test_a_new_run_replaces_the_plots_of_the_last_one(tmp_path: Path) -> None:
     results.write_results("search", search_figures(("", "_distinct")), directory=tmp_path)
     (tmp_path / "search-user-form-old.png").write_bytes(PNG)
@@ -161,7 +182,7 @@ def test_a_tiny_run_writes_nothing_into_the_documentation(
 
 
 @pytest.mark.parametrize(
-    "module", ["search", "quality", "ingest", "crawl", "large_inputs", "soak", "encoder"]
+    "module", ["search", "quality", "ingest", "crawl", "large_inputs", "soak", "chaos", "encoder"]
 )
 def test_every_benchmark_takes_results_dir_and_publishes_its_run(module: str) -> None:
     tree = ast.parse((BENCHMARKS_DIR / f"{module}.py").read_text())

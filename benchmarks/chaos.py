@@ -1,0 +1,666 @@
+"""Chaos soak: the soak's mixed load while a seeded schedule kills and freezes the stack's parts.
+
+The load is the soak's (`benchmarks/soak.py`: notes, Markdown, PDFs, a DOCX, connector records
+and an encrypted PDF that must fail; deletes; a bot's and a person's searches, each answer
+checked against what was deleted), with three kinds more: new versions of indexed Markdown
+files (the same file name, new text: once the new one is seen indexed, the old one must be
+neither found nor stored), an agent's questions over MCP (a person's token), and hostile files
+(a PDF cut short, random bytes named `.txt`) that must end `failed` with a reason.
+
+The faults (`plan`): every `--gap-s` (45-90 s) one part, drawn from the stage workers, the
+relay, the records worker, the API, the broker, MongoDB and Redis, is killed (SIGKILL; the
+supervisor `make run` uses starts it again) or frozen (SIGSTOP) for `--hold-s` (10-30 s) and
+resumed. `--overlaps` of them (5) are pairs: while the first part is frozen a second one is
+killed or frozen. The schedule is a function of `--seed` alone, printed before the load
+starts: a run with the same seed injects the same faults at the same moments. After each fault
+ends (the part resumed, or started again and answering) a canary note is uploaded; the time
+from the fault's end to the canary indexed is the fault's recovery time.
+
+At the end (the load stopped, every part back, up to `--grace-s` for the pipeline to finish),
+what a user must be able to rely on, each a figure of the last line:
+
+- `lost_documents`: accepted uploads neither indexed nor failed; `stuck_documents`: those
+  still in a stage; `failed_unexpectedly`: documents that should have been indexed but failed;
+- `indexed_twice`: a file or record with more than one document holding searchable points, or
+  a document whose points in the store are not its chunk count;
+- `deleted_documents_returned`, `replaced_versions_returned`: searches (a bot's, a person's,
+  MCP's) that named a document deleted, or replaced by a version seen indexed, before they
+  were sent; deleted and replaced documents still holding points;
+- `kb_counts_match`: the KB's document and chunk counts equal to its documents';
+- `search_availability`: the share of searches sent while the API process was neither down
+  nor frozen that were answered (any HTTP answer: a refusal with `Retry-After` counts) within
+  the request bound plus 2.5 s; the p95 of searches during faults and outside them;
+- `faults_injected` (a count per kind), `overlaps` (faults begun while another was on) and
+  `recovery_s` (per kind: each fault's recovery time).
+
+A run that lost, doubled or leaked data exits non-zero. The last line is one JSON object; the
+results file (`--results-dir`) gets a timeline plot of the faults and the errors.
+
+    .venv/bin/python -m benchmarks.chaos [--minutes 30] [--seed 11] [--grace-s 600]
+    .venv/bin/python -m benchmarks.chaos --tiny      # 40 s, a fault every 6-9 s (`make test`)
+
+The tiny run's stack embeds with the hashed embedder (it checks the mechanics, not the model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import signal
+import statistics
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks.ingest import SECRET, TOKEN
+from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
+from benchmarks.soak import (
+    ENDED,
+    FIXTURES,
+    REPLACED,
+    REQUEST_TIMEOUT_S,
+    Corpus,
+    Doc,
+    Soak,
+    percentile,
+    rounded,
+    sigterm_as_interrupt,
+    stage_metrics,
+)
+from benchmarks.stack import RECORD_STAGES, announce, bench_stack
+from core.filters import chunks_where
+from devstack.launcher import ManagedProcess, Supervisor, port_open
+from infra.vectorstore.edge import EdgeVectorStore
+
+# The parts a fault strikes, and their processes' names.
+PARTS = {
+    "relay": "relay-1",
+    "records worker": "records-1",
+    "extract worker": "extract-1",
+    "chunk worker": "chunk-1",
+    "embed worker": "embed-1",
+    "API": "api",
+    "broker": "kafka",
+    "MongoDB": "mongodb",
+    "Redis": "redis",
+}
+SERVERS = ("kafka", "mongodb", "redis")
+KILL, FREEZE = "kill", "freeze"
+# The API's request bound (the default) and what a loaded machine may add to an answer.
+BOUND_S, SLACK_S = 5.0, 2.5
+# A part killed must be started again and answering within this; a canary indexed within this.
+BACK_LIMIT_S = 180.0
+RECOVERY_LIMIT_S = 600.0
+# Of the uploads: new versions of indexed Markdown files, hostile files; of the searches, MCP.
+VERSION_SHARE, HOSTILE_SHARE, MCP_SHARE = 0.1, 0.04, 0.2
+MCP_HEADERS = {
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2025-06-18",
+}
+# A stalled document is started again after a minute rather than the default ten: a fault
+# can lose a stage's message, and the run should see it recovered within its grace period.
+STACK_SETTINGS = {"RAGLINE_INGEST__STALL_AFTER_S": "60"}
+# The tiny run checks the mechanics (what is lost, doubled or leaked), not the model: its stack
+# embeds with the hashed embedder, so a worker started again loads no model.
+TINY_SETTINGS = {"RAGLINE_EMBEDDING__PROVIDER": "hashed"}
+# `--tiny`: minutes, uploads/s, searches/s, deletes/s, grace s, gap s, hold s, overlaps.
+TINY: dict[str, Any] = {
+    "minutes": 0.67,
+    "upload_rate": 1.0,
+    "search_rate": 2.0,
+    "delete_rate": 0.5,
+    "grace_s": 300.0,
+    "gap_s": (6.0, 9.0),
+    "hold_s": (2.0, 4.0),
+    "overlaps": 1,
+    "min_indexed": 0,
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault of the schedule: when (seconds after the load starts), which part, and how."""
+
+    at_s: float
+    part: str
+    action: str
+    hold_s: float = 0.0
+
+    def describe(self) -> str:
+        """`kill API`, `freeze MongoDB for 12.3 s`."""
+        held = f" for {self.hold_s:.1f} s" if self.action == FREEZE else ""
+        return f"{self.action} {self.part}{held}"
+
+    @property
+    def kind(self) -> str:
+        """The kind of fault, as `faults_injected` and `recovery_s` count them."""
+        return f"{self.action} {self.part}"
+
+
+def plan(
+    seed: int,
+    seconds: float,
+    gap_s: tuple[float, float],
+    hold_s: tuple[float, float],
+    overlaps: int,
+) -> list[Fault]:
+    """The faults of a run of `seconds`, from `seed` alone: one every `gap_s` (drawn between
+    its bounds), killed or frozen for `hold_s`; `overlaps` of them, spread over the run, are
+    pairs, a freeze and, before it ends, a fault of another part."""
+    rng = random.Random(seed)
+    slots: list[float] = []
+    at = rng.uniform(*gap_s)
+    while at < seconds:
+        slots.append(at)
+        at += rng.uniform(*gap_s)
+    pairs = min(overlaps, len(slots))
+    paired = {round((i + 0.5) * len(slots) / pairs) for i in range(pairs)} if pairs else set()
+    parts = list(PARTS)
+    faults: list[Fault] = []
+    for n, at in enumerate(slots):
+        part = rng.choice(parts)
+        if n in paired:
+            first = Fault(at, part, FREEZE, rng.uniform(*hold_s))
+            other = rng.choice([p for p in parts if p != part])
+            action = rng.choice((KILL, FREEZE))
+            second = Fault(
+                at + rng.uniform(0.2, 0.6) * first.hold_s,
+                other,
+                action,
+                rng.uniform(*hold_s) if action == FREEZE else 0.0,
+            )
+            faults += [first, second]
+        else:
+            action = rng.choice((KILL, FREEZE))
+            faults.append(Fault(at, part, action, rng.uniform(*hold_s) if action == FREEZE else 0))
+    return sorted(faults, key=lambda fault: fault.at_s)
+
+
+@dataclass
+class Struck:
+    """A fault as it happened: when it began and ended (monotonic), and its recovery."""
+
+    fault: Fault
+    began: float
+    ended: float | None = None
+    recovery_s: float | None = None
+    note: str = ""
+
+
+def overlapping(struck: list[Struck]) -> int:
+    """How many faults began while another was still on."""
+    return sum(
+        any(
+            other is not this
+            and other.began <= this.began < (math.inf if other.ended is None else other.ended)
+            for other in struck
+        )
+        for this in struck
+    )
+
+
+class Chaos(Soak):
+    """The soak's load, three more kinds of it, and the faults."""
+
+    deaths_are_errors = False
+
+    def __init__(self, *args: Any, faults: list[Fault], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.faults = faults
+        self.struck: list[Struck] = []
+        # Every search: when it was sent, its kind, whether it was answered within the bound,
+        # and its milliseconds.
+        self.asked: list[tuple[float, str, bool, float]] = []
+        self.replaces: dict[str, str] = {}  # new version's id -> the old one's
+        self.load_end = float("inf")
+
+    # -- the load -------------------------------------------------------------------------
+
+    def heard(self, kind: str, response: httpx.Response | None, ms: float) -> None:
+        """A search's outcome is kept for availability: any HTTP answer within the bound
+        counts (a refusal that says when to retry is an answer)."""
+        if kind.startswith("search"):
+            sent = time.monotonic() - ms / 1000
+            in_time = response is not None and ms <= (BOUND_S + SLACK_S) * 1000
+            self.asked.append((sent, kind, in_time, ms))
+
+    async def upload(self, n: int) -> None:
+        """New versions and hostile files among the soak's uploads."""
+        draw = self.rng.random()
+        if n >= 8 and draw < VERSION_SHARE and await self.new_version():
+            return
+        if n >= 8 and draw > 1 - HOSTILE_SHARE:
+            await self.hostile()
+            return
+        await super().upload(n)
+
+    async def new_version(self) -> bool:
+        """Uploads new text under the name of an indexed Markdown file; False if none is."""
+        taken = set(self.replaces.values())
+        candidates = [
+            self.docs[i]
+            for i in self.indexed_order
+            if self.docs[i].kind == "markdown" and i not in taken and self.docs[i].filename
+        ]
+        if not candidates:
+            return False
+        old = self.rng.choice(candidates)
+        code = self.new_code()
+        assert old.filename is not None
+        response, ms = await self.request(
+            "upload", "POST", f"/api/v1/knowledge-bases/{self.kb}/documents", (202,),
+            files={"file": (old.filename, self.corpus.markdown(code))}, headers=self.admin,
+        )  # fmt: skip
+        self.minute().upload_ms.append(ms)
+        if response is not None:
+            new = Doc(response.json()["id"], "new_version", code, filename=old.filename)
+            self.docs[new.id] = new
+            self.replaces[new.id] = old.id
+            self.minute().documents += 1
+            # The old version leaves search the moment the new one is indexed, before a poll
+            # sees it: it is no longer a target for live probes or deletes.
+            if old.id in self.indexed_order:
+                self.indexed_order.remove(old.id)
+        return True
+
+    async def hostile(self) -> None:
+        """A file that must end failed with a reason: a PDF cut short, or random bytes."""
+        code = self.new_code()
+        if self.rng.random() < 0.5:
+            pdf = (FIXTURES / "service-handbook.pdf").read_bytes()
+            name, data = f"cut-{code}.pdf", pdf[: len(pdf) * 2 // 5]
+        else:
+            name, data = f"noise-{code}.txt", self.rng.randbytes(4096)
+        response, ms = await self.request(
+            "upload", "POST", f"/api/v1/knowledge-bases/{self.kb}/documents", (202,),
+            files={"file": (name, data)}, headers=self.admin,
+        )  # fmt: skip
+        self.minute().upload_ms.append(ms)
+        if response is not None:
+            doc = Doc(response.json()["id"], "hostile", None, expect_failure=True, filename=name)
+            self.docs[doc.id] = doc
+            self.minute().documents += 1
+
+    async def search(self, tick: int) -> None:
+        """An agent's question over MCP among the soak's searches."""
+        if self.rng.random() >= MCP_SHARE:
+            await super().search(tick)
+            return
+        live = [d for d in self.indexed_order if self.docs[d].code]
+        target = self.docs[self.rng.choice(live)] if live else None
+        questions = self.corpus.questions
+        query = str(target.code) if target else questions[tick % len(questions)]
+        sent = time.monotonic()
+        body = {
+            "jsonrpc": "2.0",
+            "id": tick,
+            "method": "tools/call",
+            "params": {"name": "knowledge_search", "arguments": {"query": query}},
+        }
+        response, ms = await self.request(
+            "search_mcp", "POST", "/mcp", (200,), json=body, headers={**self.person, **MCP_HEADERS}
+        )
+        self.minute().search_ms.append(ms)
+        if response is None:
+            return
+        result = response.json().get("result") or {}
+        if result.get("isError") is not False:
+            self.error("search_mcp:tool_error", response.text)
+            return
+        hits = result["structuredContent"]["results"]
+        found = {hit["source"] for hit in hits}
+        found |= {copy["document_id"] for hit in hits for copy in hit["also_in"]}
+        self.check_found("search_mcp", query, found, sent)
+
+    def settle(self, doc: Doc, state: dict[str, Any]) -> None:
+        """The soak's, and a new version seen indexed replaces the old one."""
+        was = doc.status
+        super().settle(doc, state)
+        if doc.status != "indexed" or was == "indexed" or doc.id not in self.replaces:
+            return
+        old = self.docs[self.replaces[doc.id]]
+        if old.delete_sent is None and old.status == "indexed":
+            old.status, old.replaced_by, old.replaced_at = REPLACED, doc.id, time.monotonic()
+            if old.id in self.indexed_order:
+                self.indexed_order.remove(old.id)
+
+    # -- the faults -----------------------------------------------------------------------
+
+    def process(self, part: str) -> ManagedProcess:
+        """The process a part runs in now."""
+        name = PARTS[part]
+        if name in SERVERS:
+            return self.services.process(name)
+        return next(p for p in self.pipeline.processes if p.name == name)
+
+    async def strike_all(self, started: float) -> None:
+        """Every fault of the schedule, each at its time (a pair's two run together)."""
+        await asyncio.gather(*(self.strike(fault, started) for fault in self.faults))
+
+    async def strike(self, fault: Fault, started: float) -> None:
+        """One fault, at its time unless the load has stopped; then its canary."""
+        await asyncio.sleep(max(0.0, started + fault.at_s - time.monotonic()))
+        if time.monotonic() >= self.load_end:
+            return
+        process = self.process(fault.part)
+        struck = Struck(fault, time.monotonic())
+        self.struck.append(struck)
+        print(f"{struck.began - started:7.1f} s  {fault.describe()}", flush=True)
+        if fault.action == KILL:
+            before = process.pid
+            process.kill()
+            struck.note = await self.back(process, before)
+        else:
+            pid = process.pid
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                try:
+                    await asyncio.sleep(fault.hold_s)
+                finally:
+                    os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:  # down for another reason: the supervisor's to start
+                struck.note = " (the process was not running)"
+        struck.ended = time.monotonic()
+        struck.recovery_s = await self.canary(struck)
+        print(
+            f"{struck.ended - started:7.1f} s  {fault.describe()} over{struck.note}; canary "
+            f"indexed {rounded(struck.recovery_s)} s later",
+            flush=True,
+        )
+
+    async def back(self, process: ManagedProcess, before: int) -> str:
+        """Until the supervisor has started the part again and it answers; a note if not."""
+        deadline = time.monotonic() + BACK_LIMIT_S
+        while time.monotonic() < deadline:
+            if (
+                process.alive()
+                and process.pid != before
+                and await asyncio.to_thread(self._answers, process)
+            ):
+                return ""
+            await asyncio.sleep(0.2)
+        return f" (not back within {BACK_LIMIT_S:.0f} s)"
+
+    def _answers(self, process: ManagedProcess) -> bool:
+        if process.name == "api":
+            return self.pipeline.api_ready()
+        if process.name in SERVERS:
+            return port_open(self.services.port(process.name))
+        return True
+
+    async def canary(self, struck: Struck) -> float | None:
+        """Uploads a note once the fault is over; seconds until it is indexed (None if not
+        within `RECOVERY_LIMIT_S`)."""
+        assert struck.ended is not None
+        code = self.new_code()
+        body = {"title": f"Canary {code}", "content": f"Canary {code}: {struck.fault.describe()}."}
+        deadline = struck.ended + RECOVERY_LIMIT_S
+        response = None
+        while response is None and time.monotonic() < deadline:
+            response, _ = await self.request(
+                "canary", "POST", f"/api/v1/knowledge-bases/{self.kb}/documents/text", (202,),
+                json=body, headers=self.admin,
+            )  # fmt: skip
+            if response is None:
+                await asyncio.sleep(1.0)
+        if response is None:
+            return None
+        doc = Doc(response.json()["id"], "canary", code)
+        self.docs[doc.id] = doc
+        url = f"/api/v1/knowledge-bases/{self.kb}/documents/{doc.id}"
+        while time.monotonic() < deadline:
+            try:
+                state = await self.http.get(url, headers=self.admin)
+            except httpx.HTTPError:
+                state = None
+            if state is not None and state.status_code == 404:  # indexed, then deleted
+                return time.monotonic() - struck.ended
+            if state is not None and state.status_code == 200:
+                status = state.json()["parse_status"]
+                if status == "indexed":
+                    return time.monotonic() - struck.ended
+                if status == "failed":
+                    return None
+            await asyncio.sleep(0.5)
+        return None
+
+    async def run(self) -> None:
+        """The soak's load and grace period, with the faults beside the load."""
+        started = time.monotonic()
+        self.load_end = started + self.args.minutes * 60
+        faults = asyncio.create_task(self.strike_all(started))
+        await super().run()
+        await faults
+
+
+async def store_check(run_dir: Path, docs: dict[str, Doc]) -> dict[str, int]:
+    """With the stack stopped, its vector store: documents whose points are not their chunk
+    count, deleted or replaced ones holding points, files or records with more than one
+    document searchable, and points of no uploaded document."""
+    store = EdgeVectorStore(run_dir / "vectors", 384)
+    await store.ensure_collection()
+    points: Counter[str] = Counter()
+    searchable: dict[tuple[str, str], set[str]] = {}
+    try:
+        async for batch in store.export_points(chunks_where("default")):
+            for point in batch:
+                payload = point.payload
+                points[payload.document_id] += 1
+                if payload.active:
+                    key = (payload.kb_id, payload.source_key)
+                    searchable.setdefault(key, set()).add(payload.document_id)
+    finally:
+        await store.close()
+    wrong = [
+        d.id
+        for d in docs.values()
+        if d.deleted is None
+        and d.status != REPLACED
+        and points[d.id] != (d.chunks if d.status == "indexed" else 0)
+    ]
+    return {
+        "documents_with_wrong_point_count": len(wrong),
+        "deleted_documents_with_points": sum(
+            points[d.id] > 0 for d in docs.values() if d.deleted is not None
+        ),
+        "replaced_versions_with_points": sum(
+            points[d.id] > 0 for d in docs.values() if d.status == REPLACED
+        ),
+        "sources_searchable_twice": sum(len(ids) > 1 for ids in searchable.values()),
+        "points_of_no_uploaded_document": sum(
+            n for document_id, n in points.items() if document_id not in docs
+        ),
+        "points": sum(points.values()),
+    }
+
+
+def figures(chaos: Chaos, finals: dict[str, Any], store: dict[str, int]) -> dict[str, Any]:
+    """The run's last line."""
+    docs = list(chaos.docs.values())
+    # Lost: accepted, then gone from the KB's list though never deleted. Stuck: still in a
+    # stage after the grace period.
+    lost = [d for d in docs if d.status == "vanished" and d.delete_sent is None]
+    stuck = [d for d in docs if d.status not in (*ENDED, "vanished") and d.delete_sent is None]
+    for doc in lost:
+        chaos.error("document:lost", f"{doc.id} ({doc.kind})")
+    for doc in stuck:
+        chaos.error("document:stuck", f"{doc.id} ({doc.kind}) still {doc.status}")
+    unexpected = [d for d in docs if d.status == "failed" and not d.expect_failure]
+    api_down = [(s.began, s.ended or s.began) for s in chaos.struck if s.fault.part == "API"]
+    faulty = [(s.began, s.ended or s.began) for s in chaos.struck]
+
+    def within(at: float, windows: list[tuple[float, float]]) -> bool:
+        return any(begin <= at <= end for begin, end in windows)
+
+    up = [a for a in chaos.asked if not within(a[0], api_down)]
+    during = [a[3] for a in chaos.asked if within(a[0], faulty) and a[2]]
+    outside = [a[3] for a in chaos.asked if not within(a[0], faulty) and a[2]]
+    recovery: dict[str, list[float | None]] = {}
+    for s in chaos.struck:
+        recovery.setdefault(s.fault.kind, []).append(rounded(s.recovery_s))
+    deleted_returned = sum(
+        n for kind, n in chaos.errors.items() if kind.endswith("deleted_document_returned")
+    )
+    replaced_returned = sum(
+        n for kind, n in chaos.errors.items() if kind.endswith("replaced_version_returned")
+    )
+    zero = chaos.started
+    buckets = max(1, int((time.monotonic() - zero) // 10) + 1)
+    return {
+        "seed": chaos.args.seed,
+        "minutes": chaos.args.minutes,
+        "faults_injected": dict(Counter(s.fault.kind for s in chaos.struck)),
+        "faults": len(chaos.struck),
+        "overlaps": overlapping(chaos.struck),
+        "faults_not_back": [s.fault.describe() for s in chaos.struck if s.note],
+        "documents": {
+            "uploaded": len(docs),
+            "indexed": sum(d.status == "indexed" for d in docs),
+            "failed": sum(d.status == "failed" for d in docs),
+            "replaced": sum(d.status == REPLACED for d in docs),
+            "deleted": sum(d.deleted is not None for d in docs),
+            "canaries": sum(d.kind == "canary" for d in docs),
+        },
+        "lost_documents": len(lost),
+        "stuck_documents": len(stuck),
+        "failed_unexpectedly": len(unexpected),
+        "failure_reasons": dict(Counter(str(d.error)[:120] for d in unexpected)),
+        "indexed_twice": store["sources_searchable_twice"]
+        + store["documents_with_wrong_point_count"],
+        "deleted_documents_returned": deleted_returned,
+        "replaced_versions_returned": replaced_returned,
+        "deleted_documents_with_points": store["deleted_documents_with_points"],
+        "replaced_versions_with_points": store["replaced_versions_with_points"],
+        "points_of_no_uploaded_document": store["points_of_no_uploaded_document"],
+        "kb_counts_match": finals["kb_counts"] == finals["expected"],
+        "kb_counts": finals["kb_counts"],
+        "kb_counts_expected": finals["expected"],
+        "searches": len(chaos.asked),
+        "search_availability": round(sum(a[2] for a in up) / len(up), 4) if up else None,
+        "search_p95_ms_during_faults": rounded(percentile(during, 95)),
+        "search_p95_ms_outside_faults": rounded(percentile(outside, 95)),
+        "recovery_s": recovery,
+        "recovery_s_median": {
+            kind: rounded(statistics.median(v for v in values if v is not None))
+            if any(v is not None for v in values)
+            else None
+            for kind, values in recovery.items()
+        },
+        "errors_by_kind": dict(chaos.errors),
+        "requests": dict(sum((m.requests for m in chaos.minutes), Counter())),
+        "stages": finals.get("stages", {}),
+        "timeline": {
+            "faults": [
+                [round(s.began - zero, 1), round((s.ended or s.began) - zero, 1), s.fault.kind]
+                for s in chaos.struck
+            ],
+            "errors_per_10s": _per_bucket(chaos, zero, buckets),
+        },
+    }
+
+
+def _per_bucket(chaos: Chaos, zero: float, buckets: int) -> list[int]:
+    """Searches not answered within the bound, per 10 s."""
+    counts = [0] * buckets
+    for sent, _, answered, _ in chaos.asked:
+        if not answered:
+            counts[min(buckets - 1, int((sent - zero) // 10))] += 1
+    return counts
+
+
+def data_problems(result: dict[str, Any]) -> list[str]:
+    """What the run lost, doubled or leaked."""
+    keys = (
+        "lost_documents",
+        "stuck_documents",
+        "indexed_twice",
+        "deleted_documents_returned",
+        "replaced_versions_returned",
+        "deleted_documents_with_points",
+        "replaced_versions_with_points",
+        "points_of_no_uploaded_document",
+    )
+    problems = [f"{key}: {result[key]}" for key in keys if result[key]]
+    if not result["kb_counts_match"]:
+        problems.append(
+            f"KB counts {result['kb_counts']}, documents {result['kb_counts_expected']}"
+        )
+    return problems
+
+
+def run(
+    args: argparse.Namespace, work: Path, faults: list[Fault], settings: dict[str, str]
+) -> dict[str, Any]:
+    """Starts the stack under a supervisor, drives the load and the faults, checks the end."""
+    rng = random.Random(args.seed)
+    corpus = Corpus(args.eval, rng)
+    with bench_stack(work, TOKEN, SECRET, settings, RECORD_STAGES) as (services, pipeline):
+        with Supervisor(services, pipeline, interval_s=0.2, max_restarts=10) as supervisor:
+
+            async def drive() -> tuple[Chaos, dict[str, Any]]:
+                limits = httpx.Limits(max_connections=64, max_keepalive_connections=16)
+                async with httpx.AsyncClient(
+                    base_url=pipeline.api_url, timeout=REQUEST_TIMEOUT_S, limits=limits
+                ) as http:
+                    chaos = Chaos(http, services, pipeline, corpus, rng, args, faults=faults)
+                    await chaos.setup()
+                    await chaos.run()
+                    finals = await chaos.final_checks()
+                finals["stages"] = await stage_metrics(pipeline)
+                return chaos, finals
+
+            chaos, finals = asyncio.run(drive())
+            restarts = list(supervisor.restarts)
+        pipeline.stop()  # the vector store has one owner: the API must be gone to open it
+        store = asyncio.run(store_check(work / "run", chaos.docs))
+    result = figures(chaos, finals, store)
+    result["restarts"] = dict(Counter(name for name, _ in restarts))
+    return result
+
+
+def main() -> None:
+    """Runs the chaos soak and prints its figures; the last line is JSON."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.chaos")
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--upload-rate", type=float, default=0.5, help="uploads per second")
+    parser.add_argument("--search-rate", type=float, default=1.0, help="searches per second")
+    parser.add_argument("--delete-rate", type=float, default=0.3, help="deletes per second")
+    parser.add_argument("--min-indexed", type=int, default=30)
+    parser.add_argument("--grace-s", type=float, default=600.0)
+    parser.add_argument("--gap-s", type=float, nargs=2, default=(45.0, 90.0))
+    parser.add_argument("--hold-s", type=float, nargs=2, default=(10.0, 30.0))
+    parser.add_argument("--overlaps", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
+    parser.add_argument("--tiny", action="store_true", help="40 s: what `make test` runs")
+    add_results_option(parser)
+    args = parser.parse_args()
+    if args.tiny:
+        vars(args).update(TINY)
+    args.warmup_minutes, args.trace_memory = 0, 0
+    faults = plan(
+        args.seed, args.minutes * 60, tuple(args.gap_s), tuple(args.hold_s), args.overlaps
+    )
+    settings = STACK_SETTINGS | (TINY_SETTINGS if args.tiny else {})
+    announce(settings)
+    print(f"chaos: {args.minutes:g} min, seed {args.seed}, {len(faults)} faults:")
+    for fault in faults:
+        print(f"  {fault.at_s:7.1f} s  {fault.describe()}")
+    with sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="ragline-chaos-") as tmp:
+        result = run(args, Path(tmp), faults, settings)
+    print(json.dumps(result))
+    publish("chaos", result, tiny=args.tiny, results_dir=args.results_dir)
+    exit_if_data_was_lost("chaos", data_problems(result))
+
+
+if __name__ == "__main__":
+    main()
