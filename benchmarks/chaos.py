@@ -577,19 +577,22 @@ def _per_bucket(chaos: Chaos, zero: float, buckets: int) -> list[int]:
     return counts
 
 
+# The figures that must be 0: what the run lost, doubled or leaked.
+DATA_PROBLEMS = (
+    "lost_documents",
+    "stuck_documents",
+    "indexed_twice",
+    "deleted_documents_returned",
+    "replaced_versions_returned",
+    "deleted_documents_with_points",
+    "replaced_versions_with_points",
+    "points_of_no_uploaded_document",
+)
+
+
 def data_problems(result: dict[str, Any]) -> list[str]:
     """What the run lost, doubled or leaked."""
-    keys = (
-        "lost_documents",
-        "stuck_documents",
-        "indexed_twice",
-        "deleted_documents_returned",
-        "replaced_versions_returned",
-        "deleted_documents_with_points",
-        "replaced_versions_with_points",
-        "points_of_no_uploaded_document",
-    )
-    problems = [f"{key}: {result[key]}" for key in keys if result[key]]
+    problems = [f"{key}: {result[key]}" for key in DATA_PROBLEMS if result[key]]
     if not result["kb_counts_match"]:
         problems.append(
             f"KB counts {result['kb_counts']}, documents {result['kb_counts_expected']}"
