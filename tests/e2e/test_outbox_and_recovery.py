@@ -68,14 +68,27 @@ async def test_a_broker_restart_losing_messages_in_flight_is_recovered(
     api: Api, stack: RunningPipeline
 ) -> None:
     kb = await api.create_kb()
-    uploaded = [
-        await api.upload(
-            kb["id"], f"page-{n}.txt", (f"Section {n} on harbour rules. " * 400).encode()
+    # The extract worker is stopped, so that the uploads' events wait in the broker, unread,
+    # whatever the machine's speed (running, the pipeline could finish them before the
+    # restart, and nothing would be lost). It starts again on the new broker.
+    extract = stack.pipeline.workers("extract")[0]
+    deferred = await api.metric(f"{stack.url}/metrics", "ragline_outbox_deferred_total")
+    extract.stop()
+    try:
+        uploaded = [
+            await api.upload(
+                kb["id"], f"page-{n}.txt", (f"Section {n} on harbour rules. " * 400).encode()
+            )
+            for n in range(6)
+        ]
+        # Every event went to the broker (none was left in the outbox for the relay).
+        assert await api.metric(f"{stack.url}/metrics", "ragline_outbox_deferred_total") == (
+            deferred
         )
-        for n in range(6)
-    ]
-    # The broker dies with the events in it and comes back empty.
-    stack.services.restart("kafka")
+        # The broker dies with the events in it and comes back empty.
+        stack.services.restart("kafka")
+    finally:
+        extract.start()
     ids = [doc["id"] for doc in uploaded]
     await _all_indexed(api, kb["id"], ids)
     for document_id in ids:
