@@ -436,10 +436,12 @@ class EdgeVectorStore:
             sparse = _sparse_query(query.sparse)
             if sparse is None:
                 return []
+            selector = edge_filter(query.scope.filter())
             request = qe.QueryRequest(
                 limit=query.limit,
                 query=sparse,
-                filter=edge_filter(query.scope.filter()),
+                filter=selector,
+                params=_within(selector),
                 with_payload=True,
             )
         else:
@@ -461,6 +463,7 @@ class EdgeVectorStore:
         if not parts:
             return Rankings([], [])
         selector = edge_filter(query.scope.filter())
+        corpus = _within(selector)
         requests = []
         for part, term in parts:
             if part is RankPart.DENSE:
@@ -473,7 +476,10 @@ class EdgeVectorStore:
                 )
             elif part is RankPart.SPARSE:
                 request = qe.QueryRequest(
-                    limit=query.depth, query=_sparse_query(query.sparse), filter=selector
+                    limit=query.depth,
+                    query=_sparse_query(query.sparse),
+                    filter=selector,
+                    params=corpus,
                 )
             else:
                 request = qe.QueryRequest(
@@ -681,6 +687,12 @@ def _edge_condition(condition: Condition) -> Any:
 
 def _dense_query(vector: NDArray[np.float32]) -> qe.Query:
     return qe.Query.Nearest(vector.tolist(), using=DENSE_VECTOR)
+
+
+def _within(selector: qe.Filter) -> qe.SearchParams:
+    """A sparse query's parameters: its terms' IDF counted over the chunks in its scope alone
+    (`infra.sparse`), not over the whole store."""
+    return qe.SearchParams(idf=qe.IdfParams(corpus=selector))
 
 
 def _sparse_query(sparse: SparseVector | None) -> qe.Query | None:

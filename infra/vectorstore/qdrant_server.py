@@ -281,12 +281,14 @@ class QdrantServerStore:
             sparse = _sparse_vector(query.sparse)
             if sparse is None:
                 return []
+            selector = qdrant_filter(query.scope.filter())
             async with _qdrant_errors():
                 response = await self._client.query_points(
                     self._collection,
                     query=sparse,
                     using=SPARSE_VECTOR,
-                    query_filter=qdrant_filter(query.scope.filter()),
+                    query_filter=selector,
+                    search_params=_within(selector),
                     limit=query.limit,
                     with_payload=True,
                 )
@@ -327,6 +329,7 @@ class QdrantServerStore:
                     query=_sparse_vector(query.sparse),
                     using=SPARSE_VECTOR,
                     filter=selector,
+                    params=_within(selector),
                     limit=query.depth,
                 )
             else:
@@ -421,6 +424,12 @@ def _qdrant_condition(condition: Condition) -> qm.Condition:
             return qm.FieldCondition(key=key, range=qm.Range(gte=gte, lt=lt))
         case Filter():
             return qdrant_filter(condition)
+
+
+def _within(selector: qm.Filter) -> qm.SearchParams:
+    """A sparse query's parameters: its terms' IDF counted over the chunks in its scope alone
+    (`infra.sparse`), not over the whole collection."""
+    return qm.SearchParams(idf=qm.IdfCorpusParams(corpus=selector))
 
 
 def _sparse_vector(sparse: SparseVector | None) -> qm.SparseVector | None:

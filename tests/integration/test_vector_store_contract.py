@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -450,6 +451,54 @@ async def test_a_sparse_ranking_ranks_by_bm25_alone_within_the_scope(store: Vect
     assert ranked.dense == []
     assert (await store.rank(sparse("the of"))).sparse == []
     assert (await store.rank(sparse("hold", SearchScope("t1", (), EVERYONE)))).sparse == []
+
+
+async def test_sparse_scores_count_term_statistics_within_the_scope_alone(
+    store: VectorStore,
+) -> None:
+    """A term's IDF is counted over the chunks the search may read: another tenant's chunks,
+    another KB's, hidden or unreadable ones and deleted ones do not move a score; the scope's
+    own chunks do, at once."""
+    encoder = SparseEncoder()
+    await store.upsert(
+        [
+            _text_point("doc_both", "the fan of the router failed", 1),
+            _text_point("doc_router", "the router boots", 2),
+            _text_point("doc_other", "kayaks are returned", 3),
+        ]
+    )
+    scope = SearchScope("t1", ("kb1",), EVERYONE)
+    terms = encoder.query("router fan")
+
+    async def scores() -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        ranked = await store.rank(RankQuery(scope, _unit(1), 10, sparse=terms))
+        query = VectorQuery(scope, _unit(1), 10, mode=RetrievalMode.SPARSE, sparse=terms)
+        found = [(hit.point_id, hit.score) for hit in await store.search(query)]
+        return ranked.sparse, found
+
+    before = await scores()
+    assert [point for point, _ in before[0]] == [
+        chunk_point_id("doc_both", 0),
+        chunk_point_id("doc_router", 0),
+    ]
+    crowd = [_text_point(f"crowd_{i}", "fan fan router", 100 + i, tenant="t2") for i in range(60)]
+    crowd += [_text_point(f"kb2_{i}", "the router fan", 200 + i, kb="kb2") for i in range(20)]
+    hidden = _text_point("doc_hidden", "router fan", 300)
+    unreadable = _text_point("doc_unreadable", "router fan", 301)
+    crowd.append(replace(hidden, payload=hidden.payload.model_copy(update={"active": False})))
+    crowd.append(
+        replace(unreadable, payload=unreadable.payload.model_copy(update={"readers": ["hr"]}))
+    )
+    await store.upsert(crowd)
+    assert await scores() == before
+    await store.delete(Filter(must=(Match("tenant_id", "t2"),)))
+    await store.delete(chunks_of_kb("t1", "kb2"))
+    assert await scores() == before
+
+    await store.delete_points([chunk_point_id("doc_other", 0)])
+    fewer = await scores()
+    assert [point for point, _ in fewer[0]] == [point for point, _ in before[0]]
+    assert fewer[0][0][1] < before[0][0][1]  # one chunk fewer: each term is less rare
 
 
 async def test_read_gives_the_payloads_of_the_points_in_scope_only(store: VectorStore) -> None:
