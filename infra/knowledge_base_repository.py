@@ -9,7 +9,14 @@ from pymongo.errors import DuplicateKeyError
 
 from core.errors import Conflict, NotFound
 from core.governance import Visibility
-from infra.mongo import KB_CODES, KNOWLEDGE_BASES, Database, from_mongo, mongo_errors
+from infra.mongo import (
+    DOCUMENTS,
+    KB_CODES,
+    KNOWLEDGE_BASES,
+    Database,
+    from_mongo,
+    mongo_errors,
+)
 from schemas.domain import KbStatus, KnowledgeBase, RetrievalConfig, new_kb_id, utcnow
 
 
@@ -20,6 +27,7 @@ class KnowledgeBaseRepository:
     def __init__(self, db: Database) -> None:
         self._kbs = db[KNOWLEDGE_BASES]
         self._codes = db[KB_CODES]
+        self._docs = db[DOCUMENTS]
 
     async def create(
         self,
@@ -48,7 +56,8 @@ class KnowledgeBaseRepository:
             created_at=now,
             updated_at=now,
         )
-        record = kb.model_dump(exclude={"id"})
+        # Its counts are its documents' (`counted`), never stored.
+        record = kb.model_dump(exclude={"id", "document_count", "chunk_count"})
         record["_id"] = kb.id
         if code is not None:
             await self._claim_code(tenant_id, code, kb.id)
@@ -129,6 +138,37 @@ class KnowledgeBaseRepository:
         if doc is None:
             raise NotFound("knowledge base", kb_id)
         return KnowledgeBase.model_validate(from_mongo(doc))
+
+    async def counted(self, kbs: list[KnowledgeBase]) -> list[KnowledgeBase]:
+        """The KBs with their counts: how many documents each holds and how many of their
+        chunks are searchable, counted from the documents (one aggregation). Counts are not
+        kept on a KB: a change to a document would then write its KB's record in the change's
+        transaction, and a process killed inside one would hold up every other document of the
+        KB until the server reaps it (`infra.lifecycle`)."""
+        if not kbs:
+            return []
+        pipeline: list[dict[str, Any]] = [
+            {"$match": {"kb_id": {"$in": [kb.id for kb in kbs]}}},
+            {
+                "$group": {
+                    "_id": "$kb_id",
+                    "documents": {"$sum": 1},
+                    "chunks": {"$sum": {"$ifNull": ["$indexed_chunk_count", 0]}},
+                }
+            },
+        ]
+        async with mongo_errors():
+            cursor = await self._docs.aggregate(pipeline)
+            counts = {doc["_id"]: doc async for doc in cursor}
+        return [
+            kb.model_copy(
+                update={
+                    "document_count": int(counts.get(kb.id, {}).get("documents", 0)),
+                    "chunk_count": int(counts.get(kb.id, {}).get("chunks", 0)),
+                }
+            )
+            for kb in kbs
+        ]
 
     async def revisions(self, kb_ids: list[str]) -> dict[str, int]:
         """The current revision of each of these KBs that exists."""

@@ -1,11 +1,17 @@
-"""Changes that span a document, its knowledge base's counts, its version line and the events
-that start its pipeline.
+"""Changes that span a document, its version line and the events that start its pipeline.
 
 Each is one MongoDB transaction (the events go to the outbox, `infra.outbox`, in it), so a
-crash or a replayed event can never leave a KB's document and chunk counts off by one, two
-versions of one source both marked live, or an accepted document without its event. Within a
-transaction a write and then a read of the same record are atomic, so no find-and-modify is
-needed (see `infra.mongo`).
+crash or a replayed event can never leave two versions of one source both marked live, or an
+accepted document without its event. Within a transaction a write and then a read of the same
+record are atomic, so no find-and-modify is needed (see `infra.mongo`).
+
+No transaction writes a record that other documents' changes write too, such as their KB's:
+a process killed in the middle of a transaction leaves it open until the server reaps it (a
+minute, MongoDB's `transactionLifetimeLimitSeconds`), and every transaction that writes a record
+it wrote waits until then. So a KB's document and chunk counts are not kept on the KB: they are
+counted from its documents when shown (`KnowledgeBaseRepository.counted`), and the KB's revision
+is raised once the transaction has committed, by a write of its own (`touch`: raised again by a
+replay, which costs a cached answer at most).
 """
 
 from __future__ import annotations
@@ -89,7 +95,7 @@ class DocumentLifecycle:
         """The next version number of a source in a KB (1 for a new source)."""
         source = _source_id(kb_id, source_key)
 
-        async def work(session: AsyncClientSession, _: KbRevisions) -> int:
+        async def work(session: AsyncClientSession) -> int:
             await self._sources.update_one(
                 {"_id": source},
                 {"$inc": {"next_version": 1}, "$setOnInsert": {"kb_id": kb_id, "live_version": 0}},
@@ -100,8 +106,7 @@ class DocumentLifecycle:
             assert record is not None
             return int(record["next_version"])
 
-        version, _ = await self._transaction(work)
-        return version
+        return await self._transaction(work)
 
     async def create(self, documents: Sequence[Document]) -> Started:
         """Stores new documents of one KB, counts them and queues their pipeline events."""
@@ -115,13 +120,12 @@ class DocumentLifecycle:
         kb_id = documents[0].kb_id
         events = [Pending.of(DocumentUploaded.of(document)) for document in documents]
 
-        async def work(session: AsyncClientSession, revisions: KbRevisions) -> None:
+        async def work(session: AsyncClientSession) -> None:
             await self._docs.insert_many(records, session=session)
-            await self._count(session, revisions, kb_id, documents=len(records), chunks=0)
             await self._outbox.add(events, session)
 
-        _, revisions = await self._transaction(work)
-        return Started(events, revisions)
+        await self._transaction(work)
+        return Started(events, await self.touch(kb_id))
 
     async def restart(
         self,
@@ -160,7 +164,7 @@ class DocumentLifecycle:
             "$unset": dict.fromkeys(RUN_FIELDS, ""),
         }
 
-        async def work(session: AsyncClientSession, _: KbRevisions) -> tuple[Document, Pending]:
+        async def work(session: AsyncClientSession) -> tuple[Document, Pending]:
             raw = await self._docs.find_one_and_update(
                 query, update, return_document=ReturnDocument.AFTER, session=session
             )
@@ -171,8 +175,7 @@ class DocumentLifecycle:
             await self._outbox.add([event], session)
             return document, event
 
-        restarted, _ = await self._transaction(work)
-        return restarted
+        return await self._transaction(work)
 
     async def live_version(self, kb_id: str, source_key: str) -> int:
         """The version of a source that search shows now (0: none yet)."""
@@ -186,9 +189,7 @@ class DocumentLifecycle:
         None if the document is gone, stale, or already finished (a replay).
         """
 
-        async def work(
-            session: AsyncClientSession, revisions: KbRevisions
-        ) -> Finished | Superseded | None:
+        async def work(session: AsyncClientSession) -> Finished | Superseded | None:
             raw = await self._docs.find_one(
                 {
                     "_id": document_id,
@@ -249,15 +250,6 @@ class DocumentLifecycle:
                 },
                 session=session,
             )
-            await self._count(
-                session,
-                revisions,
-                document.kb_id,
-                documents=-len(older),
-                chunks=chunk_count
-                - document.indexed_chunk_count
-                - sum(doc.indexed_chunk_count for doc in older),
-            )
             finished = document.model_copy(
                 update={
                     "parse_status": ParseStatus.INDEXED,
@@ -267,9 +259,9 @@ class DocumentLifecycle:
             )
             return Finished(finished, older)
 
-        outcome, revisions = await self._transaction(work)
+        outcome = await self._transaction(work)
         if isinstance(outcome, Finished):
-            outcome.revisions = revisions
+            outcome.revisions = await self.touch(outcome.document.kb_id)
         return outcome
 
     async def withdraw(self, document_id: str, generation: int) -> KbRevisions | None:
@@ -278,7 +270,7 @@ class DocumentLifecycle:
         and moves the KB's revision on, since what search shows changed. None if the run is
         no longer current, or finished."""
 
-        async def work(session: AsyncClientSession, revisions: KbRevisions) -> bool:
+        async def work(session: AsyncClientSession) -> str | None:
             raw = await self._docs.find_one(
                 {
                     "_id": document_id,
@@ -290,80 +282,55 @@ class DocumentLifecycle:
                 session=session,
             )
             if raw is None:
-                return False
+                return None
             document = to_document(raw)
             if document.indexed_chunk_count:
                 await self._docs.update_one(
                     {"_id": document_id}, {"$set": {"indexed_chunk_count": 0}}, session=session
                 )
-            chunks = document.indexed_chunk_count
-            await self._count(session, revisions, document.kb_id, documents=0, chunks=-chunks)
-            return True
+            return document.kb_id
 
-        current, revisions = await self._transaction(work)
-        return revisions if current else None
+        kb_id = await self._transaction(work)
+        return None if kb_id is None else await self.touch(kb_id)
 
     async def remove(self, document_id: str) -> Removed | None:
         """Deletes a document's record and takes it out of its KB's counts."""
 
-        async def work(session: AsyncClientSession, revisions: KbRevisions) -> Document | None:
+        async def work(session: AsyncClientSession) -> Document | None:
             raw = await self._docs.find_one({"_id": document_id}, session=session)
             if raw is None:
                 return None
             await self._docs.delete_one({"_id": document_id}, session=session)
-            document = to_document(raw)
-            await self._count(
-                session,
-                revisions,
-                document.kb_id,
-                documents=-1,
-                chunks=-document.indexed_chunk_count,
-            )
-            return document
+            return to_document(raw)
 
-        document, revisions = await self._transaction(work)
-        return None if document is None else Removed(document, revisions)
+        document = await self._transaction(work)
+        if document is None:
+            return None
+        return Removed(document, await self.touch(document.kb_id))
 
     async def remove_kb(self, kb_id: str) -> None:
         """Deletes a KB's record, its documents' records and its version lines."""
 
-        async def work(session: AsyncClientSession, _: KbRevisions) -> None:
+        async def work(session: AsyncClientSession) -> None:
             await self._docs.delete_many({"kb_id": kb_id}, session=session)
             await self._sources.delete_many({"kb_id": kb_id}, session=session)
             await self._kbs.delete_one({"_id": kb_id}, session=session)
 
         await self._transaction(work)
 
-    async def _count(
-        self,
-        session: AsyncClientSession,
-        revisions: KbRevisions,
-        kb_id: str,
-        *,
-        documents: int,
-        chunks: int,
-    ) -> None:
-        update: dict[str, Any] = {
-            "$inc": {"document_count": documents, "chunk_count": chunks, "revision": 1},
-            "$set": {"updated_at": utcnow()},
-        }
-        await self._kbs.update_one({"_id": kb_id}, update, session=session)
-        kb = await self._kbs.find_one({"_id": kb_id}, {"revision": 1}, session=session)
-        if kb is not None:
-            revisions[kb_id] = int(kb["revision"])
+    async def touch(self, kb_id: str) -> KbRevisions:
+        """Raises the KB's revision (what search shows of it changed), by a write outside any
+        transaction; its revision now (none if the KB is gone)."""
+        async with mongo_errors():
+            await self._kbs.update_one(
+                {"_id": kb_id}, {"$inc": {"revision": 1}, "$set": {"updated_at": utcnow()}}
+            )
+            kb = await self._kbs.find_one({"_id": kb_id}, {"revision": 1})
+        return {} if kb is None else {kb_id: int(kb["revision"])}
 
-    async def _transaction(
-        self, work: Callable[[AsyncClientSession, KbRevisions], Awaitable[T]]
-    ) -> tuple[T, KbRevisions]:
-        """Runs `work` in a transaction (retried whole on a transient error); returns its result
-        and the KB revisions its committed attempt set."""
-        revisions: KbRevisions = {}
-
-        async def attempt(session: AsyncClientSession) -> T:
-            revisions.clear()
-            return await work(session, revisions)
-
-        return await in_transaction(self._client, attempt), revisions
+    async def _transaction(self, work: Callable[[AsyncClientSession], Awaitable[T]]) -> T:
+        """Runs `work` in a transaction (retried whole on a transient error); its result."""
+        return await in_transaction(self._client, work)
 
 
 _FINAL = (ParseStatus.INDEXED, ParseStatus.FAILED, ParseStatus.DELETING)

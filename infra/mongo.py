@@ -145,6 +145,8 @@ async def ensure_indexes(db: Database) -> None:
             ]
         )
         await docs.create_index([("kb_id", ASCENDING), ("sha256", ASCENDING)])
+        # A KB's counts are counted from its documents (`KnowledgeBaseRepository.counted`).
+        await docs.create_index([("kb_id", ASCENDING), ("indexed_chunk_count", ASCENDING)])
         await docs.create_index(
             [("kb_id", ASCENDING), ("source_key", ASCENDING), ("version", DESCENDING)]
         )

@@ -222,7 +222,7 @@ class AgentToolService:
         else:
             active = set(await self._kbs.all_active_ids(agent.tenant_id))
             kbs = [kb for kb in await self._kbs.list_all(agent.tenant_id) if kb.id in active]
-        return [_info(kb) for kb in kbs]
+        return [_info(kb) for kb in await self._kbs.counted(kbs)]
 
     async def describe(self, agent: Agent, spec: ToolSpec) -> str:
         """A tool's description for this agent: with a bot's trigger instructions and the

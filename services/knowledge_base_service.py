@@ -54,28 +54,32 @@ class KnowledgeBaseService:
         return await self._kbs.resolve(tenant_id, id_or_code)
 
     async def list_all(self, tenant_id: str) -> list[KnowledgeBase]:
-        """The tenant's knowledge bases, newest first."""
-        return await self._kbs.list_all(tenant_id)
+        """The tenant's knowledge bases, newest first, with their counts."""
+        return await self._kbs.counted(await self._kbs.list_all(tenant_id))
 
     async def get(self, tenant_id: str, kb_id: str) -> KnowledgeBase:
-        """One of the tenant's knowledge bases (`NotFound` for any other)."""
-        return await self._kbs.get(tenant_id, kb_id)
+        """One of the tenant's knowledge bases with its counts (`NotFound` for any other)."""
+        return await self._counted(await self._kbs.get(tenant_id, kb_id))
 
     async def update(self, tenant_id: str, kb_id: str, changes: dict[str, Any]) -> KnowledgeBase:
         """Applies the given field changes (none: the KB as it is); 409 while it is deleted."""
         current = ensure_changeable(await self._kbs.get(tenant_id, kb_id))
         if not changes:
-            return current
+            return await self._counted(current)
         kb = await self._kbs.update(tenant_id, kb_id, changes)
         await self._freshness.kb_changed(kb, access="status" in changes)
-        return kb
+        return await self._counted(kb)
 
     async def disable(self, tenant_id: str, kb_id: str) -> KnowledgeBase:
         """Takes the KB's chunks out of search at once; nothing is lost."""
         ensure_changeable(await self._kbs.get(tenant_id, kb_id), "; delete it with hard=true")
         kb = await self._kbs.update(tenant_id, kb_id, {"status": KbStatus.DISABLED})
         await self._freshness.kb_changed(kb, access=True)
-        return kb
+        return await self._counted(kb)
+
+    async def _counted(self, kb: KnowledgeBase) -> KnowledgeBase:
+        (counted,) = await self._kbs.counted([kb])
+        return counted
 
     async def delete(self, tenant_id: str, kb_id: str) -> None:
         """Deletes the KB and everything in it, for good (an interrupted delete is finished by

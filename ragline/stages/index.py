@@ -155,6 +155,9 @@ class IndexHandler:
                 and current.parse_status is ParseStatus.INDEXED
             ):
                 await self._delete_older_versions(document)
+                # The KB's revision is raised after the finish commits: that may have been cut
+                # short too.
+                await self._freshness.kbs_changed(await self._lifecycle.touch(document.kb_id))
             return StageResult(skipped=True)
         if isinstance(outcome, Superseded):
             await self._drop_superseded(outcome.document)

@@ -111,11 +111,15 @@ class Lifecycle(Protocol):
         ...
 
     async def remove(self, document_id: str) -> Removed | None:
-        """Deletes a document's record and takes it out of its KB's counts."""
+        """Deletes a document's record (and so takes it out of its KB's counts)."""
         ...
 
     async def withdraw(self, document_id: str, generation: int) -> KbRevisions | None:
         """Takes a failing run's chunks out of its KB's count."""
+        ...
+
+    async def touch(self, kb_id: str) -> KbRevisions:
+        """Raises the KB's revision: what search shows of it changed."""
         ...
 
 

@@ -197,7 +197,7 @@ async def test_a_document_becomes_searchable_only_when_complete(
     finished = await stage.documents.find(document.id)
     assert finished is not None
     assert finished.parse_status is ParseStatus.INDEXED
-    counted = await stage.kbs.get("acme", kb.id)
+    (counted,) = await stage.kbs.counted([await stage.kbs.get("acme", kb.id)])
     assert (counted.document_count, counted.chunk_count) == (1, 7)
     # Cached answers of the KB's older revisions are retired.
     assert stage.freshness.told == {kb.id: counted.revision}
@@ -233,7 +233,7 @@ async def test_a_new_version_replaces_the_old_one_when_it_is_complete(
     assert await stage.visible(kb.id) == {new.id}
     assert await store.count(chunks_where("acme", document_id=old.id)) == 0
     assert await stage.documents.find(old.id) is None
-    counted = await stage.kbs.get("acme", kb.id)
+    (counted,) = await stage.kbs.counted([await stage.kbs.get("acme", kb.id)])
     assert (counted.document_count, counted.chunk_count) == (1, 5)
     with pytest.raises(Exception, match="not found"):
         await stage.blobs.read(old.storage_key)
@@ -253,7 +253,7 @@ async def test_an_older_version_finishing_late_is_dropped(db: Database, store: V
     assert await stage.visible(kb.id) == {fast.id}
     assert await store.count(chunks_where("acme", document_id=slow.id)) == 0
     assert await stage.documents.find(slow.id) is None
-    counted = await stage.kbs.get("acme", kb.id)
+    (counted,) = await stage.kbs.counted([await stage.kbs.get("acme", kb.id)])
     assert (counted.document_count, counted.chunk_count) == (1, 7)
     # Cached answers of the KB's older revisions are retired.
     assert stage.freshness.told == {kb.id: counted.revision}
@@ -297,7 +297,7 @@ async def test_a_new_version_failing_after_its_publication_leaves_the_old_one_as
     assert kept is not None
     assert kept.parse_status is ParseStatus.INDEXED
     assert await stage.lifecycle.live_version(kb.id, old.source_key) == old.version
-    counted = await stage.kbs.get("acme", kb.id)
+    (counted,) = await stage.kbs.counted([await stage.kbs.get("acme", kb.id)])
     assert (counted.document_count, counted.chunk_count) == (2, 7)
     # Cached answers that may have seen the new version are retired.
     assert failing.freshness.told == {kb.id: counted.revision}
@@ -325,7 +325,7 @@ async def test_a_reindex_failing_after_its_publication_leaves_nothing_of_it_sear
     assert failed.indexed_chunk_count == 0
     assert await store.count(chunks_where("acme", document_id=document.id)) == 0
     assert await stage.visible(kb.id) == set()
-    counted = await stage.kbs.get("acme", kb.id)
+    (counted,) = await stage.kbs.counted([await stage.kbs.get("acme", kb.id)])
     assert (counted.document_count, counted.chunk_count) == (1, 0)
     # A re-index that then succeeds counts its chunks once.
     restarted, _ = await stage.lifecycle.restart(document.id)
@@ -335,7 +335,7 @@ async def test_a_reindex_failing_after_its_publication_leaves_nothing_of_it_sear
     for batch in _batches(restarted, 5):
         await stage.run(batch)
     assert await stage.visible(kb.id) == {document.id}
-    counted = await stage.kbs.get("acme", kb.id)
+    (counted,) = await stage.kbs.counted([await stage.kbs.get("acme", kb.id)])
     assert (counted.document_count, counted.chunk_count) == (1, 5)
 
 
@@ -373,7 +373,7 @@ async def test_a_published_run_the_reconciler_fails_is_taken_out_of_search(
     failed = await stage.documents.find(new.id)
     assert failed is not None
     assert (failed.parse_status, failed.parse_error) == (ParseStatus.FAILED, "stuck")
-    counted = await stage.kbs.get("acme", kb.id)
+    (counted,) = await stage.kbs.counted([await stage.kbs.get("acme", kb.id)])
     assert (counted.document_count, counted.chunk_count) == (2, 7)
     assert stage.freshness.told == {kb.id: counted.revision}
     # Once done, it is not done again; a run the reconciler failed before its publication
