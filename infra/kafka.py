@@ -67,10 +67,31 @@ async def ensure_topics(
                 )
             except TopicAlreadyExistsError:
                 log.info("topics created concurrently by another process")
+        await _warn_of_fewer_partitions(
+            admin, [name for name in wanted if name in existing], partitions or settings.partitions
+        )
     except KafkaError as exc:
         raise ServiceUnavailable("kafka", str(exc)) from exc
     finally:
         await admin.close()
+
+
+async def _warn_of_fewer_partitions(
+    admin: AIOKafkaAdminClient, topics: list[str], wanted: int
+) -> None:
+    """Logs each topic with fewer partitions than configured: one a consumer's request made the
+    broker create (with its default count) after the broker lost its topics. Its consumers
+    share less of the load than they could; an operator adds partitions (the local broker
+    cannot)."""
+    if not topics:
+        return
+    for topic in await admin.describe_topics(topics):
+        count = len(topic.get("partitions") or [])
+        if 0 < count < wanted:
+            log.warning(
+                "topic %s has %d partitions, %d configured: add partitions to share its load",
+                topic.get("topic"), count, wanted,
+            )  # fmt: skip
 
 
 def build_broker(settings: KafkaSettings, client_id: str) -> KafkaBroker:
@@ -78,6 +99,10 @@ def build_broker(settings: KafkaSettings, client_id: str) -> KafkaBroker:
     return KafkaBroker(
         settings.bootstrap_servers,
         client_id=client_id,
+        # After a broker lost its topics, they may come back with other partitions: producers
+        # and consumers learn them within this (a producer that kept the old ones would go on
+        # sending to partitions no consumer owns).
+        metadata_max_age_ms=settings.metadata_max_age_ms,
         max_request_size=settings.max_message_bytes,
         # Messages are small, and mostly vectors that do not compress: no compression saves
         # CPU in every stage.

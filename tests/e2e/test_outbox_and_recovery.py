@@ -3,6 +3,8 @@ back; a broker restart that loses every message in flight is recovered without a
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -97,3 +99,27 @@ async def test_a_broker_restart_losing_messages_in_flight_is_recovered(
     assert (await api.kb(kb["id"]))["document_count"] == 6
     relay = api.worker_metrics("relay")
     assert await api.metric(relay, "ragline_redrives_total") >= 1
+
+
+async def test_a_stage_frozen_across_a_broker_restart_takes_all_its_partitions_back(
+    api: Api, stack: RunningPipeline
+) -> None:
+    # Found by the chaos soak: an extract worker frozen (SIGSTOP) while the broker restarted
+    # consumed only some of the topic's partitions once resumed, and the documents keyed to the
+    # others stayed queued, re-drives and all.
+    kb = await api.create_kb()
+    extract = stack.pipeline.workers("extract")[0]
+    assert extract.process is not None
+    os.kill(extract.process.pid, signal.SIGSTOP)
+    try:
+        stack.services.restart("kafka")
+    finally:
+        os.kill(extract.process.pid, signal.SIGCONT)
+    # Enough documents that every partition of the topic holds some.
+    uploaded = [
+        await api.upload(
+            kb["id"], f"rule-{n}.txt", f"Harbour rule {n}: moor at berth {n}.".encode()
+        )
+        for n in range(24)
+    ]
+    await _all_indexed(api, kb["id"], [doc["id"] for doc in uploaded])
