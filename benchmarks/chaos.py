@@ -71,15 +71,14 @@ from benchmarks.soak import (
     Corpus,
     Doc,
     Soak,
+    check_store,
     percentile,
     rounded,
     sigterm_as_interrupt,
     stage_metrics,
 )
 from benchmarks.stack import RECORD_STAGES, announce, bench_stack
-from core.filters import chunks_where
-from devstack.launcher import ManagedProcess, Supervisor, port_open
-from infra.vectorstore.edge import EdgeVectorStore
+from devstack.launcher import SERVERS, ManagedProcess, Supervisor, port_open, running_process
 
 # The parts a fault strikes, and their processes' names.
 PARTS = {
@@ -93,7 +92,6 @@ PARTS = {
     "MongoDB": "mongodb",
     "Redis": "redis",
 }
-SERVERS = ("kafka", "mongodb", "redis")
 KILL, FREEZE = "kill", "freeze"
 # The API's request bound (the default) and what a loaded machine may add to an answer.
 BOUND_S, SLACK_S = 5.0, 2.5
@@ -337,10 +335,7 @@ class Chaos(Soak):
 
     def process(self, part: str) -> ManagedProcess:
         """The process a part runs in now."""
-        name = PARTS[part]
-        if name in SERVERS:
-            return self.services.process(name)
-        return next(p for p in self.pipeline.processes if p.name == name)
+        return running_process(self.services, self.pipeline, PARTS[part])
 
     async def strike_all(self, started: float) -> None:
         """Every fault of the schedule, each at its time (a pair's two run together)."""
@@ -440,47 +435,6 @@ class Chaos(Soak):
         faults = asyncio.create_task(self.strike_all(started))
         await super().run()
         await faults
-
-
-async def store_check(run_dir: Path, docs: dict[str, Doc]) -> dict[str, int]:
-    """With the stack stopped, its vector store: documents whose points are not their chunk
-    count, deleted or replaced ones holding points, files or records with more than one
-    document searchable, and points of no uploaded document."""
-    store = EdgeVectorStore(run_dir / "vectors", 384)
-    await store.ensure_collection()
-    points: Counter[str] = Counter()
-    searchable: dict[tuple[str, str], set[str]] = {}
-    try:
-        async for batch in store.export_points(chunks_where("default")):
-            for point in batch:
-                payload = point.payload
-                points[payload.document_id] += 1
-                if payload.active:
-                    key = (payload.kb_id, payload.source_key)
-                    searchable.setdefault(key, set()).add(payload.document_id)
-    finally:
-        await store.close()
-    wrong = [
-        d.id
-        for d in docs.values()
-        if d.deleted is None
-        and d.status != REPLACED
-        and points[d.id] != (d.chunks if d.status == "indexed" else 0)
-    ]
-    return {
-        "documents_with_wrong_point_count": len(wrong),
-        "deleted_documents_with_points": sum(
-            points[d.id] > 0 for d in docs.values() if d.deleted is not None
-        ),
-        "replaced_versions_with_points": sum(
-            points[d.id] > 0 for d in docs.values() if d.status == REPLACED
-        ),
-        "sources_searchable_twice": sum(len(ids) > 1 for ids in searchable.values()),
-        "points_of_no_uploaded_document": sum(
-            n for document_id, n in points.items() if document_id not in docs
-        ),
-        "points": sum(points.values()),
-    }
 
 
 def figures(chaos: Chaos, finals: dict[str, Any], store: dict[str, int]) -> dict[str, Any]:
@@ -624,7 +578,7 @@ def run(
             chaos, finals = asyncio.run(drive())
             restarts = list(supervisor.restarts)
         pipeline.stop()  # the vector store has one owner: the API must be gone to open it
-        store = asyncio.run(store_check(work / "run", chaos.docs))
+        store = asyncio.run(check_store(work / "run", chaos.docs))
     result = figures(chaos, finals, store)
     result["restarts"] = dict(Counter(name for name, _ in restarts))
     return result

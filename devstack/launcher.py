@@ -452,6 +452,18 @@ class Pipeline:
         return proc
 
 
+# The servers of the local stack, by the name of their process.
+SERVERS = ("kafka", "mongodb", "redis")
+
+
+def running_process(services: LocalServices, pipeline: Pipeline, name: str) -> ManagedProcess:
+    """A process of the local stack by name, as it runs now: a server (`SERVERS`) or a Ragline
+    process (`api`, `extract-1`, ...)."""
+    if name in SERVERS:
+        return services.process(name)
+    return next(p for p in pipeline.processes if p.name == name)
+
+
 class Supervisor:
     """Starts again any server or worker of a stack that stops, from a background thread.
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import pytest
 
-from devstack.launcher import Supervisor
+from devstack.launcher import Supervisor, running_process
 from tests.conftest import FIXTURES, RunningPipeline, unique
 from tests.e2e.client import Api
 from tests.factories import long_pdf
@@ -35,32 +35,24 @@ BATCH = NOTES + 6
 RECOVERY_LIMIT_S = 360
 
 
-def _kill_worker(stack: RunningPipeline, name: str) -> Callable[[], None]:
+def _kill(stack: RunningPipeline, name: str) -> Callable[[], None]:
     def kill() -> None:
-        process = next(p for p in stack.pipeline.processes if p.name == name)
-        process.kill()
-
-    return kill
-
-
-def _kill_server(stack: RunningPipeline, name: str) -> Callable[[], None]:
-    def kill() -> None:
-        stack.services.process(name).kill()
+        running_process(stack.services, stack.pipeline, name).kill()
 
     return kill
 
 
 FAULTS: dict[str, Callable[[RunningPipeline], Callable[[], None]]] = {
-    "records worker": lambda s: _kill_worker(s, "records-1"),
-    "extract worker": lambda s: _kill_worker(s, "extract-1"),
-    "chunk worker": lambda s: _kill_worker(s, "chunk-1"),
-    "embed worker": lambda s: _kill_worker(s, "embed-1"),
-    "relay": lambda s: _kill_worker(s, "relay-1"),
-    "kafka": lambda s: _kill_server(s, "kafka"),
-    "mongodb": lambda s: _kill_server(s, "mongodb"),
-    "redis": lambda s: _kill_server(s, "redis"),
+    "records worker": lambda s: _kill(s, "records-1"),
+    "extract worker": lambda s: _kill(s, "extract-1"),
+    "chunk worker": lambda s: _kill(s, "chunk-1"),
+    "embed worker": lambda s: _kill(s, "embed-1"),
+    "relay": lambda s: _kill(s, "relay-1"),
+    "kafka": lambda s: _kill(s, "kafka"),
+    "mongodb": lambda s: _kill(s, "mongodb"),
+    "redis": lambda s: _kill(s, "redis"),
     # The API process owns the embedded vector store and runs the index stage.
-    "API (index stage)": lambda s: _kill_worker(s, "api"),
+    "API (index stage)": lambda s: _kill(s, "api"),
 }
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
+from devstack.launcher import running_process
 from tests.conftest import RunningPipeline, own_stack, unique
 from tests.e2e.client import CLIENT_LIMITS, Api
 from tests.faults.conftest import FAULT_SETTINGS
@@ -60,10 +61,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def _pid(stack: RunningPipeline, part: str) -> int:
-    if part in ("mongodb", "kafka", "redis"):
-        process = stack.services.process(part).process
-    else:
-        process = next(p for p in stack.pipeline.processes if p.name == part).process
+    process = running_process(stack.services, stack.pipeline, part).process
     assert process is not None
     return int(process.pid)
 
