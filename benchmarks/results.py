@@ -187,6 +187,8 @@ def draw_plots(name: str, figures: Mapping[str, Any], directory: Path) -> list[s
         return _quality_plots(figures, directory)
     if name == "chaos":
         return _chaos_plots(figures, directory)
+    if name == "soak":
+        return _soak_plots(figures, directory)
     return []
 
 
@@ -335,6 +337,29 @@ def _chaos_plots(figures: Mapping[str, Any], directory: Path) -> list[str]:
     bottom.grid(axis="y", alpha=0.3)
     _save(figure, directory / "chaos-timeline.png")
     return ["chaos-timeline.png"]
+
+
+def _soak_plots(figures: Mapping[str, Any], directory: Path) -> list[str]:
+    """The soak's memory by process, minute by minute (RSS, and private memory: RSS without
+    the pages of mapped files), with the warm-up's end marked."""
+    rss = figures.get("rss_mb_per_minute") or {}
+    private = figures.get("private_mb_per_minute") or {}
+    if not rss:
+        return []
+    figure, axes = _figure(2, width=6.0)
+    warmup = figures.get("warmup_minutes")
+    for axis, series, title in ((axes[0], rss, "RSS"), (axes[1], private, "private memory")):
+        for name, values in sorted(series.items()):
+            axis.plot(range(1, len(values) + 1), values, label=name)
+        if warmup:
+            axis.axvline(warmup, color="gray", linestyle="--", linewidth=1)
+        axis.set_title(f"{title}, MB (dashed: the warm-up's end)")
+        axis.set_xlabel("minute")
+        axis.set_yscale("log")
+        axis.grid(alpha=0.3)
+    axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    _save(figure, directory / "soak-memory.png")
+    return ["soak-memory.png"]
 
 
 def _figure(panels: int, width: float = 5.0) -> tuple[Any, list[Any]]:

@@ -59,8 +59,11 @@ run's growth figures are for attribution, not the record). The last line printed
 object: among others
 `errors` and `errors_by_kind`, `lost_documents`, `deleted_documents_returned`,
 `deleted_documents_with_points`, `documents_with_wrong_point_count`,
-`points_of_no_uploaded_document`, `documents`, `requests`, `max_rss_growth_pct`,
-`rss_growth_pct`, `private_growth_pct`, `mapped_growth_mb`, `cpu_pct_of_a_core`,
+`points_of_no_uploaded_document`, `sources_searchable_twice`, `documents`, `requests`,
+`max_rss_growth_pct`,
+`rss_growth_pct`, `private_growth_pct` (from the warm-up's end to the load's end: with
+`--warmup-minutes 20 --minutes 60`, the last hour), `rss_mb_per_minute` and
+`private_mb_per_minute` (every minute, by process), `mapped_growth_mb`, `cpu_pct_of_a_core`,
 `p95_ms_upload`, `p95_ms_search`, their per-minute lists, `search_p95_drift` (the search p95
 of the last five minutes over that of the first five: how much searches slowed as the store
 grew and churned; the halves of a shorter run), `search_drift_by_step` (each step's p95 at both
@@ -824,34 +827,42 @@ async def stage_metrics(pipeline: Pipeline) -> dict[str, dict[str, float]]:
 
 
 async def check_store(run_dir: Path, docs: dict[str, Doc]) -> dict[str, int]:
-    """With the stack stopped, the vector store: points of deleted and of indexed documents."""
+    """With the stack stopped, its vector store, read point by point: indexed documents whose
+    points are not their chunk count and failed ones holding any, deleted or replaced ones
+    holding points, files or records with more than one document searchable, and points of no
+    uploaded document."""
     store = EdgeVectorStore(run_dir / "vectors", 384)
     await store.ensure_collection()
+    points: Counter[str] = Counter()
+    searchable: dict[tuple[str, str], set[str]] = {}
     try:
-        deleted_with_points = 0
-        replaced_with_points = 0
-        wrong_counts = 0
-        known = 0
-        for doc in docs.values():
-            points = await store.count(chunks_where("default", document_id=doc.id))
-            known += points
-            if doc.deleted is not None:
-                deleted_with_points += points > 0
-            elif doc.status == REPLACED:
-                replaced_with_points += points > 0
-            elif doc.status == "indexed":
-                wrong_counts += points != doc.chunks
-            elif doc.status == "failed":
-                wrong_counts += points != 0
-        total = await store.count(chunks_where("default"))
+        async for batch in store.export_points(chunks_where("default")):
+            for point in batch:
+                payload = point.payload
+                points[payload.document_id] += 1
+                if payload.active:
+                    key = (payload.kb_id, payload.source_key)
+                    searchable.setdefault(key, set()).add(payload.document_id)
     finally:
         await store.close()
+    live = [d for d in docs.values() if d.deleted is None and d.status != REPLACED]
     return {
-        "deleted_documents_with_points": deleted_with_points,
-        "replaced_versions_with_points": replaced_with_points,
-        "documents_with_wrong_point_count": wrong_counts,
-        "points": total,
-        "points_of_no_uploaded_document": total - known,
+        "documents_with_wrong_point_count": sum(
+            (d.status == "indexed" and points[d.id] != d.chunks)
+            or (d.status == "failed" and points[d.id] != 0)
+            for d in live
+        ),
+        "deleted_documents_with_points": sum(
+            points[d.id] > 0 for d in docs.values() if d.deleted is not None
+        ),
+        "replaced_versions_with_points": sum(
+            points[d.id] > 0 for d in docs.values() if d.status == REPLACED
+        ),
+        "sources_searchable_twice": sum(len(ids) > 1 for ids in searchable.values()),
+        "points_of_no_uploaded_document": sum(
+            n for document_id, n in points.items() if document_id not in docs
+        ),
+        "points": sum(points.values()),
     }
 
 
@@ -1001,6 +1012,7 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "deleted_documents_with_points": store["deleted_documents_with_points"],
         "documents_with_wrong_point_count": store["documents_with_wrong_point_count"],
         "points_of_no_uploaded_document": store["points_of_no_uploaded_document"],
+        "sources_searchable_twice": store["sources_searchable_twice"],
         "documents": documents,
         "requests": dict(totals),
         "max_rss_growth_pct": growth[worst],
@@ -1016,6 +1028,9 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "stage_work": finals["stages"],
         "p95_ms_upload": rounded(percentile(upload_ms, 95)),
         "p95_ms_search": rounded(percentile(search_ms, 95)),
+        # Every minute's memory by process, the warm-up's included: whether it levels off.
+        "rss_mb_per_minute": per_minute(soak.rss),
+        "private_mb_per_minute": per_minute(soak.anon),
         "p95_ms_search_per_minute": [rounded(percentile(m.search_ms, 95)) for m in measured],
         "search_p95_drift": drift(measured),
         "search_drift_by_step": drift_by_step(measured),
@@ -1028,6 +1043,17 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
 
 # The minutes at each end of the load whose search latencies `drift` compares.
 DRIFT_MINUTES = 5
+
+
+def per_minute(snapshots: dict[str, dict[str, float]]) -> dict[str, list[float]]:
+    """Each process's figure at the end of every minute (`minute N` snapshots), in MB."""
+    minutes = sorted(
+        (int(label.split()[1]), values)
+        for label, values in snapshots.items()
+        if label.startswith("minute ")
+    )
+    names = dict.fromkeys(name for _, values in minutes for name in values)
+    return {name: [round(values.get(name, 0.0), 1) for _, values in minutes] for name in names}
 
 
 def drift(measured: Sequence[Minute]) -> float | None:
@@ -1155,13 +1181,15 @@ def main() -> None:
 def data_problems(result: dict[str, Any]) -> list[str]:
     """What the run lost or corrupted: documents accepted and never indexed, deleted ones
     still found or still holding points, indexed ones whose points in the store are not their
-    chunk count, points of no document uploaded."""
+    chunk count, points of no document uploaded, files or records with two documents
+    searchable."""
     keys = (
         "lost_documents",
         "deleted_documents_returned",
         "deleted_documents_with_points",
         "documents_with_wrong_point_count",
         "points_of_no_uploaded_document",
+        "sources_searchable_twice",
     )
     return [f"{key}: {result[key]}" for key in keys if result[key]]
 

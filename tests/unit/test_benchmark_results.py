@@ -123,6 +123,23 @@ def test_a_chaos_run_gets_its_timeline_plotted_and_tabled_without_it(tmp_path: P
     assert "errors_per_10s" not in page
 
 
+def test_a_soak_gets_its_memory_by_minute_plotted(tmp_path: Path) -> None:
+    figures = {
+        "warmup_minutes": 2,
+        "rss_mb_per_minute": {"api": [400.0, 420.0, 425.0, 426.0], "embed-1": [800.0] * 4},
+        "private_mb_per_minute": {"api": [300.0, 310.0, 311.0, 311.0], "embed-1": [600.0] * 4},
+    }
+
+    record = json.loads(results.write_results("soak", figures, directory=tmp_path).read_text())
+
+    assert record["plots"] == ["soak-memory.png"]
+    assert (tmp_path / "soak-memory.png").read_bytes().startswith(PNG)
+    assert "![soak](results/soak-memory.png)" in results.render_markdown(record)
+    # A run from before the soak kept its memory by minute has no plot.
+    older = results.write_results("soak", {"warmup_minutes": 2}, directory=tmp_path)
+    assert json.loads(older.read_text())["plots"] == []
+
+
 def test_a_new_run_replaces_the_plots_of_the_last_one(tmp_path: Path) -> None:
     results.write_results("search", search_figures(("", "_distinct")), directory=tmp_path)
     (tmp_path / "search-user-form-old.png").write_bytes(PNG)
