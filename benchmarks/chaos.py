@@ -275,7 +275,8 @@ class Chaos(Soak):
         code = self.new_code()
         if self.rng.random() < 0.5:
             pdf = (FIXTURES / "service-handbook.pdf").read_bytes()
-            name, data = f"cut-{code}.pdf", pdf[: len(pdf) * 2 // 5]
+            # Each cut PDF its own bytes: one like an earlier upload is answered as unchanged.
+            name, data = f"cut-{code}.pdf", pdf[: len(pdf) * 2 // 5] + f"\n%{code}\n".encode()
         else:
             name, data = f"noise-{code}.txt", self.rng.randbytes(4096)
         response, ms = await self.request(
@@ -510,6 +511,8 @@ def figures(chaos: Chaos, finals: dict[str, Any], store: dict[str, int]) -> dict
             for kind, values in recovery.items()
         },
         "errors_by_kind": dict(chaos.errors),
+        # The first error of each kind, as it was seen: what to look into.
+        "error_samples": dict(chaos.error_samples),
         "requests": dict(sum((m.requests for m in chaos.minutes), Counter())),
         "stages": finals.get("stages", {}),
         "timeline": {
