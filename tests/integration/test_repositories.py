@@ -131,16 +131,7 @@ async def test_per_message_writes_use_no_find_and_modify(
         document = _document("acme", kb.id)
         version = await lifecycle.next_version(kb.id, document.source_key)
         await lifecycle.create([document.model_copy(update={"version": version})])
-        documents = DocumentRepository(watched)
-        for status in (ParseStatus.EXTRACTING, ParseStatus.CHUNKING):
-            assert await documents.advance(document.id, 1, status) is not None
-        assert await documents.record_chunking(
-            document.id, 1, chunk_count=3, text_char_count=300, batch_count=1
-        )
-        assert await documents.advance(document.id, 1, ParseStatus.EMBEDDING) is not None
-        assert await documents.record_batch_embedded(document.id, 1, 0, 3)
-        assert await documents.advance(document.id, 1, ParseStatus.INDEXING) is not None
-        assert await documents.record_batch_indexed(document.id, 1, 0, 3) == (1, 1)
+        await _ready_to_finish(watched, document)
         assert isinstance(await lifecycle.finish(document.id, 1), Finished)
         assert await lifecycle.remove(document.id) is not None
         assert "findAndModify" not in [name for name, _, _ in commands.sent]
