@@ -10,8 +10,8 @@ a process killed in the middle of a transaction leaves it open until the server 
 minute, MongoDB's `transactionLifetimeLimitSeconds`), and every transaction that writes a record
 it wrote waits until then. So a KB's document and chunk counts are not kept on the KB: they are
 counted from its documents when shown (`KnowledgeBaseRepository.counted`), and the KB's revision
-is raised once the transaction has committed, by a write of its own (`touch`: raised again by a
-replay, which costs a cached answer at most).
+is raised by a write of its own: after the transaction has committed (raised again by a replay,
+which costs a cached answer at most), or before it when nothing would replay it (a removal).
 """
 
 from __future__ import annotations
@@ -294,7 +294,15 @@ class DocumentLifecycle:
         return None if kb_id is None else await self.touch(kb_id)
 
     async def remove(self, document_id: str) -> Removed | None:
-        """Deletes a document's record and takes it out of its KB's counts."""
+        """Deletes a document's record (its chunks are gone already) and so takes it out of
+        its KB's counts."""
+        async with mongo_errors():
+            found = await self._docs.find_one({"_id": document_id}, {"kb_id": 1})
+        if found is None:
+            return None
+        # Raised first: once the record is gone nothing would raise it again, and what search
+        # shows changed when the chunks went.
+        revisions = await self.touch(str(found["kb_id"]))
 
         async def work(session: AsyncClientSession) -> Document | None:
             raw = await self._docs.find_one({"_id": document_id}, session=session)
@@ -304,9 +312,7 @@ class DocumentLifecycle:
             return to_document(raw)
 
         document = await self._transaction(work)
-        if document is None:
-            return None
-        return Removed(document, await self.touch(document.kb_id))
+        return None if document is None else Removed(document, revisions)
 
     async def remove_kb(self, kb_id: str) -> None:
         """Deletes a KB's record, its documents' records and its version lines."""
