@@ -103,6 +103,22 @@ async def _in_flight(api: Api, kb_id: str) -> bool:
     return False
 
 
+async def _hard_delete(api: Api, kb_id: str) -> None:
+    """Deletes a KB for good. A delete that the database did not finish within the request's
+    bound (hundreds of documents, on a loaded machine) is finished by deleting again, as the
+    API says (503 with `Retry-After`)."""
+    interrupted = False
+    for _ in range(5):
+        response = await api.http.delete(
+            f"/api/v1/knowledge-bases/{kb_id}", params={"hard": "true"}, headers=api.auth
+        )
+        if response.status_code != 503:
+            break
+        interrupted = True
+    # Gone (404) once an interrupted delete went on to finish.
+    assert response.status_code in ((204, 404) if interrupted else (204,)), response.text
+
+
 async def _answers(api: Api, kb_ids: list[str], phase: int) -> list[list[tuple[Any, ...]]]:
     """The hybrid answers to every query, each asked anew (`rrf_k` differs per phase, and plays
     no part in convex fusion: the answer cache cannot answer)."""
@@ -153,10 +169,7 @@ async def test_no_other_tenant_and_no_deleted_kb_moves_a_tenants_keyword_scores(
     assert await _answers(api, [handbook["id"]], 1) == before
 
     # ... and deletes them.
-    gone = await crowd.http.delete(
-        f"/api/v1/knowledge-bases/{theirs['id']}", params={"hard": "true"}, headers=crowd.auth
-    )
-    assert gone.status_code == 204, gone.text
+    await _hard_delete(crowd, theirs["id"])
     assert await _answers(api, [handbook["id"]], 2) == before
 
     # A KB of the tenant's own, full of the same words: searched beside the handbook it weighs,
@@ -166,9 +179,6 @@ async def test_no_other_tenant_and_no_deleted_kb_moves_a_tenants_keyword_scores(
     beside = await _answers(api, [handbook["id"], notes["id"]], 3)
     assert beside != before
     assert await _answers(api, [handbook["id"]], 4) == before
-    deleted = await api.http.delete(
-        f"/api/v1/knowledge-bases/{notes['id']}", params={"hard": "true"}, headers=api.auth
-    )
-    assert deleted.status_code == 204, deleted.text
+    await _hard_delete(api, notes["id"])
     everything = await _answers(api, [handbook["id"], notes["id"]], 5)
     assert everything == before
