@@ -35,8 +35,10 @@ class Event(BaseModel):
 
     @property
     def key(self) -> bytes:
-        """The Kafka message key: one document's events stay in one partition, in order."""
-        return self.document_id.encode()
+        """The Kafka message key: one run's events stay in one partition, in order. A new run
+        (a re-drive, a re-index) is keyed anew, so it lands on another partition: one whose
+        consumer is stuck holds a document only until it is re-driven."""
+        return f"{self.document_id}/{self.generation}".encode()
 
 
 class DocumentUploaded(Event):
@@ -86,7 +88,7 @@ class ChunkBatchReady(Event):
         """Batches are independent to embed: spread them over partitions, so that several
         embed workers share even a single large document. (The index stage counts a
         document's batches, so their order does not matter to it.)"""
-        return f"{self.document_id}/{self.batch_index}".encode()
+        return f"{self.document_id}/{self.generation}/{self.batch_index}".encode()
 
 
 class ChunkBatchEmbedded(ChunkBatchReady):
@@ -103,8 +105,8 @@ class ChunkBatchEmbedded(ChunkBatchReady):
 
     @property
     def key(self) -> bytes:
-        """Back to one partition per document for the index stage."""
-        return self.document_id.encode()
+        """Back to one partition per run of a document for the index stage."""
+        return f"{self.document_id}/{self.generation}".encode()
 
     @staticmethod
     def encode_vectors(vectors: NDArray[np.float32]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from schemas.domain import ChunkRecord
-from schemas.events import ChunkBatchEmbedded
+from schemas.events import ChunkBatchEmbedded, DocumentUploaded
 
 
 def test_embedded_batches_round_trip_dense_and_sparse_vectors() -> None:
@@ -21,4 +21,15 @@ def test_embedded_batches_round_trip_dense_and_sparse_vectors() -> None:
     decoded = ChunkBatchEmbedded.model_validate_json(event.model_dump_json())
     assert np.array_equal(decoded.vectors(), dense)
     assert decoded.sparse() == sparse
-    assert decoded.key == b"doc"
+    assert decoded.key == b"doc/1"
+
+
+def test_a_new_run_of_a_document_is_keyed_anew() -> None:
+    first = DocumentUploaded(
+        tenant_id="t", kb_id="kb", document_id="doc", generation=1, storage_key="k",
+        filename="a.txt", content_type="text/plain",
+    )  # fmt: skip
+    again = first.model_copy(update={"generation": 2})
+    # A re-drive goes where its stuck predecessor may not be; a run's events stay together.
+    assert first.key != again.key
+    assert first.key == first.model_copy(update={"event_id": "other"}).key
