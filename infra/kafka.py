@@ -10,6 +10,7 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.protocol.metadata import MetadataRequest
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 
@@ -94,8 +95,31 @@ async def _warn_of_fewer_partitions(
             )  # fmt: skip
 
 
+def forbid_topic_auto_creation() -> None:
+    """Has every Kafka client of this process ask for topics without creating them (the Java
+    client's `allow.auto.create.topics=false`; aiokafka has no such setting, and its metadata
+    requests always allow creation). A broker that lost its topics would otherwise create a
+    topic a consumer asks for with its own default partition count (the local broker: 4),
+    while producers go on sending to the configured partitions (6), some of which no
+    consumer then owns. Ragline creates its topics itself (`ensure_topics`: at start-up, and
+    by the relay when the broker begins a new life)."""
+    if getattr(MetadataRequest, "_ragline_no_auto_creation", False):
+        return
+    allowing = MetadataRequest.__init__
+
+    def never_creating(
+        self: MetadataRequest, topics: list[str] | None = None, allow: bool | None = None
+    ) -> None:
+        allowing(self, topics, False if allow is None else allow)
+
+    MetadataRequest.__init__ = never_creating
+    MetadataRequest._ragline_no_auto_creation = True
+
+
 def build_broker(settings: KafkaSettings, client_id: str) -> KafkaBroker:
-    """A FastStream broker; per-message logs go to DEBUG."""
+    """A FastStream broker; per-message logs go to DEBUG. Its clients never have the broker
+    create a topic (`forbid_topic_auto_creation`)."""
+    forbid_topic_auto_creation()
     return KafkaBroker(
         settings.bootstrap_servers,
         client_id=client_id,
