@@ -140,7 +140,8 @@ async def test_a_poison_document_fails_at_max_redrives_while_others_flow(db: Dat
     # The reconciler giving up is not progress of the document's.
     assert document.progressed_at is not None
     assert document.progressed_at < utcnow() - timedelta(hours=1)
-    assert recovery.sent == [poison] * MAX_REDRIVES
+    # Each re-drive a run of its own, keyed anew (runs 2 to MAX_REDRIVES + 1).
+    assert recovery.sent == [f"{poison}/{run}" for run in range(2, MAX_REDRIVES + 2)]
 
 
 async def test_a_lone_poison_document_in_an_idle_system_fails_at_the_larger_bound(
