@@ -80,10 +80,9 @@ async def ensure_topics(
 async def _warn_of_fewer_partitions(
     admin: AIOKafkaAdminClient, topics: list[str], wanted: int
 ) -> None:
-    """Logs each topic with fewer partitions than configured: one a consumer's request made the
-    broker create (with its default count) after the broker lost its topics. Its consumers
-    share less of the load than they could; an operator adds partitions (the local broker
-    cannot)."""
+    """Logs each topic with fewer partitions than configured (one a broker created with its own
+    default count, for a client that is not Ragline's, or an operator). Its consumers share
+    less of the load than they could; an operator adds partitions (the local broker cannot)."""
     if not topics:
         return
     for topic in await admin.describe_topics(topics):

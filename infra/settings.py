@@ -52,10 +52,9 @@ class KafkaSettings(BaseModel):
         ge=1_000,
         description=(
             "How old a client's view of the topics and their partitions may get before it asks "
-            "the broker again (ms; Kafka's default is 300000). A broker that lost its topics may "
-            "bring them back with another partition count (a consumer's request auto-creates a "
-            "topic with the broker's default): until producers see it, what they send to "
-            "partitions that no longer exist reaches no consumer."
+            "the broker again (ms; Kafka's default is 300000). A broker that lost its topics "
+            "may bring them back with another partition count: until producers see it, what "
+            "they send to partitions that no longer exist reaches no consumer."
         ),
     )
     fetch_max_wait_ms: int = Field(
