@@ -6,7 +6,7 @@
 - the API (which also owns the embedded vector store and runs the index stage) and one process
   per stage worker.
 A process that dies (a server, the broker included, or a worker) is started again by the
-`Supervisor`, and the pipeline resumes by itself (see `workers.relay`). Ctrl-C stops
+`Supervisor`, and the pipeline resumes by itself (see `workers/relay/`). Ctrl-C stops
 everything it started. Children are killed if this process dies without stopping them, so
 nothing is left behind. The tests use the same classes to start their own
 isolated stacks.
@@ -30,7 +30,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -41,18 +41,6 @@ PR_SET_PDEATHSIG = 1
 # On one machine the embedding model is the bottleneck: the stages that only feed it run at a
 # lower CPU priority so they fill the model's idle moments instead of preempting it.
 STAGE_NICENESS: dict[str, int] = {"records": 10, "crawl": 10, "extract": 10, "chunk": 10}
-STAGE_MODULES: dict[str, str] = {
-    "records": "workers.records",
-    "extract": "workers.extract",
-    "chunk": "workers.chunk",
-    "embed": "workers.embed",
-    "index": "workers.index",
-    "crawl": "workers.crawl",
-    # Not a stage: sends the outbox to Kafka and re-drives stuck documents.
-    "relay": "workers.relay",
-}
-
-
 # What a process that could not bind its port says as it dies.
 PORT_TAKEN = "Address already in use"
 
@@ -347,7 +335,7 @@ class Pipeline:
         try:
             api = self._spawn(
                 "api",
-                "ragline.api",
+                ["ragline.api"],
                 {
                     "RAGLINE_API__PORT": str(self.api_port),
                     "RAGLINE_METRICS_PORT": "0",
@@ -388,7 +376,7 @@ class Pipeline:
             )
             extra["RAGLINE_EMBEDDING__TORCH_THREADS"] = "1"
         return self._spawn(
-            f"{stage}-{count + 1}", STAGE_MODULES[stage], extra, STAGE_NICENESS.get(stage, 0)
+            f"{stage}-{count + 1}", ["workers", stage], extra, STAGE_NICENESS.get(stage, 0)
         )
 
     def wait_settled(self, partitions: int, timeout: float = 180.0) -> None:
@@ -438,11 +426,12 @@ class Pipeline:
         return free_port()
 
     def _spawn(
-        self, name: str, module: str, extra: Mapping[str, str], niceness: int = 0
+        self, name: str, module: Sequence[str], extra: Mapping[str, str], niceness: int = 0
     ) -> ManagedProcess:
+        """Starts `python -m <module...>` (a module and its arguments) as process `name`."""
         proc = ManagedProcess(
             name,
-            [sys.executable, "-m", module],
+            [sys.executable, "-m", *module],
             {**self.env, **extra},
             self.run_dir / "logs" / f"{name}.log",
             niceness,

@@ -6,7 +6,7 @@ here before it re-drives what was in flight. A stage's consumers may still hold 
 the broker's previous life, and a position that falls inside the new log's range would skip
 the messages before it (the re-driven events among them), so every stage worker reads the epoch
 as it checks its consumers and, when it has changed, reads its partitions again from the start
-(`ragline.stages.hosting`; every stage skips what it has already done).
+(`workers.hosting`; every stage skips what it has already done).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 A document change and the event that starts its pipeline are written in one MongoDB
 transaction (`infra.lifecycle`), so an accepted upload can never lose its event: if Kafka is
-down, the event waits here until the relay (`workers.relay`) publishes it. An entry is deleted
-once Kafka has acknowledged it; sending one twice is harmless (every stage is idempotent).
+down, the event waits here until the relay (`python -m workers relay`) publishes it. An entry
+is deleted once Kafka has acknowledged it; sending one twice is harmless (every stage is
+idempotent).
 """
 
 from __future__ import annotations

@@ -574,7 +574,7 @@ class StageSettings(BaseModel):
 
 
 class CrawlSettings(BaseModel):
-    """The crawl worker (`python -m workers.crawl`)."""
+    """The crawl worker (`python -m workers crawl`)."""
 
     user_agent: str = Field(
         default="RaglineCrawler/1.0",
@@ -637,7 +637,7 @@ class LimitsSettings(BaseModel):
 
 
 class RelaySettings(BaseModel):
-    """The relay process (`python -m workers.relay`): sends the outbox's events to Kafka and
+    """The relay process (`python -m workers relay`): sends the outbox's events to Kafka and
     re-drives documents that stopped moving."""
 
     poll_s: float = Field(default=0.5, gt=0, description="How often the outbox is read (s).")

@@ -3,7 +3,7 @@
 Opens the system, serves the HTTP app (`api.app`) with its services and keeps the stalled-
 documents gauge current. With the embedded vector store (the local default) this process owns
 the store, so it also runs the index stage's Kafka consumer; with a Qdrant server the index
-stage is its own worker (`python -m workers.index`).
+stage is its own worker (`python -m workers index`).
 """
 
 from __future__ import annotations
@@ -25,19 +25,16 @@ from api.state import ApiServices, Readiness
 from core.errors import RetryableError
 from core.filters import chunks_where
 from infra.document_repository import DocumentRepository
-from infra.kafka import build_broker, ensure_topics
+from infra.kafka import build_broker
 from infra.logs import configure_logging
-from infra.malloc import releasing_free_memory
-from infra.memory_trace import trace_memory
 from infra.metrics import DOCUMENTS_STALLED
-from infra.mongo import ensure_indexes
 from infra.settings import Settings
-from ragline.stages.hosting import RunnerSlot, rewinding, stage_runner, subscribe_stage
-from ragline.stages.index import build_index_stage
+from ragline.process import open_process
 from ragline.system import System
 from schemas.domain import utcnow
-from schemas.topics import ALL_TOPICS
 from services.removal_service import RemovalService
+from workers.hosting import host_stage
+from workers.index.app import INDEX_IN_API
 
 log = logging.getLogger(__name__)
 
@@ -67,21 +64,15 @@ class OpenedServices:
 
 async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiServices:
     """Everything the HTTP app calls, for as long as `stack` is open."""
-    if settings.kafka.create_topics:
-        await ensure_topics(settings.kafka, ALL_TOPICS)
     broker = build_broker(settings.kafka, "ragline-api")
-    system = System(settings, stack, broker)
-    await ensure_indexes(system.db)
+    system = await open_process(settings, "api", stack, broker, metrics_server=False)
     await system.open_embedder()
     store = await system.open_vector_store()
     backfilled = await system.governance_service.backfill()
     if backfilled:
         log.info("gave %d documents stored before governance their readers", backfilled)
     if settings.embedded_vector_store:
-        slot = RunnerSlot()
-        subscriber = subscribe_stage(broker, settings, "index", slot)
-        slot.runner = stage_runner(system, await build_index_stage(system))
-        await stack.enter_async_context(rewinding(subscriber, "index", system.broker_epoch))
+        await host_stage(system, INDEX_IN_API, stack)
     await broker.start()
     stack.push_async_callback(broker.stop)
     # Searches read bots' access and KB revisions from memory once this process follows the
@@ -95,7 +86,6 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
     stack.callback(stalled.cancel)
     sweeping = asyncio.create_task(_sweep_deletes(system.removal_service))
     stack.callback(sweeping.cancel)
-    await stack.enter_async_context(releasing_free_memory(settings.release_free_memory_every_s))
 
     async def readiness() -> dict[str, str]:
         # All at once, so that the answer comes within one probe's bound however many hang.
@@ -117,7 +107,6 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
 def build_app(settings: Settings) -> FastAPI:
     """The API app of this process."""
     configure_logging(settings.log_level)
-    trace_memory(settings.memory_trace_frames, settings.run_dir, "api")
     return create_app(lambda stack: open_api_services(settings, stack), settings.api)
 
 

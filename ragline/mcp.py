@@ -17,12 +17,10 @@ from starlette.applications import Starlette
 
 from api.mcp import KnowledgeMcp
 from api.state import ServiceLookup
-from infra.kafka import build_broker, ensure_topics
+from infra.kafka import build_broker
 from infra.logs import configure_logging
-from infra.mongo import ensure_indexes
 from infra.settings import Settings
-from ragline.system import System
-from schemas.topics import ALL_TOPICS
+from ragline.process import open_process
 
 
 def build_app(settings: Settings) -> Starlette:
@@ -37,13 +35,10 @@ def build_app(settings: Settings) -> Starlette:
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            if settings.kafka.create_topics:
-                await ensure_topics(settings.kafka, ALL_TOPICS)
             broker = build_broker(settings.kafka, "ragline-mcp")
+            system = await open_process(settings, "mcp", stack, broker, metrics_server=False)
             await broker.start()
             stack.push_async_callback(broker.stop)
-            system = System(settings, stack, broker)
-            await ensure_indexes(system.db)
             await system.open_embedder()
             await system.open_vector_store()
             opened["services"] = system

@@ -11,8 +11,8 @@ One name per thing:
 - a repository (`infra/`: one kind of record in MongoDB) is a class `XxxRepository` in
   `infra/xxx_repository.py`, reached as `system.xxx_repo`;
 - a service (`services/`: a use case a transport calls: an API route, an MCP tool, a worker)
-  is a class `XxxService` in the module of its area, `services/<area>_service.py` (the crawl
-  jobs and the crawler share `crawl_service.py`; search is `services/search/search_service.py`),
+  is a class `XxxService` in the module of its area, `services/<area>_service.py` (search is
+  `services/search/search_service.py`),
   reached as `system.xxx_service`, and as `xxx_service` wherever it is handed on (a route's
   parameter, a worker's variable);
 - other adapters (clients, the blob store, caches, the outbox, the vector store, the embedder)
@@ -53,7 +53,6 @@ from infra.embedding.base import Embedder
 from infra.embedding.factory import build_embedder
 from infra.embedding_cache import EmbeddingCache
 from infra.evaluation_repository import EvaluationRepository
-from infra.fetcher import Fetcher
 from infra.kafka import kafka_publisher, kafka_sender
 from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.lifecycle import DocumentLifecycle
@@ -73,7 +72,7 @@ from schemas.events import Event, Publish, Send
 from services.agent_tool_service import AgentToolService
 from services.backup_service import BackupService
 from services.bot_service import BotService
-from services.crawl_service import CrawlerService, CrawlJobService
+from services.crawl_service import CrawlJobService
 from services.dead_letter_service import DeadLetterService
 from services.document_service import DocumentService
 from services.evaluation_service import EvaluationService, Evaluator
@@ -422,20 +421,6 @@ class System:
         """Starts, lists and cancels crawls."""
         return CrawlJobService(
             self.crawl_repo, self.knowledge_base_repo, self.events, self.settings.crawl
-        )
-
-    def open_crawler_service(self) -> CrawlerService:
-        """The crawl worker's logic, with an HTTP client closed with the process."""
-        fetcher = Fetcher(self.settings.crawl)
-        self._stack.push_async_callback(fetcher.close)
-        return CrawlerService(
-            self.crawl_repo,
-            self.document_repo,
-            self.intake_service,
-            self.blobs,
-            self.retiring_sync_service,
-            fetcher,
-            self.events,
         )
 
     @cached_property

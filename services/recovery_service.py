@@ -5,7 +5,7 @@ down). `ReconcilerService` finds documents in progress that stopped moving and s
 again through the normal path (`DocumentLifecycle.restart`: a new generation and its event, in
 one transaction), a bounded number of times before failing them with a reason.
 
-When is a document stuck? Every stage touches the document it works on (`ragline.stages.runtime`),
+When is a document stuck? Every stage touches the document it works on (`workers.runtime`),
 so a document that has not moved for `stall_after_s` is not being worked on. It may still be
 waiting its turn behind a backlog, so documents are re-driven only when nothing in progress
 has moved for that long: a busy pipeline is never second-guessed. Each automatic restart of a
@@ -85,7 +85,7 @@ class ReconcilerService:
         self._lifecycle = lifecycle
         self._events = events
         self._stall_after = timedelta(seconds=stall_after_s)
-        # A stage touches the document it works on this often (`ragline.stages.runtime`).
+        # A stage touches the document it works on this often (`workers.runtime`).
         self._heartbeat = self._stall_after / 4
         self._max_redrives = max_redrives
         self._max_uncounted = max_uncounted_redrives

@@ -15,12 +15,12 @@ from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database
 from infra.outbox import Outbox
 from infra.settings import ChunkingSettings, ContextualSettings, IngestSettings, StagePolicy
-from ragline.stages.runtime import StageRunner, document_stage
 from schemas.domain import ParseStatus
 from schemas.events import DocumentExtracted, Event
 from tests.factories import make_document
 from workers.chunk.context import Contextualizer
 from workers.chunk.handler import ChunkHandler
+from workers.runtime import StageRunner, document_stage
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,6 @@ from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database
 from infra.outbox import Outbox
 from infra.settings import IngestSettings, StagePolicy
-from ragline.stages.runtime import StageRunner, document_stage
 from schemas.domain import Document, ParseStatus
 from schemas.events import DocumentExtracted, DocumentUploaded, Event
 from tests.conftest import FIXTURES
@@ -23,6 +22,7 @@ from tests.fixtures.hostile.corpus import bomb_pdf
 from workers.extract.extractors import ExtractionLimits, OcrPolicy
 from workers.extract.handler import ExtractHandler
 from workers.extract.sandbox import ParserSandbox
+from workers.runtime import StageRunner, document_stage
 
 MB = 1024 * 1024
 

@@ -21,12 +21,12 @@ from infra.settings import IngestSettings, StagePolicy
 from infra.vectorstore.base import VectorQuery, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
 from infra.vectorstore.qdrant_server import QdrantServerStore
-from ragline.stages.index import IndexHandler
-from ragline.stages.runtime import StageRunner, document_stage
 from schemas.domain import ChunkRecord, Document, ParseStatus, file_source_key
 from schemas.events import ChunkBatchEmbedded, Event
 from services.removal_service import RemovalService
 from tests.factories import make_document
+from workers.index.handler import IndexHandler
+from workers.runtime import StageRunner, document_stage
 
 DIM = 8
 

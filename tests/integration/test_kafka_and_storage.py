@@ -25,14 +25,14 @@ from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database, ensure_indexes
 from infra.outbox import Outbox
 from infra.settings import Settings
-from ragline.stages.hosting import Rewinder, RunnerSlot, rewind_past_the_end, subscribe_stage
-from ragline.stages.ports import StageResult
-from ragline.stages.runtime import Stage, StageRunner
 from schemas.domain import Document, ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import DocumentUploaded
 from schemas.topics import dead_letter_topic
 from tests.conftest import MongoCommands, settings_for, unique
 from tests.factories import make_document
+from workers.hosting import Rewinder, rewind_past_the_end, subscribe_stage
+from workers.ports import StageResult
+from workers.runtime import Stage, StageRunner
 
 
 async def test_topics_are_created_with_their_partitions(local_services: LocalServices) -> None:
@@ -103,15 +103,14 @@ async def test_a_stage_dead_letters_bad_messages_and_keeps_going(
         return StageResult()
 
     broker = build_broker(settings.kafka, "test")
-    slot = RunnerSlot()
-    subscribe_stage(broker, settings, "extract", slot)
-    slot.runner = StageRunner(
+    runner = StageRunner(
         Stage("extract", DocumentUploaded, handler, settings.stages.extract),
         documents,
         kafka_publisher(broker, 10.0),
         kafka_dead_letter(broker, "extract", 10.0),
         settings.ingest,
     )
+    subscribe_stage(broker, settings, "extract", runner)
 
     def uploaded(document: Document) -> bytes:
         return (

@@ -15,11 +15,11 @@ from infra.lifecycle import DocumentLifecycle
 from infra.mongo import Database
 from infra.outbox import Outbox
 from infra.settings import IngestSettings, StagePolicy
-from ragline.stages.ports import StageResult
-from ragline.stages.runtime import Stage, StageRunner, document_stage
 from schemas.domain import Document, ParseStatus
 from schemas.events import DocumentUploaded, Event
 from tests.factories import make_document
+from workers.ports import StageResult
+from workers.runtime import Stage, StageRunner, document_stage
 
 BACKOFF = IngestSettings(retry_backoff_s=0.01, retry_backoff_max_s=0.02)
 POLICY = StagePolicy(max_attempts=3, time_limit_s=30)

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from infra.settings import Settings
 from schemas.topics import STAGE_INPUTS
+from workers.__main__ import WORKERS
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -66,14 +67,14 @@ def _is_setting(variable: str) -> bool:
     return False
 
 
-def _modules() -> set[str]:
-    """Every `python -m <module>` the bundles start."""
-    modules = set()
+def _commands() -> set[tuple[str, ...]]:
+    """Every `python -m <module> [arguments]` the bundles start, without `python -m`."""
+    commands = set()
     for _, document in _documents():
         for node in _walk(document):
             if isinstance(node, list) and node[:2] == ["python", "-m"]:
-                modules.add(node[2])
-    return modules
+                commands.add(tuple(node[2:]))
+    return commands
 
 
 def test_every_variable_set_is_a_setting() -> None:
@@ -90,9 +91,11 @@ def test_the_check_catches_a_misspelt_variable(variable: str) -> None:
 
 
 def test_every_process_started_exists() -> None:
-    modules = _modules()
-    assert modules >= {"ragline.api", "workers.relay"} | {f"workers.{s}" for s in STAGE_INPUTS}
-    for module in modules:
+    commands = _commands()
+    assert commands >= {("ragline.api",), ("workers", "relay")} | {
+        ("workers", stage) for stage in STAGE_INPUTS
+    }
+    for module, *arguments in commands:
         spec = importlib.util.find_spec(module)
         assert spec is not None, module
         if spec.submodule_search_locations is not None:  # a package runs its __main__
@@ -100,6 +103,9 @@ def test_every_process_started_exists() -> None:
         else:
             assert spec.origin is not None
             assert 'if __name__ == "__main__":' in Path(spec.origin).read_text(), module
+        if module == "workers":
+            assert len(arguments) == 1, arguments
+            assert arguments[0] in WORKERS, arguments
 
 
 def test_each_stage_scales_on_its_own_consumer_group_and_topic() -> None:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from faststream import FastStream
-
-from infra.settings import Settings
-from ragline.stages.hosting import stage_app
-from ragline.stages.runtime import Stage, document_stage
 from ragline.system import System
 from schemas.domain import ParseStatus
 from schemas.events import DocumentExtracted
 from workers.chunk.context import Contextualizer
 from workers.chunk.handler import ChunkHandler
+from workers.hosting import StageProcess
+from workers.runtime import Stage, document_stage
 
 
 async def build_stage(system: System) -> Stage[DocumentExtracted]:
@@ -36,6 +33,4 @@ async def build_stage(system: System) -> Stage[DocumentExtracted]:
     )
 
 
-def create_app(settings: Settings) -> FastStream:
-    """The chunk worker process."""
-    return stage_app(settings, "chunk", build_stage)
+CHUNK = StageProcess("chunk", build_stage)

@@ -16,11 +16,11 @@ import logging
 
 from core.errors import ExtractionFailed, NotFound
 from infra.settings import ChunkingSettings
-from ragline.stages.ports import DocumentStatus, StageResult, TextStore
 from schemas.domain import ChunkingProgress, ChunkRecord, Document
 from schemas.events import ChunkBatchReady, DocumentExtracted
 from workers.chunk.chunking import ChunkerState, feed
 from workers.chunk.context import Contextualizer
+from workers.ports import DocumentStatus, StageResult, TextStore
 
 log = logging.getLogger(__name__)
 

@@ -1,16 +1,14 @@
-"""Crawl worker: wiring only (the logic is in `services.crawl_service.CrawlerService`). Run
-more of them to crawl faster: they share the job's URLs through the consumer group."""
+"""Crawl stage: wiring only (the logic is in handler.py). Run more crawl workers to crawl
+faster: they share the jobs' URLs through the consumer group."""
 
 from __future__ import annotations
 
-from faststream import FastStream
-
-from infra.settings import Settings
-from ragline.stages.hosting import stage_app
-from ragline.stages.ports import StageResult
-from ragline.stages.runtime import Stage
+from infra.fetcher import Fetcher
 from ragline.system import System
 from schemas.crawl import CrawlTask
+from workers.crawl.handler import CrawlHandler
+from workers.hosting import StageProcess
+from workers.runtime import Stage
 
 # URLs one worker fetches at once (from different partitions; one host is still fetched one
 # request at a time, with its delay).
@@ -18,15 +16,20 @@ CONCURRENCY = 4
 
 
 async def build_stage(system: System) -> Stage[CrawlTask]:
-    """The crawl stage over the process's objects."""
-    crawler_service = system.open_crawler_service()
+    """The crawl stage over the process's objects, with an HTTP client closed with the
+    process."""
+    fetcher = Fetcher(system.settings.crawl)
+    system.on_close(fetcher.close)
+    handler = CrawlHandler(
+        system.crawl_repo,
+        system.document_repo,
+        system.intake_service,
+        system.blobs,
+        system.retiring_sync_service,
+        fetcher,
+        system.events,
+    )
+    return Stage("crawl", CrawlTask, handler, system.settings.stages.crawl)
 
-    async def handle(task: CrawlTask) -> StageResult:
-        return StageResult(skipped=not await crawler_service.handle(task))
 
-    return Stage("crawl", CrawlTask, handle, system.settings.stages.crawl)
-
-
-def create_app(settings: Settings) -> FastStream:
-    """The crawl worker process."""
-    return stage_app(settings, "crawl", build_stage, concurrency=CONCURRENCY)
+CRAWL = StageProcess("crawl", build_stage, lambda _settings: CONCURRENCY)

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from faststream import FastStream
-
 from infra.embedding.local import LocalEmbedder
-from infra.settings import Settings
 from infra.sparse import SparseEncoder
-from ragline.stages.hosting import stage_app
-from ragline.stages.runtime import Stage, document_stage
 from ragline.system import System
 from schemas.domain import ParseStatus
 from schemas.events import ChunkBatchReady
 from workers.embed.handler import EmbedHandler
+from workers.hosting import StageProcess
+from workers.runtime import Stage, document_stage
 
 
 async def build_stage(system: System) -> Stage[ChunkBatchReady]:
@@ -34,6 +31,4 @@ async def build_stage(system: System) -> Stage[ChunkBatchReady]:
     )
 
 
-def create_app(settings: Settings) -> FastStream:
-    """The embed worker process."""
-    return stage_app(settings, "embed", build_stage, settings.embedding.concurrency)
+EMBED = StageProcess("embed", build_stage, lambda settings: settings.embedding.concurrency)

@@ -17,9 +17,9 @@ from numpy.typing import NDArray
 from infra.embedding.base import Embedder
 from infra.metrics import CHUNKS_EMBEDDED, EMBEDDING_CACHE
 from infra.sparse import SparseEncoder
-from ragline.stages.ports import DocumentStatus, StageResult
 from schemas.domain import Document
 from schemas.events import ChunkBatchEmbedded, ChunkBatchReady
+from workers.ports import DocumentStatus, StageResult
 
 
 class VectorCache(Protocol):

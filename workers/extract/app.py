@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from faststream import FastStream
-
-from infra.settings import Settings
-from ragline.stages.hosting import stage_app
-from ragline.stages.runtime import Stage, document_stage
 from ragline.system import System
 from schemas.domain import ParseStatus
 from schemas.events import DocumentUploaded
 from workers.extract.extractors import ExtractionLimits, OcrPolicy
 from workers.extract.handler import ExtractHandler
 from workers.extract.sandbox import ParserSandbox
+from workers.hosting import StageProcess
+from workers.runtime import Stage, document_stage
 
 
 async def build_stage(system: System) -> Stage[DocumentUploaded]:
@@ -46,6 +43,4 @@ async def build_stage(system: System) -> Stage[DocumentUploaded]:
     )
 
 
-def create_app(settings: Settings) -> FastStream:
-    """The extract worker process."""
-    return stage_app(settings, "extract", build_stage)
+EXTRACT = StageProcess("extract", build_stage)

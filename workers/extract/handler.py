@@ -9,10 +9,10 @@ the chunk stage skips parts it already has. The file is read in a parser process
 from __future__ import annotations
 
 from core.errors import ExtractionFailed, NotFound
-from ragline.stages.ports import DocumentStatus, StageResult, TextStore
 from schemas.domain import Document, ExtractedDocument, TextSegment
 from schemas.events import DocumentExtracted, DocumentUploaded, Publish
 from workers.extract.sandbox import ParserSandbox
+from workers.ports import DocumentStatus, StageResult, TextStore
 
 
 class ExtractHandler:

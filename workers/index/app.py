@@ -1,24 +1,53 @@
-"""Index worker: wiring only (the stage is `ragline.stages.index`).
+"""Index stage: wiring only (the logic is in handler.py).
 
-Runs as its own process only with a Qdrant server. With the embedded engine the API process
-owns the vector store and runs this stage itself (see `ragline.api`).
+With a Qdrant server it runs as a worker of its own (`python -m workers index`); with the
+embedded engine the API process owns the vector store and hosts this stage itself
+(`ragline.api`).
 """
 
 from __future__ import annotations
 
-from faststream import FastStream
-
 from core.errors import PermanentError
-from infra.settings import Settings
-from ragline.stages.hosting import stage_app
-from ragline.stages.index import build_index_stage
+from ragline.system import System
+from schemas.domain import ParseStatus
+from schemas.events import ChunkBatchEmbedded
+from workers.hosting import StageProcess
+from workers.index.handler import IndexHandler
+from workers.runtime import Stage, document_stage
 
 
-def create_app(settings: Settings) -> FastStream:
-    """The index worker process (Qdrant server deployments)."""
-    if settings.embedded_vector_store:
+async def build_stage(system: System) -> Stage[ChunkBatchEmbedded]:
+    """The index stage over the process's objects (the vector store is opened here)."""
+    handler = IndexHandler(
+        system.document_repo,
+        system.lifecycle,
+        await system.open_vector_store(),
+        system.blobs,
+        system.freshness_service,
+    )
+    return document_stage(
+        "index",
+        ChunkBatchEmbedded,
+        ParseStatus.INDEXING,
+        handler,
+        system.document_repo,
+        system.settings.stages.index,
+        slow_means_outage=True,
+        on_failure=handler.withdraw,
+    )
+
+
+async def build_worker_stage(system: System) -> Stage[ChunkBatchEmbedded]:
+    """The index stage in a worker of its own, which only a Qdrant server allows (the
+    embedded engine is opened by one process, the API)."""
+    if system.settings.embedded_vector_store:
         raise PermanentError(
             "the index worker needs RAGLINE_QDRANT__URL; with the embedded vector store the "
             "API process runs the index stage"
         )
-    return stage_app(settings, "index", build_index_stage)
+    return await build_stage(system)
+
+
+# Hosted by the API process with the embedded engine.
+INDEX_IN_API = StageProcess("index", build_stage)
+INDEX = StageProcess("index", build_worker_stage)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from faststream import FastStream
-
-from infra.settings import Settings
-from ragline.stages.hosting import stage_app
-from ragline.stages.runtime import Stage
 from ragline.system import System
 from schemas.events import RecordPublished
 from schemas.topics import RECORDS_INGEST
+from workers.hosting import StageProcess
 from workers.records.handler import RecordHandler, Requeue
+from workers.runtime import Stage
 
 
 async def build_stage(system: System) -> Stage[RecordPublished]:
@@ -32,6 +29,4 @@ def requeue(system: System) -> Requeue:
     return send
 
 
-def create_app(settings: Settings) -> FastStream:
-    """The records worker process."""
-    return stage_app(settings, "records", build_stage)
+RECORDS = StageProcess("records", build_stage)

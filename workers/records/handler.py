@@ -14,11 +14,11 @@ from typing import Protocol
 
 from core.errors import PermanentError
 from core.governance import Reader
-from ragline.stages.ports import StageResult
 from schemas.domain import Record
 from schemas.events import RecordPublished, SyncMarker
 from services.governance_service import Submission
 from services.intake_service import Ingested, Outcome, SyncRun
+from workers.ports import StageResult
 
 
 class RecordIntake(Protocol):

@@ -1,4 +1,5 @@
-"""The relay process: wiring and its loop (the logic is in `services.recovery_service`).
+"""The relay process (`python -m workers relay`): wiring and its loop (the logic is in
+`services.recovery_service`).
 
 Every `relay.poll_s` it sends the outbox's due events; every `relay.reconcile_every_s` it
 checks whether the broker lost its topics (then records its new epoch and re-drives everything
@@ -18,12 +19,9 @@ from contextlib import AsyncExitStack
 
 from core.errors import RetryableError
 from infra.kafka import broker_is_new, build_broker
-from infra.logs import configure_logging
-from infra.malloc import releasing_free_memory
-from infra.memory_trace import trace_memory
-from infra.metrics import OUTBOX_PENDING, serve_metrics
-from infra.mongo import ensure_indexes
+from infra.metrics import OUTBOX_PENDING
 from infra.settings import Settings
+from ragline.process import open_process
 from ragline.system import System
 from services.recovery_service import ReconcilerService
 
@@ -32,17 +30,12 @@ log = logging.getLogger(__name__)
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Runs until `stop` is set (or SIGINT / SIGTERM)."""
-    configure_logging(settings.log_level)
-    trace_memory(settings.memory_trace_frames, settings.run_dir, "relay")
     stop = stop or _stop_on_signals()
     broker = build_broker(settings.kafka, "ragline-relay")
     async with AsyncExitStack() as stack:
-        system = System(settings, stack, broker)
-        await ensure_indexes(system.db)
+        system = await open_process(settings, "relay", stack, broker)
         await broker.start()
         stack.push_async_callback(broker.stop)
-        await stack.enter_async_context(releasing_free_memory(settings.release_free_memory_every_s))
-        serve_metrics(settings.metrics_host, settings.metrics_port)
         relay_service = system.relay_service
         reconciler_service = system.reconciler_service
         log.info("relay ready")

@@ -30,12 +30,10 @@ from infra.vectorstore.base import (
     VectorStore,
     WithdrawnDocument,
 )
-from ragline.stages.ports import DocumentStatus, Freshness, Lifecycle, StageResult, TextStore
-from ragline.stages.runtime import Stage, document_stage
-from ragline.system import System
 from schemas.chunks import ChunkPayload
 from schemas.domain import Document, ParseStatus, chunk_id, chunk_point_id, utcnow
 from schemas.events import ChunkBatchEmbedded
+from workers.ports import DocumentStatus, Freshness, Lifecycle, StageResult, TextStore
 
 log = logging.getLogger(__name__)
 
@@ -212,24 +210,3 @@ class IndexHandler:
     async def _delete_files(self, document: Document) -> None:
         await self._files.delete(document.storage_key)
         await self._files.delete_extracted(document.id)
-
-
-async def build_index_stage(system: System) -> Stage[ChunkBatchEmbedded]:
-    """The index stage over the process's objects (the vector store is opened here)."""
-    handler = IndexHandler(
-        system.document_repo,
-        system.lifecycle,
-        await system.open_vector_store(),
-        system.blobs,
-        system.freshness_service,
-    )
-    return document_stage(
-        "index",
-        ChunkBatchEmbedded,
-        ParseStatus.INDEXING,
-        handler,
-        system.document_repo,
-        system.settings.stages.index,
-        slow_means_outage=True,
-        on_failure=handler.withdraw,
-    )

@@ -47,9 +47,9 @@ from infra.metrics import (
     STAGE_MESSAGES,
 )
 from infra.settings import IngestSettings, StagePolicy
-from ragline.stages.ports import DocumentStatus, StageResult
 from schemas.domain import STAGE_STATUS, Document, ParseStatus
 from schemas.events import DeadLetter, Event, Publish
+from workers.ports import DocumentStatus, StageResult
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
-"""Wires stages to Kafka: the only place that knows FastStream's subscribers. The objects a
-stage works with come from the composition root (`ragline.system`)."""
+"""Hosts a stage in a process: its Kafka subscriber, its runner and the watch on its
+consumers. The only place that knows FastStream's subscribers; the objects a stage works with
+come from the composition root (`ragline.system`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
@@ -16,26 +18,13 @@ from faststream.kafka import KafkaBroker, KafkaMessage
 
 from core.errors import RetryableError
 from infra.broker_epoch import BrokerEpoch
-from infra.kafka import (
-    build_broker,
-    consumer_options,
-    ensure_topics,
-    kafka_dead_letter,
-)
-from infra.logs import configure_logging
-from infra.malloc import releasing_free_memory
-from infra.memory_trace import trace_memory
-from infra.metrics import (
-    ASSIGNED_PARTITIONS,
-    CONSUMER_LAG,
-    CONSUMER_REWINDS,
-    DEAD_LETTERS,
-    serve_metrics,
-)
+from infra.kafka import build_broker, consumer_options, kafka_dead_letter
+from infra.metrics import ASSIGNED_PARTITIONS, CONSUMER_LAG, CONSUMER_REWINDS, DEAD_LETTERS
 from infra.settings import Settings
-from ragline.stages.runtime import Stage, StageRunner
+from ragline.process import open_process
 from ragline.system import System
-from schemas.topics import ALL_TOPICS, STAGE_INPUTS
+from schemas.topics import STAGE_INPUTS
+from workers.runtime import Stage, StageRunner
 
 log = logging.getLogger(__name__)
 
@@ -191,24 +180,15 @@ async def rewinding(subscriber: Any, stage: str, epoch: BrokerEpoch) -> AsyncIte
             await task
 
 
-class RunnerSlot:
-    """Holds a stage's runner, which can only be built once the process has started."""
-
-    def __init__(self) -> None:
-        self.runner: StageRunner[Any] | None = None
-
-    def get(self) -> StageRunner[Any]:
-        """The runner; the subscriber only starts after it is set."""
-        if self.runner is None:
-            raise RuntimeError("stage runner used before start-up")
-        return self.runner
-
-
 def subscribe_stage(
-    broker: KafkaBroker, settings: Settings, stage: str, slot: RunnerSlot, concurrency: int = 1
+    broker: KafkaBroker,
+    settings: Settings,
+    stage: str,
+    runner: StageRunner[Any],
+    concurrency: int = 1,
 ) -> Any:
-    """Subscribes the stage's input topic in the stage's consumer group; returns the
-    subscriber (to watch with `rewinding`).
+    """Subscribes the stage's input topic in the stage's consumer group (before `broker`
+    starts); returns the subscriber (to watch with `rewinding`).
 
     With `concurrency` above 1 the process joins the group with that many consumers, each
     working through its own partitions, so messages of different partitions overlap.
@@ -225,13 +205,9 @@ def subscribe_stage(
     @subscriber  # type: ignore[untyped-decorator]
     async def consume(message: KafkaMessage) -> None:
         _report_lag(stage, message)
-        await slot.get().run(message.body)
+        await runner.run(message.body)
 
     return subscriber
-
-
-# Builds a stage (its handler over the process's objects, and its policy) once the process runs.
-StageFactory = Callable[[System], Awaitable[Stage[Any]]]
 
 
 def stage_runner(system: System, stage: Stage[Any]) -> StageRunner[Any]:
@@ -249,29 +225,37 @@ def stage_runner(system: System, stage: Stage[Any]) -> StageRunner[Any]:
     )
 
 
-def stage_app(
-    settings: Settings, stage: str, build: StageFactory, concurrency: int = 1
-) -> FastStream:
-    """A worker process for one stage: broker, subscriber, lifespan, metrics."""
-    configure_logging(settings.log_level)
-    trace_memory(settings.memory_trace_frames, settings.run_dir, stage)
-    broker = build_broker(settings.kafka, f"ragline-{stage}")
-    slot = RunnerSlot()
-    subscriber = subscribe_stage(broker, settings, stage, slot, concurrency)
+@dataclass(frozen=True)
+class StageProcess:
+    """A stage as a process hosts it: its name, how it is built over the process's objects
+    (its handler and its policy), and how many of its messages one process works at once."""
+
+    name: str
+    build: Callable[[System], Awaitable[Stage[Any]]]
+    concurrency: Callable[[Settings], int] = lambda _settings: 1
+
+
+async def host_stage(system: System, stage: StageProcess, stack: AsyncExitStack) -> None:
+    """Builds the stage and subscribes it on the system's broker, which the process starts
+    afterwards; its consumers are watched (`rewinding`) for as long as `stack` is open."""
+    runner = stage_runner(system, await stage.build(system))
+    subscriber = subscribe_stage(
+        system.broker, system.settings, stage.name, runner, stage.concurrency(system.settings)
+    )
+    await stack.enter_async_context(rewinding(subscriber, stage.name, system.broker_epoch))
+
+
+def stage_app(settings: Settings, stage: StageProcess) -> FastStream:
+    """A worker process for one stage; FastStream starts the broker after the lifespan has
+    opened the process and subscribed the stage, and stops it on SIGINT or SIGTERM."""
+    broker = build_broker(settings.kafka, f"ragline-{stage.name}")
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            if settings.kafka.create_topics:
-                await ensure_topics(settings.kafka, ALL_TOPICS)
-            system = System(settings, stack, broker)
-            slot.runner = stage_runner(system, await build(system))
-            await stack.enter_async_context(rewinding(subscriber, stage, system.broker_epoch))
-            await stack.enter_async_context(
-                releasing_free_memory(settings.release_free_memory_every_s)
-            )
-            serve_metrics(settings.metrics_host, settings.metrics_port)
-            log.info("%s worker ready", stage)
+            system = await open_process(settings, stage.name, stack, broker)
+            await host_stage(system, stage, stack)
+            log.info("%s worker ready", stage.name)
             yield
 
     return FastStream(broker, lifespan=lifespan)
