@@ -37,7 +37,7 @@ from api.routes import (
     tokens,
 )
 from api.routes import bots as bot_routes
-from api.state import OpenServices
+from api.state import ApiServices, OpenServices, Services
 from api.text_bodies import TextOnlyJsonBodies
 from core.errors import (
     Conflict,
@@ -125,7 +125,7 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
     """The API app over the services `open_services` opens for the app's lifetime, with the
     MCP server at `/mcp`."""
     settings = settings or ApiSettings()
-    mcp = KnowledgeMcp(lambda: getattr(app.state, "services", None))
+    mcp = KnowledgeMcp(lambda: _services_of(app))
     mcp_app = mcp.app(
         issuer_url=f"http://{settings.host}:{settings.port}",
         allowed_hosts=settings.mcp_allowed_hosts,
@@ -173,6 +173,12 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
     return app
 
 
+def _services_of(app: FastAPI) -> Services | None:
+    """The process's services once the lifespan has opened them."""
+    opened: ApiServices | None = getattr(app.state, "services", None)
+    return None if opened is None else opened.services
+
+
 def _audit_of(app: FastAPI) -> AuditRepository | None:
-    services = getattr(app.state, "services", None)
-    return None if services is None else services.get(AuditRepository)
+    services = _services_of(app)
+    return None if services is None else services.audit_repo

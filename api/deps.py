@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -33,8 +32,6 @@ from services.sync_service import SyncService
 from services.token_service import TokenService
 from services.wiki_service import WikiService
 
-T = TypeVar("T")
-
 
 def get_services(request: Request) -> ApiServices:
     """The process's services (set by the lifespan)."""
@@ -47,36 +44,134 @@ def get_services(request: Request) -> ApiServices:
 ServicesDep = Annotated[ApiServices, Depends(get_services)]
 
 
-def provide(kind: type[T]) -> Callable[[ApiServices], Awaitable[T]]:
-    """A dependency giving the process's service of class `kind`, so a route receives only
-    what it calls (async: it runs on the event loop, where a service is built once)."""
-
-    async def pick(services: ServicesDep) -> T:
-        return services.get(kind)
-
-    return pick
+# One dependency per service a route calls, so a route receives only what it calls (async: it
+# runs on the event loop, where a service is built once), and one alias for it.
 
 
-# One alias per service a route calls: the class is all a new one needs.
-KnowledgeBaseServiceDep = Annotated[KnowledgeBaseService, Depends(provide(KnowledgeBaseService))]
-DocumentServiceDep = Annotated[DocumentService, Depends(provide(DocumentService))]
-IntakeServiceDep = Annotated[IntakeService, Depends(provide(IntakeService))]
-RemovalServiceDep = Annotated[RemovalService, Depends(provide(RemovalService))]
-BotServiceDep = Annotated[BotService, Depends(provide(BotService))]
-SearchServiceDep = Annotated[SearchService, Depends(provide(SearchService))]
-EvaluationServiceDep = Annotated[EvaluationService, Depends(provide(EvaluationService))]
-TokenServiceDep = Annotated[TokenService, Depends(provide(TokenService))]
-AuditRepositoryDep = Annotated[AuditRepository, Depends(provide(AuditRepository))]
-DeadLetterServiceDep = Annotated[DeadLetterService, Depends(provide(DeadLetterService))]
-SyncServiceDep = Annotated[SyncService, Depends(provide(SyncService))]
-CrawlJobServiceDep = Annotated[CrawlJobService, Depends(provide(CrawlJobService))]
-PeopleServiceDep = Annotated[PeopleService, Depends(provide(PeopleService))]
-PolicyServiceDep = Annotated[PolicyService, Depends(provide(PolicyService))]
-GovernanceServiceDep = Annotated[GovernanceService, Depends(provide(GovernanceService))]
-WikiServiceDep = Annotated[WikiService, Depends(provide(WikiService))]
-AgentToolServiceDep = Annotated[AgentToolService, Depends(provide(AgentToolService))]
-BackupServiceDep = Annotated[BackupService, Depends(provide(BackupService))]
+async def _knowledge_base_service(opened: ServicesDep) -> KnowledgeBaseService:
+    return opened.services.knowledge_base_service
 
+
+KnowledgeBaseServiceDep = Annotated[KnowledgeBaseService, Depends(_knowledge_base_service)]
+
+
+async def _document_service(opened: ServicesDep) -> DocumentService:
+    return opened.services.document_service
+
+
+DocumentServiceDep = Annotated[DocumentService, Depends(_document_service)]
+
+
+async def _intake_service(opened: ServicesDep) -> IntakeService:
+    return opened.services.intake_service
+
+
+IntakeServiceDep = Annotated[IntakeService, Depends(_intake_service)]
+
+
+async def _removal_service(opened: ServicesDep) -> RemovalService:
+    return opened.services.removal_service
+
+
+RemovalServiceDep = Annotated[RemovalService, Depends(_removal_service)]
+
+
+async def _bot_service(opened: ServicesDep) -> BotService:
+    return opened.services.bot_service
+
+
+BotServiceDep = Annotated[BotService, Depends(_bot_service)]
+
+
+async def _search_service(opened: ServicesDep) -> SearchService:
+    return opened.services.search_service
+
+
+SearchServiceDep = Annotated[SearchService, Depends(_search_service)]
+
+
+async def _evaluation_service(opened: ServicesDep) -> EvaluationService:
+    return opened.services.evaluation_service
+
+
+EvaluationServiceDep = Annotated[EvaluationService, Depends(_evaluation_service)]
+
+
+async def _token_service(opened: ServicesDep) -> TokenService:
+    return opened.services.token_service
+
+
+TokenServiceDep = Annotated[TokenService, Depends(_token_service)]
+
+
+async def _audit_repo(opened: ServicesDep) -> AuditRepository:
+    return opened.services.audit_repo
+
+
+AuditRepositoryDep = Annotated[AuditRepository, Depends(_audit_repo)]
+
+
+async def _dead_letter_service(opened: ServicesDep) -> DeadLetterService:
+    return opened.services.dead_letter_service
+
+
+DeadLetterServiceDep = Annotated[DeadLetterService, Depends(_dead_letter_service)]
+
+
+async def _sync_service(opened: ServicesDep) -> SyncService:
+    return opened.services.sync_service
+
+
+SyncServiceDep = Annotated[SyncService, Depends(_sync_service)]
+
+
+async def _crawl_job_service(opened: ServicesDep) -> CrawlJobService:
+    return opened.services.crawl_job_service
+
+
+CrawlJobServiceDep = Annotated[CrawlJobService, Depends(_crawl_job_service)]
+
+
+async def _people_service(opened: ServicesDep) -> PeopleService:
+    return opened.services.people_service
+
+
+PeopleServiceDep = Annotated[PeopleService, Depends(_people_service)]
+
+
+async def _policy_service(opened: ServicesDep) -> PolicyService:
+    return opened.services.policy_service
+
+
+PolicyServiceDep = Annotated[PolicyService, Depends(_policy_service)]
+
+
+async def _governance_service(opened: ServicesDep) -> GovernanceService:
+    return opened.services.governance_service
+
+
+GovernanceServiceDep = Annotated[GovernanceService, Depends(_governance_service)]
+
+
+async def _wiki_service(opened: ServicesDep) -> WikiService:
+    return opened.services.wiki_service
+
+
+WikiServiceDep = Annotated[WikiService, Depends(_wiki_service)]
+
+
+async def _agent_tool_service(opened: ServicesDep) -> AgentToolService:
+    return opened.services.agent_tool_service
+
+
+AgentToolServiceDep = Annotated[AgentToolService, Depends(_agent_tool_service)]
+
+
+async def _backup_service(opened: ServicesDep) -> BackupService:
+    return opened.services.backup_service
+
+
+BackupServiceDep = Annotated[BackupService, Depends(_backup_service)]
 
 # The schemes the OpenAPI schema declares; missing credentials are refused below, as 401s
 # with a message, not by FastAPI.

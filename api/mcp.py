@@ -26,17 +26,16 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 
-from api.state import ServiceLookup
+from api.state import Services
 from core.errors import RaglineError, ServiceUnavailable
 from schemas.domain import Principal
 from services.agent_tool_service import TOOLS, Agent, AgentToolService, Session, ToolSpec
-from services.token_service import TokenService
 
 log = logging.getLogger(__name__)
 
 
 # The services of the running app (None while it starts or stops).
-ServicesNow = Callable[[], ServiceLookup | None]
+ServicesNow = Callable[[], Services | None]
 
 
 class RaglineTokens:
@@ -50,7 +49,7 @@ class RaglineTokens:
         services = self._services()
         if services is None:
             return None
-        principal = await services.get(TokenService).resolve(token)
+        principal = await services.token_service.resolve(token)
         if principal is None:
             return None
         return AccessToken(
@@ -139,7 +138,7 @@ class KnowledgeMcp:
         services = self._services()
         if services is None:
             raise ServiceUnavailable("api", "still starting")
-        return services.get(AgentToolService)
+        return services.agent_tool_service
 
     async def _agent(self) -> Agent:
         token = get_access_token()

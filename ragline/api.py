@@ -12,16 +12,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import TypeVar
 
 import pymongo
 import uvicorn
 from fastapi import FastAPI
 
 from api.app import create_app
-from api.state import ApiServices, Readiness
+from api.state import ApiServices
 from core.errors import RetryableError
 from core.filters import chunks_where
 from infra.document_repository import DocumentRepository
@@ -30,7 +28,6 @@ from infra.logs import configure_logging
 from infra.metrics import DOCUMENTS_STALLED
 from infra.settings import Settings
 from ragline.process import open_process
-from ragline.system import System
 from schemas.domain import utcnow
 from services.removal_service import RemovalService
 from workers.hosting import host_stage
@@ -40,26 +37,6 @@ log = logging.getLogger(__name__)
 
 # How long `/readyz` waits for any one dependency (they are asked at once).
 PROBE_TIMEOUT_S = 2.0
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class OpenedServices:
-    """The HTTP app's view of the process (`api.state.ApiServices`): the system's services by
-    class, its settings and the readiness probe."""
-
-    system: System
-    readiness: Readiness
-
-    @property
-    def settings(self) -> Settings:
-        """The process's settings."""
-        return self.system.settings
-
-    def get(self, kind: type[T]) -> T:
-        """The system's service (or repository) of class `kind`."""
-        return self.system.get(kind)
 
 
 async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiServices:
@@ -101,7 +78,7 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
         return dict(zip(probes, states, strict=True))
 
     log.info("API ready on http://%s:%d", settings.api.host, settings.api.port)
-    return OpenedServices(system, readiness)
+    return ApiServices(system, settings, readiness)
 
 
 def build_app(settings: Settings) -> FastAPI:

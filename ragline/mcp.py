@@ -16,7 +16,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from api.mcp import KnowledgeMcp
-from api.state import ServiceLookup
+from api.state import Services
 from infra.kafka import build_broker
 from infra.logs import configure_logging
 from infra.settings import Settings
@@ -25,7 +25,7 @@ from ragline.process import open_process
 
 def build_app(settings: Settings) -> Starlette:
     """The MCP app, opening the system for its lifetime."""
-    opened: dict[str, ServiceLookup] = {}
+    opened: dict[str, Services] = {}
     mcp = KnowledgeMcp(lambda: opened.get("services"))
     app = mcp.app(
         issuer_url=f"http://{settings.api.host}:{settings.api.port}",

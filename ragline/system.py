@@ -6,32 +6,33 @@ first use, once per process, and closed in reverse order when the process's exit
 Nothing else constructs a client or wires a service, so a new entry point (an MCP server, a
 CLI) is a few lines over the same objects.
 
+Everything is reached as a plain, typed attribute, built on first use (`cached_property`).
+Two things take a slow, asynchronous start and are opened once by the process that needs them
+before they are read: the embedding model (`await open_embedder()`, then `embedder`) and the
+vector store (`await open_vector_store()`, then `store`).
+
 One name per thing:
 
 - a repository (`infra/`: one kind of record in MongoDB) is a class `XxxRepository` in
   `infra/xxx_repository.py`, reached as `system.xxx_repo`;
 - a service (`services/`: a use case a transport calls: an API route, an MCP tool, a worker)
   is a class `XxxService` in the module of its area, `services/<area>_service.py` (search is
-  `services/search/search_service.py`),
-  reached as `system.xxx_service`, and as `xxx_service` wherever it is handed on (a route's
-  parameter, a worker's variable);
+  `services/search/search_service.py`), reached as `system.xxx_service`, and as `xxx_service`
+  wherever it is handed on (a route's parameter, a worker's variable);
 - other adapters (clients, the blob store, caches, the outbox, the vector store, the embedder)
   and the helpers a service is made of (a retriever, an access guard, an evaluator) keep
   descriptive names.
 
-So the list of services is this class: `get(XxxService)` finds one by its class through the
-rule, and the transports ask for what they call that way (the API's dependency aliases, the MCP
-server); a new service is written here, and in the alias of the route that calls it.
+The HTTP layer and the MCP server read the services they call through `api.state.Services`,
+which this class satisfies (the type check says so where the API process hands it over).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from functools import cached_property
-from typing import TypeVar
 
 from faststream.kafka import KafkaBroker
 from pymongo import AsyncMongoClient
@@ -91,19 +92,6 @@ from services.sync_service import SyncService
 from services.token_service import TokenService
 from services.wiki_service import WikiService
 
-T = TypeVar("T")
-
-
-def attribute_of(kind: type) -> str:
-    """The `System` attribute holding a service or repository class, by the naming rule:
-    `XxxService` is `xxx_service`, `XxxRepository` is `xxx_repo`."""
-    words = re.sub(r"(?<!^)(?=[A-Z])", "_", kind.__name__).lower()
-    if words.endswith("_service"):
-        return words
-    if words.endswith("_repository"):
-        return words.removesuffix("_repository") + "_repo"
-    raise LookupError(f"{kind.__name__} is neither a service nor a repository")
-
 
 class System:
     """Ragline's objects for one process, built on first use and closed with `stack`.
@@ -119,18 +107,6 @@ class System:
         self._broker = broker
         self._embedder: Embedder | None = None
         self._store: VectorStore | None = None
-        self._context_provider: ContextProvider | None = None
-        self._context_provider_built = False
-
-    def get(self, kind: type[T]) -> T:
-        """The process's one service (or repository) of class `kind`, built on first use."""
-        name = attribute_of(kind)
-        if not isinstance(getattr(type(self), name, None), cached_property):
-            raise LookupError(f"the system builds no {kind.__name__} (no {name!r})")
-        found = getattr(self, name)
-        if not isinstance(found, kind):
-            raise LookupError(f"{name!r} is a {type(found).__name__}, not a {kind.__name__}")
-        return found
 
     def on_close(self, close: Callable[[], Awaitable[object]]) -> None:
         """Runs `close` when the process's exit stack unwinds (with the clients, in reverse
@@ -237,14 +213,13 @@ class System:
             raise RuntimeError("the vector store is used before it was opened")
         return self._store
 
+    @cached_property
     def context_provider(self) -> ContextProvider | None:
         """The language model that writes chunk contexts, if one is configured."""
-        if not self._context_provider_built:
-            self._context_provider = build_context_provider(self.settings.contextual)
-            if self._context_provider is not None:
-                self._stack.push_async_callback(self._context_provider.close)
-            self._context_provider_built = True
-        return self._context_provider
+        provider = build_context_provider(self.settings.contextual)
+        if provider is not None:
+            self._stack.push_async_callback(provider.close)
+        return provider
 
     # --- repositories -------------------------------------------------------------------------
 

@@ -19,9 +19,7 @@ async def build_stage(system: System) -> Stage[DocumentExtracted]:
         system.blobs,
         settings.chunking,
         batch_size=settings.embedding.batch_size,
-        contexts=Contextualizer(
-            settings.contextual, system.context_provider(), system.context_cache
-        ),
+        contexts=Contextualizer(settings.contextual, system.context_provider, system.context_cache),
     )
     return document_stage(
         "chunk",
