@@ -130,6 +130,8 @@ import httpx
 import numpy as np
 from numpy.typing import NDArray
 
+from core.retrieval import RetrievalMode
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -167,7 +169,6 @@ from infra.settings import ChunkingSettings, EmbeddingSettings, Settings
 from infra.sparse import SparseEncoder, packed_terms
 from infra.vectorstore.base import (
     ChunkPoint,
-    RetrievalMode,
     SparseVector,
     VectorQuery,
     VectorStore,

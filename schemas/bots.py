@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
+
+from core.retrieval import BotRetrievalModeField, FusionField, FusionMethod, RetrievalMode
 
 DEFAULT_FALLBACK = "Sorry, I could not find that in my knowledge base."
 
@@ -30,10 +31,10 @@ class KnowledgeConfig(BaseModel):
     strict: bool = True
     trigger_instructions: str = Field(default="", max_length=4000)
     fallback_message: str = Field(default=DEFAULT_FALLBACK, min_length=1, max_length=1000)
-    retrieval_mode: Literal["dense", "hybrid"] = "hybrid"
+    retrieval_mode: BotRetrievalModeField = RetrievalMode.HYBRID
     # How hybrid retrieval fuses its two rankings (see the README): a weighted sum of
     # normalised scores (`dense_weight` on the semantic side), or reciprocal rank fusion.
-    fusion: Literal["convex", "rrf"] = "convex"
+    fusion: FusionField = FusionMethod.CONVEX
     # None: chosen per query (a question leans on meaning; see the README's Search section).
     dense_weight: float | None = Field(default=None, ge=0, le=1)
     rrf_k: int = Field(default=60, ge=1, le=1000)
@@ -78,8 +79,8 @@ class KnowledgePatch(BaseModel):
     strict: bool | None = None
     trigger_instructions: str | None = Field(default=None, max_length=4000)
     fallback_message: str | None = Field(default=None, min_length=1, max_length=1000)
-    retrieval_mode: Literal["dense", "hybrid"] | None = None
-    fusion: Literal["convex", "rrf"] | None = None
+    retrieval_mode: BotRetrievalModeField | None = None
+    fusion: FusionField | None = None
     dense_weight: float | None = Field(default=None, ge=0, le=1)
     rrf_k: int | None = Field(default=None, ge=1, le=1000)
     max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)

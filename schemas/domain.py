@@ -9,7 +9,7 @@ import secrets
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from core.governance import Governance, Visibility
+from core.retrieval import FusionField, FusionMethod, RetrievalMode, RetrievalModeField
 
 CHUNK_POINT_NAMESPACE = uuid.NAMESPACE_URL
 # Between a chunk's context prefix and its text in what is embedded.
@@ -258,17 +259,17 @@ class RetrievalConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    retrieval_mode: Literal["dense", "sparse", "hybrid"]
-    fusion: Literal["convex", "rrf"] | None = None
+    retrieval_mode: RetrievalModeField
+    fusion: FusionField | None = None
     dense_weight: float | None = Field(default=None, ge=0, le=1)
     rrf_k: int | None = Field(default=None, ge=1, le=1000)
 
     @property
     def label(self) -> str:
         """`hybrid, convex 0.5`, `hybrid, convex per query`, `hybrid, RRF k=60`, `dense`."""
-        if self.retrieval_mode != "hybrid" or self.fusion is None:
+        if self.retrieval_mode != RetrievalMode.HYBRID or self.fusion is None:
             return self.retrieval_mode
-        if self.fusion == "rrf":
+        if self.fusion == FusionMethod.RRF:
             return "hybrid, RRF" + ("" if self.rrf_k is None else f" k={self.rrf_k}")
         return "hybrid, convex " + (
             "per query" if self.dense_weight is None else f"{self.dense_weight}"

@@ -6,9 +6,9 @@ import secrets
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.domain import NOT_BLANK, RetrievalConfig
+from schemas.domain import NOT_BLANK, NotBlank, RetrievalConfig
 
 MAX_CASES = 100
 
@@ -18,31 +18,16 @@ def new_evaluation_id() -> str:
     return f"eval_{secrets.token_hex(8)}"
 
 
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be blank")
-    return value
-
-
 class EvaluationCase(BaseModel):
     """A question and what a good answer contains: document ids of the KB, or text snippets
     that a relevant passage holds (case and spacing are ignored)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
-    expected: list[Annotated[str, Field(max_length=2000, json_schema_extra=NOT_BLANK)]] = Field(
-        min_length=1, max_length=20
+    query: NotBlank = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
+    expected: list[Annotated[NotBlank, Field(max_length=2000, json_schema_extra=NOT_BLANK)]] = (
+        Field(min_length=1, max_length=20)
     )
-
-    _query = field_validator("query")(_not_blank)
-
-    @field_validator("expected")
-    @classmethod
-    def _expected_not_blank(cls, values: list[str]) -> list[str]:
-        for value in values:
-            _not_blank(value)
-        return values
 
 
 class EvaluationRequest(BaseModel):

@@ -3,18 +3,13 @@ and agents' searches, and the shapes a hit takes in each. No I/O."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from core.governance import NAME_PATTERN
-from schemas.domain import NOT_BLANK
-
-
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("query must not be blank")
-    return value
+from core.retrieval import FusionField, FusionMethod, RetrievalMode, RetrievalModeField
+from schemas.domain import NOT_BLANK, NotBlank
 
 
 class BotSearchOptions(BaseModel):
@@ -23,7 +18,7 @@ class BotSearchOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
+    query: NotBlank = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
     kb_ids: list[str] | None = Field(default=None, max_length=100)
     top_k: int | None = Field(default=None, ge=1, le=10)
     score_threshold: float | None = Field(default=None, ge=0, le=1)
@@ -32,8 +27,6 @@ class BotSearchOptions(BaseModel):
     # The person the bot searches for: it then sees what that user may read of its KBs;
     # without one, only what the whole tenant may read.
     user_id: str | None = Field(default=None, pattern=NAME_PATTERN)
-
-    _query = field_validator("query")(_not_blank)
 
 
 class BotSearchRequest(BotSearchOptions):
@@ -50,12 +43,12 @@ class KnowledgeSearchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
+    query: NotBlank = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
     kb_ids: list[str] | None = Field(default=None, max_length=100)
     top_k: int = Field(default=5, ge=1, le=50)
     # Left out (or null): the searched KBs' default retrieval when they all have the same one
     # (an evaluation applied to them), else hybrid.
-    retrieval_mode: Literal["dense", "sparse", "hybrid"] | None = Field(
+    retrieval_mode: RetrievalModeField | None = Field(
         default=None,
         description="left out: the searched knowledge bases' default retrieval when they all "
         "have the same one (an evaluation applied to them), else hybrid",
@@ -67,8 +60,6 @@ class KnowledgeSearchRequest(BaseModel):
     session_id: str | None = Field(default=None, max_length=200)
     turn_id: str | None = Field(default=None, max_length=200)
 
-    _query = field_validator("query")(_not_blank)
-
 
 class TenantSearchRequest(BaseModel):
     """Admin tooling's search over a tenant's active KBs, in any retrieval mode."""
@@ -77,17 +68,15 @@ class TenantSearchRequest(BaseModel):
 
     tenant_id: str = Field(min_length=1, max_length=200)
     kb_ids: list[str] = Field(max_length=100)
-    query: str = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
+    query: NotBlank = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
     top_k: int = Field(default=4, ge=1, le=50)
     score_threshold: float = Field(default=0.0, ge=0, le=1)
-    retrieval_mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
-    fusion: Literal["convex", "rrf"] = "convex"
+    retrieval_mode: RetrievalModeField = RetrievalMode.HYBRID
+    fusion: FusionField = FusionMethod.CONVEX
     # None: chosen per query (a question leans on meaning; see the README's Search section).
     dense_weight: float | None = Field(default=None, ge=0, le=1)
     rrf_k: int = Field(default=60, ge=1, le=1000)
     max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)
-
-    _query = field_validator("query")(_not_blank)
 
 
 def _search_form(body: Any) -> str:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.errors import Conflict, InvalidRequest
+from core.retrieval import FusionMethod, RetrievalMode
 from infra.document_repository import DocumentRepository
 from infra.evaluation_repository import EvaluationRepository
 from infra.knowledge_base_repository import KnowledgeBaseRepository
@@ -52,12 +53,17 @@ from services.search.search_service import SearchService
 # (convex, its weight chosen per query) first so that it wins ties, then each retriever alone.
 CONFIGS: tuple[RetrievalConfig, ...] = (
     *(
-        RetrievalConfig(retrieval_mode="hybrid", fusion="convex", dense_weight=weight)
+        RetrievalConfig(
+            retrieval_mode=RetrievalMode.HYBRID, fusion=FusionMethod.CONVEX, dense_weight=weight
+        )
         for weight in (None, 0.5, 0.3, 0.7)
     ),
-    *(RetrievalConfig(retrieval_mode="hybrid", fusion="rrf", rrf_k=k) for k in (60, 20, 5)),
-    RetrievalConfig(retrieval_mode="dense"),
-    RetrievalConfig(retrieval_mode="sparse"),
+    *(
+        RetrievalConfig(retrieval_mode=RetrievalMode.HYBRID, fusion=FusionMethod.RRF, rrf_k=k)
+        for k in (60, 20, 5)
+    ),
+    RetrievalConfig(retrieval_mode=RetrievalMode.DENSE),
+    RetrievalConfig(retrieval_mode=RetrievalMode.SPARSE),
 )
 DEPTH = 10
 RETURNED_SHOWN = 3
@@ -208,7 +214,7 @@ def best_of_each_mode(results: Sequence[ConfigResult]) -> dict[str, ConfigResult
 
 def best_for_bots(results: Sequence[ConfigResult]) -> ConfigResult:
     """The best configuration a bot can use (dense or hybrid); the first wins ties."""
-    usable = [r for r in results if r.config.retrieval_mode != "sparse"]
+    usable = [r for r in results if r.config.retrieval_mode != RetrievalMode.SPARSE]
     return max(usable, key=_rank_key)
 
 
@@ -217,9 +223,9 @@ def _same(a: RetrievalConfig, b: RetrievalConfig) -> bool:
     and of them only the fusion's own (a convex weight, an RRF k)."""
 
     def key(c: RetrievalConfig) -> tuple[object, ...]:
-        if c.retrieval_mode != "hybrid":
+        if c.retrieval_mode != RetrievalMode.HYBRID:
             return (c.retrieval_mode,)
-        return ("hybrid", c.fusion, c.rrf_k if c.fusion == "rrf" else c.dense_weight)
+        return ("hybrid", c.fusion, c.rrf_k if c.fusion == FusionMethod.RRF else c.dense_weight)
 
     return key(a) == key(b)
 
@@ -351,7 +357,7 @@ class EvaluationService:
             )
         chosen = measured(evaluation, request.config)
         config = chosen.config
-        if config.retrieval_mode == "sparse":
+        if config.retrieval_mode == RetrievalMode.SPARSE:
             raise InvalidRequest(
                 f"config: bots do not search sparse, so {config.label} cannot be applied to "
                 "a bot; choose a dense or hybrid configuration, or apply it to the knowledge "
@@ -360,7 +366,7 @@ class EvaluationService:
         # The configuration's settings; those it leaves unset (a dense one's fusion) stay, but
         # a convex fusion without a weight is the weight chosen per query.
         settings = config.model_dump(exclude_none=True)
-        if config.fusion == "convex" and config.dense_weight is None:
+        if config.fusion == FusionMethod.CONVEX and config.dense_weight is None:
             settings["dense_weight"] = None
         patch = KnowledgePatch.model_validate(settings)
         updated = await self._bots.update(tenant_id, bot.id, BotUpdate(knowledge=patch))

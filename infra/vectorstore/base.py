@@ -24,6 +24,7 @@ from core.filters import (
     older_versions,
     version_of,
 )
+from core.retrieval import RetrievalMode
 from schemas.chunks import ChunkPayload
 from schemas.domain import Document
 
@@ -181,14 +182,6 @@ class WithdrawnDocument:
         if self.live_version <= 0:
             return own, None
         return own, version_of(self.tenant_id, self.kb_id, self.source_key, self.live_version)
-
-
-class RetrievalMode(StrEnum):
-    """Which retriever ranks the chunks."""
-
-    DENSE = "dense"
-    SPARSE = "sparse"
-    HYBRID = "hybrid"
 
 
 @dataclass(frozen=True)

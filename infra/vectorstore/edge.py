@@ -56,6 +56,7 @@ from core.filters import (
     SearchScope,
     chunks_of_document,
 )
+from core.retrieval import RetrievalMode
 from infra.metrics import VECTOR_STORE_OPTIMIZATIONS
 from infra.vectorstore.base import (
     DENSE_VECTOR,
@@ -70,7 +71,6 @@ from infra.vectorstore.base import (
     Rankings,
     RankPart,
     RankQuery,
-    RetrievalMode,
     ScoredChunk,
     SparseVector,
     StoredChunk,

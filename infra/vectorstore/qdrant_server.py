@@ -33,6 +33,7 @@ from core.filters import (
     SearchScope,
     chunks_of_document,
 )
+from core.retrieval import RetrievalMode
 from infra.vectorstore.base import (
     DENSE_VECTOR,
     DOCUMENT_ID,
@@ -46,7 +47,6 @@ from infra.vectorstore.base import (
     Rankings,
     RankPart,
     RankQuery,
-    RetrievalMode,
     ScoredChunk,
     SparseVector,
     StoredChunk,

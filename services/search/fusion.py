@@ -35,6 +35,7 @@ import re
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from core.retrieval import FusionMethod
 from infra.sparse import identifier_terms
 from infra.vectorstore.base import Rankings
 
@@ -46,13 +47,6 @@ _ASKING = frozenset(
     will may must shall was were has have any""".split()
 )
 _FIRST_WORD = re.compile(r"\w+")
-
-
-class FusionMethod(StrEnum):
-    """How hybrid retrieval combines its two rankings."""
-
-    CONVEX = "convex"
-    RRF = "rrf"
 
 
 @dataclass(frozen=True)

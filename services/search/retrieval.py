@@ -36,6 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from core.filters import SearchScope
+from core.retrieval import RetrievalMode
 from infra.embedding.base import Embedder
 from infra.embedding.batching import QueryBatcher
 from infra.sparse import (
@@ -51,7 +52,6 @@ from infra.sparse import (
 from infra.vectorstore.base import (
     Rankings,
     RankQuery,
-    RetrievalMode,
     StoredChunk,
     VectorStore,
 )

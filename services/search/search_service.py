@@ -33,12 +33,13 @@ from numpy.typing import NDArray
 from core.errors import RateLimited
 from core.filters import SearchScope
 from core.governance import Reader
+from core.retrieval import FusionMethod, RetrievalMode
 from infra.knowledge_base_repository import KnowledgeBaseRepository
 from infra.metrics import SEARCH_CACHE, SEARCH_LATENCY, SEARCH_REQUESTS, TENANT_REQUESTS
 from infra.rate_limits import RateLimiter
 from infra.search_cache import Limit, Probe, Remembered, SearchCache, result_key
 from infra.settings import SearchSettings
-from infra.vectorstore.base import RetrievalMode, StoredChunk
+from infra.vectorstore.base import StoredChunk
 from schemas.domain import KbStatus, Principal, RetrievalConfig, chunk_id
 from schemas.events import ChunksRetrieved, RetrievedChunk
 from schemas.search import (
@@ -55,7 +56,7 @@ from services.freshness_service import FreshnessService, Kind
 from services.governance_service import PolicyService
 from services.search.access import AccessGuard
 from services.search.clock import Clock
-from services.search.fusion import FusionMethod, FusionParams
+from services.search.fusion import FusionParams
 from services.search.retrieval import Candidate, Ranked, Retriever, query_terms
 from services.search.retrieval_events import RetrievalEvents
 from services.search.shaping import (

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from core.filters import SearchScope
+from core.retrieval import RetrievalMode
 from infra.embedding.base import Embedder
 from infra.sparse import SparseEncoder, term_index
-from infra.vectorstore.base import ChunkPoint, Rankings, RankQuery, RetrievalMode, StoredChunk
+from infra.vectorstore.base import ChunkPoint, Rankings, RankQuery, StoredChunk
 from infra.vectorstore.edge import EdgeVectorStore
 from schemas.chunks import ChunkPayload
 from schemas.domain import chunk_point_id

@@ -17,7 +17,8 @@ import pytest
 
 from core.errors import PermanentError, ServiceUnavailable
 from core.filters import SearchScope, chunks_where
-from infra.vectorstore.base import ChunkPoint, RankQuery, RetrievalMode
+from core.retrieval import RetrievalMode
+from infra.vectorstore.base import ChunkPoint, RankQuery
 from infra.vectorstore.remote import RemoteVectorStore
 from schemas.chunks import ChunkPayload
 from schemas.domain import chunk_point_id

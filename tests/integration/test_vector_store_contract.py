@@ -29,13 +29,13 @@ from core.filters import (
     chunks_of_kb,
     chunks_where,
 )
+from core.retrieval import RetrievalMode
 from infra.sparse import SparseEncoder, packed_terms, term_index, unpacked_terms
 from infra.vectorstore.base import (
     ChunkPoint,
     PublishedDocument,
     Rankings,
     RankQuery,
-    RetrievalMode,
     ScoredChunk,
     SparseVector,
     VectorQuery,

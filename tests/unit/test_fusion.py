@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from core.retrieval import FusionMethod
 from infra.vectorstore.base import Rankings
 from services.search.fusion import (
-    FusionMethod,
     FusionParams,
     QueryKind,
     dense_weight_for,
