@@ -17,8 +17,9 @@ import asyncio
 import contextlib
 import ctypes
 import functools
-from collections.abc import AsyncIterator
 from typing import Any
+
+from core.periodic import Periodic
 
 
 class _MallInfo2(ctypes.Structure):
@@ -66,22 +67,12 @@ def release_free_memory() -> bool:
     return bool(libc is not None and libc.malloc_trim(0))
 
 
-@contextlib.asynccontextmanager
-async def releasing_free_memory(every_s: float) -> AsyncIterator[None]:
+def releasing_free_memory(every_s: float) -> contextlib.AbstractAsyncContextManager[object]:
     """While open, gives malloc's free pages back every `every_s` seconds (0: never)."""
     if every_s <= 0:
-        yield
-        return
+        return contextlib.nullcontext()
 
     async def release() -> None:
-        while True:
-            await asyncio.sleep(every_s)
-            await asyncio.to_thread(release_free_memory)
+        await asyncio.to_thread(release_free_memory)
 
-    task = asyncio.create_task(release())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    return Periodic("releasing free memory", every_s, release)

@@ -22,6 +22,7 @@ from api.app import create_app
 from api.state import ApiServices
 from core.errors import RetryableError
 from core.filters import chunks_where
+from core.periodic import Periodic
 from infra.document_repository import DocumentRepository
 from infra.kafka import build_broker
 from infra.logs import configure_logging
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 
 # How long `/readyz` waits for any one dependency (they are asked at once).
 PROBE_TIMEOUT_S = 2.0
+# How often retired documents' deletes are finished.
+SWEEP_EVERY_S = 1.0
 
 
 async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiServices:
@@ -57,12 +60,23 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
     if not await system.freshness_service.start():
         log.warning("not following search changes yet (Redis): searches read MongoDB")
 
-    stalled = asyncio.create_task(
-        _report_stalled(system.document_repo, settings.ingest.stall_after_s)
+    stall_after_s = settings.ingest.stall_after_s
+    await stack.enter_async_context(
+        Periodic(
+            "counting stalled documents",
+            min(30.0, max(1.0, stall_after_s / 4)),
+            lambda: _report_stalled(system.document_repo, stall_after_s),
+            at_once=True,
+        )
     )
-    stack.callback(stalled.cancel)
-    sweeping = asyncio.create_task(_sweep_deletes(system.removal_service))
-    stack.callback(sweeping.cancel)
+    await stack.enter_async_context(
+        Periodic(
+            "finishing deletes",
+            SWEEP_EVERY_S,
+            lambda: _sweep_deletes(system.removal_service),
+            at_once=True,
+        )
+    )
 
     async def readiness() -> dict[str, str]:
         # All at once, so that the answer comes within one probe's bound however many hang.
@@ -89,26 +103,21 @@ def build_app(settings: Settings) -> FastAPI:
 
 async def _report_stalled(documents: DocumentRepository, stall_after_s: float) -> None:
     """Keeps `ragline_documents_stalled` current: documents in progress that stopped moving."""
-    period = min(30.0, max(1.0, stall_after_s / 4))
-    while True:
-        try:
-            before = utcnow() - timedelta(seconds=stall_after_s)
-            DOCUMENTS_STALLED.set(await documents.count_stalled(before))
-        except RetryableError as exc:
-            log.warning("cannot count stalled documents: %s", exc)
-        await asyncio.sleep(period)
+    try:
+        before = utcnow() - timedelta(seconds=stall_after_s)
+        DOCUMENTS_STALLED.set(await documents.count_stalled(before))
+    except RetryableError as exc:
+        log.warning("cannot count stalled documents: %s", exc)
 
 
 async def _sweep_deletes(removal: RemovalService) -> None:
     """Finishes the deletes of retired documents (closed syncs, interrupted deletes) and takes
     the runs the reconciler failed out of search."""
-    while True:
-        try:
-            await removal.sweep()
-            await removal.withdraw_failed_runs()
-        except RetryableError as exc:
-            log.warning("cannot finish deletes: %s", exc)
-        await asyncio.sleep(1.0)
+    try:
+        await removal.sweep()
+        await removal.withdraw_failed_runs()
+    except RetryableError as exc:
+        log.warning("cannot finish deletes: %s", exc)
 
 
 async def _probe(check: Callable[[], Awaitable[object]]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ from faststream import AckPolicy, FastStream
 from faststream.kafka import KafkaBroker, KafkaMessage
 
 from core.errors import RetryableError
+from core.periodic import Periodic
 from infra.broker_epoch import BrokerEpoch
 from infra.kafka import build_broker, consumer_options, kafka_dead_letter
 from infra.metrics import ASSIGNED_PARTITIONS, CONSUMER_LAG, CONSUMER_REWINDS, DEAD_LETTERS
@@ -163,21 +164,14 @@ async def rewinding(subscriber: Any, stage: str, epoch: BrokerEpoch) -> AsyncIte
     rewinder = Rewinder(stage, epoch)
     await rewinder.start()
 
-    async def watch() -> None:
-        while True:
-            await asyncio.sleep(REWIND_CHECK_S)
-            try:
-                await rewinder.check(_consumers_of(subscriber))
-            except (KafkaError, IllegalStateError) as exc:
-                log.warning("%s: could not check consumer positions: %s", stage, exc)
+    async def check() -> None:
+        try:
+            await rewinder.check(_consumers_of(subscriber))
+        except (KafkaError, IllegalStateError) as exc:
+            log.warning("%s: could not check consumer positions: %s", stage, exc)
 
-    task = asyncio.create_task(watch())
-    try:
+    async with Periodic(f"{stage}: checking consumer positions", REWIND_CHECK_S, check):
         yield
-    finally:
-        task.cancel()
-        with suppress(asyncio.CancelledError):
-            await task
 
 
 def subscribe_stage(

@@ -40,6 +40,7 @@ from typing import Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from core.errors import PermanentError, RetryableError, ServiceUnavailable
+from core.periodic import Periodic
 from infra.metrics import (
     DOCUMENTS_FAILED,
     DOCUMENTS_PROCESSED,
@@ -143,8 +144,16 @@ class StageRunner(Generic[E]):
             # The whole try counts as work on the document, publishing included (a producer
             # waiting for a broker that came back is not a stuck document).
             heartbeat = (
-                asyncio.create_task(self._heartbeat(event)) if isinstance(event, Event) else None
+                Periodic(
+                    f"{name}: noting progress",
+                    self._backoff_settings.stall_after_s / 4,
+                    lambda: self._heartbeat(event),
+                )
+                if isinstance(event, Event)
+                else None
             )
+            if heartbeat is not None:
+                heartbeat.start()
             try:
                 result = await self._within_time_limit(event)
                 if result.publish:
@@ -184,7 +193,7 @@ class StageRunner(Generic[E]):
                 return
             finally:
                 if heartbeat is not None:
-                    heartbeat.cancel()
+                    await heartbeat.stop()
             outcome = "skipped" if result.skipped else "ok"
             STAGE_MESSAGES.labels(name, outcome).inc()
             if result.finished_document:
@@ -210,13 +219,10 @@ class StageRunner(Generic[E]):
     async def _heartbeat(self, event: Event) -> None:
         """Touches the document while the stage works on it (a failed touch is only logged:
         the work goes on)."""
-        interval = self._backoff_settings.stall_after_s / 4
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self._documents.touch(event.document_id, event.generation)
-            except RetryableError as exc:
-                log.warning("could not note progress on %s: %s", event.document_id, exc)
+        try:
+            await self._documents.touch(event.document_id, event.generation)
+        except RetryableError as exc:
+            log.warning("could not note progress on %s: %s", event.document_id, exc)
 
     async def _count_retry(self, event: E) -> None:
         status = STAGE_STATUS.get(self._stage.name)

@@ -56,6 +56,7 @@ from core.filters import (
     SearchScope,
     chunks_of_document,
 )
+from core.periodic import Periodic
 from core.retrieval import RetrievalMode
 from infra.metrics import VECTOR_STORE_OPTIMIZATIONS
 from infra.vectorstore.base import (
@@ -241,7 +242,9 @@ class EdgeVectorStore:
         self._writes = 0
         self._optimized_writes = 0
         self._last_write = 0.0
-        self._optimizer: asyncio.Task[None] | None = None
+        self._optimizer = Periodic(
+            "optimising the vector store", min(1.0, self._optimize_idle_s), self._optimize_when_idle
+        )
 
     async def ensure_collection(self) -> None:
         """Opens (or creates) the shard and its payload indexes; starts the idle optimiser."""
@@ -256,7 +259,7 @@ class EdgeVectorStore:
         self._threads = ThreadPoolExecutor(self._thread_count, thread_name_prefix="edge-store")
         self._shard = shard
         self._dense_params = self._search_params()
-        self._optimizer = asyncio.create_task(self._optimize_when_idle())
+        self._optimizer.start()
 
     def _search_params(self) -> qe.SearchParams:
         quantised = self.placement.quantization == "int8"
@@ -562,11 +565,7 @@ class EdgeVectorStore:
     async def close(self) -> None:
         """Answers the rankings under way, stops the optimiser, flushes and closes the shard."""
         await self._rankings.close()
-        if self._optimizer is not None:
-            self._optimizer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._optimizer
-            self._optimizer = None
+        await self._optimizer.stop()
         if self._shard is not None:
             async with self._gate.exclusive():
                 shard, self._shard = self._shard, None
@@ -608,26 +607,24 @@ class EdgeVectorStore:
     async def _optimize_when_idle(self) -> None:
         """Optimises once writes pause for `optimize_idle_s`, and at least every
         `optimize_every_s` while they never do (else the store grows without end)."""
-        while True:
-            await asyncio.sleep(min(1.0, self._optimize_idle_s))
-            if self._writes == self._optimized_writes:
-                continue
-            now = time.monotonic()
-            if now - self._last_write >= self._optimize_idle_s:
-                trigger = "idle"
-            elif now - self._last_optimized >= self._optimize_every_s:
-                trigger = "interval"
-            else:
-                continue
-            try:
-                await self.optimize()
-            except ServiceUnavailable as exc:
-                log.warning("vector store optimisation failed: %s", exc)
-                continue
-            VECTOR_STORE_OPTIMIZATIONS.labels(trigger).inc()
-            took = time.monotonic() - now
-            if took > 1.0:
-                log.info("vector store optimised in %.1f s (%s)", took, trigger)
+        if self._writes == self._optimized_writes:
+            return
+        now = time.monotonic()
+        if now - self._last_write >= self._optimize_idle_s:
+            trigger = "idle"
+        elif now - self._last_optimized >= self._optimize_every_s:
+            trigger = "interval"
+        else:
+            return
+        try:
+            await self.optimize()
+        except ServiceUnavailable as exc:
+            log.warning("vector store optimisation failed: %s", exc)
+            return
+        VECTOR_STORE_OPTIMIZATIONS.labels(trigger).inc()
+        took = time.monotonic() - now
+        if took > 1.0:
+            log.info("vector store optimised in %.1f s (%s)", took, trigger)
 
 
 def _read_ahead(path: Path) -> None:

@@ -10,7 +10,6 @@ event twice and re-driving a document twice are both harmless, though one is eno
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import time
@@ -18,6 +17,7 @@ from collections.abc import Awaitable
 from contextlib import AsyncExitStack
 
 from core.errors import RetryableError
+from core.periodic import Periodic
 from infra.kafka import broker_is_new, build_broker
 from infra.metrics import OUTBOX_PENDING
 from infra.settings import Settings
@@ -38,15 +38,18 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         stack.push_async_callback(broker.stop)
         relay_service = system.relay_service
         reconciler_service = system.reconciler_service
-        log.info("relay ready")
         next_check = 0.0
-        while not stop.is_set():
+
+        async def step() -> None:
+            nonlocal next_check
             await _step("sending the outbox", relay_service.drain())
             if time.monotonic() >= next_check:
                 await _step("reconciling", _reconcile(settings, system, reconciler_service))
                 next_check = time.monotonic() + settings.relay.reconcile_every_s
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), settings.relay.poll_s)
+
+        async with Periodic("relaying", settings.relay.poll_s, step, at_once=True):
+            log.info("relay ready")
+            await stop.wait()
 
 
 async def _reconcile(
