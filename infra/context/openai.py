@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx2
+import httpx
 
 from infra.context.base import Completion, ContextRefused, ContextTimedOut, ContextUnavailable
 from infra.settings import ContextualSettings
@@ -24,7 +24,7 @@ class OpenAIChatProvider:
         headers = {}
         if settings.api_key is not None and settings.api_key.get_secret_value():
             headers["Authorization"] = f"Bearer {settings.api_key.get_secret_value()}"
-        self._client = httpx2.AsyncClient(headers=headers, timeout=settings.timeout_s)
+        self._client = httpx.AsyncClient(headers=headers, timeout=settings.timeout_s)
 
     @property
     def model(self) -> str:
@@ -41,9 +41,9 @@ class OpenAIChatProvider:
         }
         try:
             response = await self._client.post(self._url, json=body)
-        except httpx2.TimeoutException as exc:
+        except httpx.TimeoutException as exc:
             raise ContextTimedOut(self.name, f"no answer in time ({type(exc).__name__})") from exc
-        except httpx2.TransportError as exc:
+        except httpx.TransportError as exc:
             raise ContextUnavailable(self.name, f"{type(exc).__name__}: {exc}") from exc
         if response.status_code == 429 or response.status_code >= 500:
             raise ContextUnavailable(self.name, f"HTTP {response.status_code}")
