@@ -15,6 +15,10 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError
 from faststream import AckPolicy, FastStream
 from faststream.kafka import KafkaBroker, KafkaMessage
+from faststream.kafka.subscriber.usecase import (
+    ConcurrentBetweenPartitionsSubscriber,
+    DefaultSubscriber,
+)
 
 from core.errors import RetryableError
 from core.periodic import Periodic
@@ -35,10 +39,10 @@ REWIND_CHECK_S = 2.0
 
 
 def _report_lag(stage: str, message: KafkaMessage) -> None:
-    record: Any = message.raw_message
-    consumer: Any = getattr(message, "consumer", None)
-    if consumer is None or isinstance(record, tuple):
-        return
+    record = message.raw_message
+    consumer = message.consumer
+    if not isinstance(consumer, AIOKafkaConsumer) or isinstance(record, tuple):
+        return  # a test broker's consumer, or a batch
     # The high watermark of fetched data; the broker's reported end offsets are not trusted.
     highwater = consumer.highwater(TopicPartition(record.topic, record.partition))
     if highwater is not None:
@@ -64,13 +68,11 @@ class AssignmentTracker(ConsumerRebalanceListener):  # type: ignore[misc]
         ASSIGNED_PARTITIONS.labels(self._stage).set(len(self._owned))
 
 
-def _consumers_of(subscriber: Any) -> list[AIOKafkaConsumer]:
-    """The Kafka consumers behind a FastStream subscriber (one, or one per worker)."""
-    consumers: list[AIOKafkaConsumer] = list(getattr(subscriber, "consumer_subgroup", None) or [])
-    single = getattr(subscriber, "consumer", None)
-    if single is not None and single not in consumers:
-        consumers.append(single)
-    return consumers
+def _consumers_of(subscriber: DefaultSubscriber) -> list[AIOKafkaConsumer]:
+    """The Kafka consumers behind a stage's subscriber: one, or one per worker."""
+    if isinstance(subscriber, ConcurrentBetweenPartitionsSubscriber):
+        return list(subscriber.consumer_subgroup)
+    return [] if subscriber.consumer is None else [subscriber.consumer]
 
 
 async def rewind_past_the_end(consumer: AIOKafkaConsumer, stage: str) -> int:
@@ -159,7 +161,9 @@ class Rewinder:
 
 
 @asynccontextmanager
-async def rewinding(subscriber: Any, stage: str, epoch: BrokerEpoch) -> AsyncIterator[None]:
+async def rewinding(
+    subscriber: DefaultSubscriber, stage: str, epoch: BrokerEpoch
+) -> AsyncIterator[None]:
     """Checks the subscriber's consumers every `REWIND_CHECK_S` (`Rewinder`)."""
     rewinder = Rewinder(stage, epoch)
     await rewinder.start()
@@ -180,7 +184,7 @@ def subscribe_stage(
     stage: str,
     runner: StageRunner[Any],
     concurrency: int = 1,
-) -> Any:
+) -> DefaultSubscriber:
     """Subscribes the stage's input topic in the stage's consumer group (before `broker`
     starts); returns the subscriber (to watch with `rewinding`).
 
@@ -195,8 +199,10 @@ def subscribe_stage(
         options["max_workers"] = concurrency
 
     subscriber = broker.subscriber(STAGE_INPUTS[stage], **options)
+    if not isinstance(subscriber, DefaultSubscriber):  # one message at a time, never batches
+        raise TypeError(f"{stage}: a {type(subscriber).__name__} cannot host a stage")
 
-    @subscriber  # type: ignore[untyped-decorator]
+    @subscriber
     async def consume(message: KafkaMessage) -> None:
         _report_lag(stage, message)
         await runner.run(message.body)

@@ -43,6 +43,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 import qdrant_edge as qe
+from aiorwlock import RWLock
 from numpy.typing import NDArray
 
 from core.coalescing import Coalescer
@@ -89,61 +90,6 @@ _EDGE_INDEX = {
     IndexKind.BOOL: qe.PayloadSchemaType.Bool,
     IndexKind.INTEGER: qe.PayloadSchemaType.Integer,
 }
-
-
-class _Gate:
-    """Shared or exclusive use of the store: any number of shared holders at once, or one
-    exclusive holder. An exclusive holder waiting goes before shared ones arriving after it,
-    so a stream of searches cannot hold a publication back."""
-
-    def __init__(self) -> None:
-        self._shared = 0
-        self._exclusive = False
-        self._exclusive_waiting = 0
-        self._waiters: list[asyncio.Future[None]] = []
-
-    @contextlib.asynccontextmanager
-    async def shared(self) -> AsyncIterator[None]:
-        """Held alongside other shared holders."""
-        await self._until(lambda: not self._exclusive and not self._exclusive_waiting)
-        self._shared += 1
-        try:
-            yield
-        finally:
-            self._shared -= 1
-            self._wake()
-
-    @contextlib.asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[None]:
-        """Held alone."""
-        self._exclusive_waiting += 1
-        try:
-            await self._until(lambda: not self._exclusive and self._shared == 0)
-        finally:
-            self._exclusive_waiting -= 1
-            self._wake()
-        self._exclusive = True
-        try:
-            yield
-        finally:
-            self._exclusive = False
-            self._wake()
-
-    async def _until(self, ready: Callable[[], bool]) -> None:
-        while not ready():
-            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            finally:
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(waiter)
-
-    def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
 
 
 @dataclass(frozen=True)
@@ -227,7 +173,10 @@ class EdgeVectorStore:
         self._optimize_every_s = optimize_every_s
         self._last_optimized = time.monotonic()
         self._shard: qe.EdgeShard | None = None
-        self._gate = _Gate()
+        # Shared use (searches, writes of points) or exclusive use (a publication, the closing);
+        # an exclusive user waiting goes before shared ones arriving after it, so a stream of
+        # searches cannot hold a publication back.
+        self._gate = RWLock(fast=True)
         self._threads: ThreadPoolExecutor | None = None
         self._rankings: Coalescer[qe.QueryRequest, list[Any]] = Coalescer(
             self._query_batch,
@@ -567,7 +516,7 @@ class EdgeVectorStore:
         await self._rankings.close()
         await self._optimizer.stop()
         if self._shard is not None:
-            async with self._gate.exclusive():
+            async with self._gate.writer_lock:
                 shard, self._shard = self._shard, None
                 await asyncio.to_thread(_flush_and_close, shard)
         if self._threads is not None:
@@ -584,7 +533,7 @@ class EdgeVectorStore:
         return result
 
     async def _call(self, fn: Callable[[qe.EdgeShard], T], exclusive: bool = False) -> T:
-        gate = self._gate.exclusive() if exclusive else self._gate.shared()
+        gate = self._gate.writer_lock if exclusive else self._gate.reader_lock
         async with gate:
             shard, threads = self._shard, self._threads
             if shard is None or threads is None:
