@@ -52,8 +52,8 @@ from core.errors import (
     Unauthorized,
     UnsupportedDocumentType,
 )
-from infra.audit_repository import AuditRepository
-from infra.settings import ApiSettings
+from infra.mongo.audit_repository import AuditRepository
+from infra.settings.api import ApiSettings
 from schemas.api import ErrorBody, FieldProblem
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from infra.audit_repository import AuditRepository, new_audit_id
-from infra.metrics import TENANT_REQUESTS
+from infra.mongo.audit_repository import AuditRepository, new_audit_id
+from infra.process.metrics import TENANT_REQUESTS
 from schemas.domain import AuditEntry, Principal, utcnow
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from api.audit_middleware import remember_principal
 from api.state import ApiServices
 from core.errors import Forbidden, ServiceUnavailable, Unauthorized
 from core.governance import Reader
-from infra.audit_repository import AuditRepository
+from infra.mongo.audit_repository import AuditRepository
 from schemas.domain import Principal, Role
 from services.agent_tool_service import AgentToolService
 from services.backup_service import BackupService

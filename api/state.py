@@ -12,7 +12,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Protocol
 
-from infra.audit_repository import AuditRepository
+from infra.mongo.audit_repository import AuditRepository
 from infra.settings import Settings
 from services.agent_tool_service import AgentToolService
 from services.backup_service import BackupService

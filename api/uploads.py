@@ -14,7 +14,7 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from core.errors import DocumentTooLarge, InvalidRequest
-from infra.blob_store import OriginalUpload, StoredUpload
+from infra.mongo.blob_store import OriginalUpload, StoredUpload
 
 # Form fields other than the file are small (a title, a flag).
 MAX_FIELD_BYTES = 64 * 1024

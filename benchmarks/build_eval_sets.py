@@ -448,7 +448,7 @@ def check_judge(data: dict[str, Any]) -> None:
     """Chunks every document as the pipeline does and reports, per format, how many sampled
     sections have a chunk the judge finds relevant, and how many chunks of the HTML files are
     found relevant to a section of another file (which would be wrong)."""
-    from infra.settings import ChunkingSettings
+    from infra.settings.ingest import ChunkingSettings
     from workers.chunk.chunking import chunk_document
     from workers.extract.extractors import extract
 

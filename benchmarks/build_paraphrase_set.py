@@ -15,7 +15,7 @@ the manual: `{"id", "question", "answers": [{"manual", "quote"}]}`.
 - `question`: what a user who has not read the manual would ask (not a heading, not a sentence
   of the text turned round), at least `MIN_QUESTION_WORDS` words. Rule, checked here: it
   shares no run of `RUN` or more content words (stop words left out, stemmed, as the sparse
-  retriever reads words: `infra.sparse.content_words`) with any of its answer quotes.
+  retriever reads words: `core.sparse.content_words`) with any of its answer quotes.
 - `answers`: each a verbatim quote (whitespace aside) of the passage that answers the question,
   `MIN_QUOTE_CHARS` to `MAX_QUOTE_CHARS` characters, from the manual's reference text
   (`Manual.reference`): where a second manual answers too, its passage is listed as well, and
@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.build_eval_sets import package_versions, sha256
-from infra.sparse import content_words
+from core.sparse import content_words
 
 OUT = Path(__file__).parent / "eval" / "paraphrase.json"
 SOURCES = Path(__file__).parent / "eval" / "paraphrase"

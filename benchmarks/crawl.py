@@ -33,7 +33,7 @@ import httpx
 from benchmarks.ingest import SECRET, TOKEN, chunk_texts, model_alone, wait_all_indexed
 from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
 from benchmarks.stack import CRAWL_STAGES, announce, bench_stack, points_held
-from infra.settings import EmbeddingSettings
+from infra.settings.embedding import EmbeddingSettings
 from tests.crawl_site import CrawlSite
 
 TINY_PAGES = 5

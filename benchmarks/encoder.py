@@ -46,7 +46,7 @@ from benchmarks.results import add_results_option, publish
 from infra.embedding.base import Embedder
 from infra.embedding.factory import build_embedder
 from infra.embedding.local import SentenceTransformerEmbedder
-from infra.settings import EmbeddingSettings
+from infra.settings.embedding import EmbeddingSettings
 
 REPO = Path(__file__).resolve().parents[1]
 EVAL = REPO.parent / "shared" / "eval" / "manpages.json"

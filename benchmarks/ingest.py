@@ -51,7 +51,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
 from benchmarks.stack import FILE_STAGES, announce, bench_stack, points_held
 from infra.embedding.local import SentenceTransformerEmbedder
-from infra.settings import ChunkingSettings, EmbeddingSettings
+from infra.settings.embedding import EmbeddingSettings
+from infra.settings.ingest import ChunkingSettings
 from workers.chunk.chunking import chunk_document
 from workers.extract.extractors import extract
 

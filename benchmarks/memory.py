@@ -1,6 +1,6 @@
 """Where a process's memory went: its mappings from /proc (smaps) and its Python allocations
-(tracemalloc snapshots the process writes on SIGUSR2, see `infra.memory_trace`), each taken at
-two moments and compared. The soak uses it to attribute growth.
+(tracemalloc snapshots the process writes on SIGUSR2, see `infra.process.memory_trace`), each
+taken at two moments and compared. The soak uses it to attribute growth.
 
 Mappings are summed by name: a file's path, `[heap]`, `[stack]`, or `[anon]` for every
 unnamed anonymous mapping (where malloc's arenas, large allocations and native libraries'
@@ -18,7 +18,7 @@ import tracemalloc
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.memory_trace import MALLOC_SUFFIX, SNAPSHOT_SIGNAL, SNAPSHOT_SUFFIX
+from infra.process.memory_trace import MALLOC_SUFFIX, SNAPSHOT_SIGNAL, SNAPSHOT_SUFFIX
 
 # The smaps fields kept, in kB.
 FIELDS = ("Rss", "Private_Clean", "Private_Dirty", "Anonymous")
@@ -198,7 +198,7 @@ def request_snapshots(
 
 
 def malloc_figures(snapshot: Path) -> dict[str, int]:
-    """What malloc held when the process wrote this snapshot (`infra.memory_trace`), in
+    """What malloc held when the process wrote this snapshot (`infra.process.memory_trace`), in
     bytes; empty if it wrote none."""
     path = snapshot.with_name(snapshot.name.removesuffix(SNAPSHOT_SUFFIX) + MALLOC_SUFFIX)
     try:

@@ -131,6 +131,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from core.retrieval import RetrievalMode
+from core.sparse import SparseVector
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -161,15 +162,16 @@ from benchmarks.search_stores import (
 )
 from benchmarks.stack import announce
 from core.filters import SearchScope
+from core.sparse import SparseEncoder, packed_terms
 from devstack.launcher import LocalServices, Pipeline, free_port, pipeline_env
 from infra.embedding.base import Embedder
 from infra.embedding.factory import build_embedder
-from infra.mongo import ensure_indexes
-from infra.settings import ChunkingSettings, EmbeddingSettings, Settings
-from infra.sparse import SparseEncoder, packed_terms
+from infra.mongo.client import ensure_indexes
+from infra.settings import Settings
+from infra.settings.embedding import EmbeddingSettings
+from infra.settings.ingest import ChunkingSettings
 from infra.vectorstore.base import (
     ChunkPoint,
-    SparseVector,
     VectorQuery,
     VectorStore,
 )

@@ -46,8 +46,8 @@ from numpy.typing import NDArray
 
 from benchmarks.build_paraphrase_set import POLICY_DIR, PYTHON_DIR, REFERENCE_DIR
 from infra.embedding.base import Embedder
-from infra.embedding_cache import cache_key
-from infra.settings import ChunkingSettings
+from infra.mongo.embedding_cache import cache_key
+from infra.settings.ingest import ChunkingSettings
 from schemas.domain import ChunkRecord, Record
 from workers.chunk.chunking import chunk_document
 from workers.chunk.context import with_generic_context

@@ -105,7 +105,7 @@ from benchmarks.results import add_results_option, exit_if_data_was_lost, publis
 from benchmarks.stack import RECORD_STAGES, announce, bench_stack
 from core.filters import chunks_where
 from devstack.launcher import LocalServices, Pipeline
-from infra.memory_trace import snapshot_dir
+from infra.process.memory_trace import snapshot_dir
 from infra.vectorstore.edge import EdgeVectorStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -668,7 +668,7 @@ class Soak:
     async def attribute(self, label: str) -> None:
         """Records every process's mappings under `label` (after its RSS) and, with
         `--trace-memory`, has each Ragline process write a tracemalloc snapshot (the first
-        time, start tracing: `infra.memory_trace`)."""
+        time, start tracing: `infra.process.memory_trace`)."""
         procs = [*self.services.processes, *self.pipeline.processes]
         self.mappings[label] = {
             p.name: memory.tree_mappings([p.pid, *_children(p.pid)]) for p in procs

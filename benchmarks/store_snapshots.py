@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.mongo import KNOWLEDGE_BASES, Database
+from infra.mongo.client import KNOWLEDGE_BASES, Database
 from schemas.domain import KnowledgeBase
 
 # Raised when what the benchmark writes into a store changes (v2: chunks carry copy signatures;

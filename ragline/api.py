@@ -23,10 +23,10 @@ from api.state import ApiServices
 from core.errors import RetryableError
 from core.filters import chunks_where
 from core.periodic import Periodic
-from infra.document_repository import DocumentRepository
-from infra.kafka import build_broker
-from infra.logs import configure_logging
-from infra.metrics import DOCUMENTS_STALLED
+from infra.kafka.client import build_broker
+from infra.mongo.document_repository import DocumentRepository
+from infra.process.logs import configure_logging
+from infra.process.metrics import DOCUMENTS_STALLED
 from infra.settings import Settings
 from ragline.process import open_process
 from schemas.domain import utcnow

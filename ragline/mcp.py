@@ -17,8 +17,8 @@ from starlette.applications import Starlette
 
 from api.mcp import KnowledgeMcp
 from api.state import Services
-from infra.kafka import build_broker
-from infra.logs import configure_logging
+from infra.kafka.client import build_broker
+from infra.process.logs import configure_logging
 from infra.settings import Settings
 from ragline.process import open_process
 

@@ -7,12 +7,12 @@ from contextlib import AsyncExitStack
 
 from faststream.kafka import KafkaBroker
 
-from infra.kafka import ensure_topics
-from infra.logs import configure_logging
-from infra.malloc import releasing_free_memory
-from infra.memory_trace import trace_memory
-from infra.metrics import serve_metrics
-from infra.mongo import ensure_indexes
+from infra.kafka.client import ensure_topics
+from infra.mongo.client import ensure_indexes
+from infra.process.logs import configure_logging
+from infra.process.malloc import releasing_free_memory
+from infra.process.memory_trace import trace_memory
+from infra.process.metrics import serve_metrics
 from infra.settings import Settings
 from ragline.system import System
 from schemas.topics import ALL_TOPICS

@@ -9,7 +9,7 @@ import asyncio
 import logging
 import signal
 
-from infra.logs import configure_logging
+from infra.process.logs import configure_logging
 from infra.settings import Settings
 from infra.vectorstore.factory import embedded_store
 from infra.vectorstore.remote import StoreServer

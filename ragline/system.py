@@ -13,8 +13,8 @@ vector store (`await open_vector_store()`, then `store`).
 
 One name per thing:
 
-- a repository (`infra/`: one kind of record in MongoDB) is a class `XxxRepository` in
-  `infra/xxx_repository.py`, reached as `system.xxx_repo`;
+- a repository (`infra/mongo/`: one kind of record in MongoDB) is a class `XxxRepository` in
+  `infra/mongo/xxx_repository.py`, reached as `system.xxx_repo`;
 - a service (`services/`: a use case a transport calls: an API route, an MCP tool, a worker)
   is a class `XxxService` in the module of its area, `services/<area>_service.py` (search is
   `services/search/search_service.py`), reached as `system.xxx_service`, and as `xxx_service`
@@ -39,34 +39,34 @@ from pymongo import AsyncMongoClient
 
 from core.errors import PermanentError
 from core.governance import Reader
-from infra.audience_repository import AudienceRepository
-from infra.audit_repository import AuditRepository
-from infra.blob_store import BlobStore
-from infra.bot_repository import BotRepository
-from infra.broker_epoch import BrokerEpoch
+from core.sparse import SparseEncoder
 from infra.context.base import ContextProvider
-from infra.context.cache import ContextCache
 from infra.context.factory import build_context_provider
-from infra.crawl_repository import CrawlRepository
-from infra.dead_letter_repository import DeadLetterRepository
-from infra.document_repository import DocumentRepository
 from infra.embedding.base import Embedder
 from infra.embedding.factory import build_embedder
-from infra.embedding_cache import EmbeddingCache
-from infra.evaluation_repository import EvaluationRepository
-from infra.kafka import kafka_publisher, kafka_sender
-from infra.knowledge_base_repository import KnowledgeBaseRepository
-from infra.lifecycle import DocumentLifecycle
-from infra.mongo import Database, MongoDoc, connect
-from infra.mongo_snapshot import MongoSnapshot
-from infra.outbox import EventSender, Outbox
-from infra.rate_limits import RateLimiter
-from infra.search_cache import SearchCache, connect_redis
+from infra.files.snapshot_files import EmbeddingIdentity
+from infra.kafka.client import kafka_publisher, kafka_sender
+from infra.mongo.audience_repository import AudienceRepository
+from infra.mongo.audit_repository import AuditRepository
+from infra.mongo.blob_store import BlobStore
+from infra.mongo.bot_repository import BotRepository
+from infra.mongo.broker_epoch import BrokerEpoch
+from infra.mongo.client import Database, MongoDoc, connect
+from infra.mongo.context_cache import ContextCache
+from infra.mongo.crawl_repository import CrawlRepository
+from infra.mongo.dead_letter_repository import DeadLetterRepository
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.embedding_cache import EmbeddingCache
+from infra.mongo.evaluation_repository import EvaluationRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.lifecycle import DocumentLifecycle
+from infra.mongo.outbox import EventSender, Outbox
+from infra.mongo.snapshot import MongoSnapshot
+from infra.mongo.token_repository import TokenRepository
+from infra.mongo.user_repository import UserRepository
+from infra.redis.rate_limits import RateLimiter
+from infra.redis.search_cache import SearchCache, connect_redis
 from infra.settings import Settings
-from infra.snapshot_files import EmbeddingIdentity
-from infra.sparse import SparseEncoder
-from infra.token_repository import TokenRepository
-from infra.user_repository import UserRepository
 from infra.vectorstore.base import VectorStore
 from infra.vectorstore.factory import open_vector_store
 from schemas.events import Event, Publish, Send

@@ -38,7 +38,7 @@ class ChunkPayload(BaseModel):
     copy_signature: str = Field(
         default_factory=lambda data: copy_signature(str(data.get("chunk_text", "")))
     )
-    # The terms the chunk holds (`infra.sparse.packed_terms` of its embedding text): search
+    # The terms the chunk holds (`core.sparse.packed_terms` of its embedding text): search
     # tells an exact keyword match by them without reading the sparse vector. Empty in a
     # payload written before it existed (search then reads them from the text).
     terms: str = ""

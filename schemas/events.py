@@ -207,7 +207,7 @@ class RecordPublished(BaseModel):
 
 
 # Publishes pipeline events, each to its topic; returns once Kafka has acknowledged them all
-# (`infra.kafka.kafka_publisher`).
+# (`infra.kafka.client.kafka_publisher`).
 Publish = Callable[[Sequence[Event]], Awaitable[None]]
 # Sends a raw message a stage gave up on to its dead-letter topic, with headers saying why.
 DeadLetter = Callable[[bytes, dict[str, str]], Awaitable[None]]

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import Forbidden, NotFound
 from core.governance import GovernanceChange, Reader
-from infra.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.domain import KnowledgeBase, Principal, Role
 from schemas.search import (
     AgentHit,

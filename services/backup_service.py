@@ -1,7 +1,7 @@
 """Backup and restore of a deployment, or of one tenant: MongoDB's records (stored files
-included) and the vector store's points, as one snapshot (`infra.snapshot_files`).
+included) and the vector store's points, as one snapshot (`infra.files.snapshot_files`).
 
-Backup. The records are read inside one snapshot transaction (`infra.mongo_snapshot`), so
+Backup. The records are read inside one snapshot transaction (`infra.mongo.snapshot`), so
 they are those of one moment while uploads go on; the points are read after it, and only
 those of documents the records hold are kept. A point written between the two moments belongs
 to a document the records show in progress (restarted on restore), or replaces one of an
@@ -37,11 +37,8 @@ from pymongo.errors import PyMongoError
 
 from core.errors import Conflict, NotFound, RaglineError, ServiceUnavailable, SnapshotInvalid
 from core.filters import Filter, Match
-from infra.lifecycle import DocumentLifecycle
-from infra.mongo import DOCUMENTS, MongoDoc
-from infra.mongo_snapshot import BATCH, MongoSnapshot, decode, encode
-from infra.outbox import EventSender, Pending
-from infra.snapshot_files import (
+from core.sparse import SparseVector
+from infra.files.snapshot_files import (
     MANIFEST,
     EmbeddingIdentity,
     Manifest,
@@ -53,7 +50,11 @@ from infra.snapshot_files import (
     write_lines,
     write_manifest,
 )
-from infra.vectorstore.base import ChunkPoint, SparseVector, VectorStore
+from infra.mongo.client import DOCUMENTS, MongoDoc
+from infra.mongo.lifecycle import DocumentLifecycle
+from infra.mongo.outbox import EventSender, Pending
+from infra.mongo.snapshot import BATCH, MongoSnapshot, decode, encode
+from infra.vectorstore.base import ChunkPoint, VectorStore
 from schemas.chunks import ChunkPayload
 from schemas.domain import PIPELINE_ORDER, ParseStatus, utcnow
 

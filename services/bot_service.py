@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from core.errors import InvalidRequest
-from infra.bot_repository import BotRepository
-from infra.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.bot_repository import BotRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.bots import Bot, BotCreate, BotUpdate
 from services.freshness_service import FreshnessService
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from core.errors import InvalidRequest
-from infra.crawl_repository import CrawlRepository
-from infra.knowledge_base_repository import KnowledgeBaseRepository
-from infra.outbox import EventSender
-from infra.settings import CrawlSettings
+from infra.mongo.crawl_repository import CrawlRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.outbox import EventSender
+from infra.settings.crawl import CrawlSettings
 from schemas.crawl import (
     CrawlJob,
     CrawlState,

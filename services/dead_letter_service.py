@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from core.errors import InvalidRequest, NotFound
-from infra.dead_letter_repository import DeadLetterRepository
-from infra.outbox import EventSender, Pending
+from infra.mongo.dead_letter_repository import DeadLetterRepository
+from infra.mongo.outbox import EventSender, Pending
 from schemas.domain import DeadLetterEntry
 from schemas.events import RecordPublished
 from schemas.topics import RECORDS_INGEST

@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from core.governance import Reader
-from infra.blob_store import BlobStore
-from infra.document_repository import DocumentPage, DocumentRepository
-from infra.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.blob_store import BlobStore
+from infra.mongo.document_repository import DocumentPage, DocumentRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from infra.vectorstore.base import VectorStore
 from schemas.chunks import ChunkPayload
 from schemas.domain import Document, ParseStatus, utcnow

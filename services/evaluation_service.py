@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 from core.errors import Conflict, InvalidRequest
 from core.retrieval import FusionMethod, RetrievalMode
-from infra.document_repository import DocumentRepository
-from infra.evaluation_repository import EvaluationRepository
-from infra.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.evaluation_repository import EvaluationRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.bots import BotUpdate, KnowledgeConfig, KnowledgePatch
 from schemas.domain import KbStatus, RetrievalConfig, utcnow
 from schemas.evaluation import (

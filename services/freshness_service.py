@@ -13,7 +13,7 @@ What can go out of date:
 
 Writers (the KB, bot, document, token and people services, the intake and the index stage)
 tell this component; it announces the change to every process
-(`infra.search_cache.SearchCache.announce`: a numbered message on a Redis channel). A process
+(`infra.redis.search_cache.SearchCache.announce`: a numbered message on a Redis channel). A process
 that searches listens from its first search on and applies each change to what it holds. A
 search reads what it needs from memory, and its one round trip to Redis
 (`SearchCache.probe`) brings the number of the last change announced: if this process has not
@@ -37,10 +37,10 @@ from enum import StrEnum
 from typing import Generic, TypeVar
 
 from core.errors import Unauthorized
-from infra.bot_repository import BotRepository
-from infra.knowledge_base_repository import KnowledgeBaseRepository
-from infra.metrics import SEARCH_INVALIDATIONS
-from infra.search_cache import Change, Numbered, SearchCache
+from infra.mongo.bot_repository import BotRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
+from infra.process.metrics import SEARCH_INVALIDATIONS
+from infra.redis.search_cache import Change, Numbered, SearchCache
 from schemas.domain import KnowledgeBase, Principal
 
 log = logging.getLogger(__name__)

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from core.errors import Forbidden, InvalidRequest, NotFound
 from core.filters import Filter, Match, MatchAny
 from core.governance import Governance, GovernanceChange, Reader, Visibility
-from infra.audience_repository import AudienceRepository
-from infra.document_repository import DocumentRepository
-from infra.knowledge_base_repository import KnowledgeBaseRepository
-from infra.user_repository import UserRepository
+from infra.mongo.audience_repository import AudienceRepository
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.user_repository import UserRepository
 from infra.vectorstore.base import VectorStore
 from schemas.domain import Document, KnowledgeBase, Principal, Role, utcnow
 from schemas.rules import ensure_changeable

@@ -18,12 +18,12 @@ from enum import StrEnum
 
 from core.errors import Conflict, Forbidden, InvalidRequest, RateLimited
 from core.governance import Governance, Reader
-from infra.blob_store import BlobStore, OriginalUpload, StoredUpload
-from infra.document_repository import DocumentRepository
-from infra.knowledge_base_repository import KnowledgeBaseRepository
-from infra.lifecycle import DocumentLifecycle
-from infra.outbox import EventSender
-from infra.rate_limits import RateLimiter
+from infra.mongo.blob_store import BlobStore, OriginalUpload, StoredUpload
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.lifecycle import DocumentLifecycle
+from infra.mongo.outbox import EventSender
+from infra.redis.rate_limits import RateLimiter
 from schemas.domain import (
     Document,
     ItemKind,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.governance import Visibility
-from infra.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.domain import KbStatus, KnowledgeBase
 from schemas.rules import ensure_changeable
 from services.freshness_service import FreshnessService

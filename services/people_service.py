@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from core.errors import InvalidRequest, NotFound
 from core.governance import valid_name
-from infra.audience_repository import AudienceRepository
-from infra.user_repository import UserRepository
+from infra.mongo.audience_repository import AudienceRepository
+from infra.mongo.user_repository import UserRepository
 from schemas.domain import Audience, User
 from services.freshness_service import FreshnessService
 

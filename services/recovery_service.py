@@ -32,10 +32,10 @@ import logging
 from datetime import datetime, timedelta
 
 from core.errors import NotFound
-from infra.document_repository import DocumentRepository
-from infra.lifecycle import DocumentLifecycle
-from infra.metrics import OUTBOX_RELAYED, REDRIVES
-from infra.outbox import EventSender, Outbox, Pending, dispatch
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.lifecycle import DocumentLifecycle
+from infra.mongo.outbox import EventSender, Outbox, Pending, dispatch
+from infra.process.metrics import OUTBOX_RELAYED, REDRIVES
 from schemas.domain import Document, utcnow
 from schemas.events import Send
 

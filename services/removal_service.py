@@ -15,10 +15,10 @@ from datetime import timedelta
 
 from core.filters import chunks_of_document, chunks_of_kb
 from core.governance import Reader
-from infra.blob_store import BlobStore
-from infra.document_repository import DocumentRepository
-from infra.knowledge_base_repository import KnowledgeBaseRepository
-from infra.lifecycle import DocumentLifecycle
+from infra.mongo.blob_store import BlobStore
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.lifecycle import DocumentLifecycle
 from infra.vectorstore.base import VectorStore, WithdrawnDocument
 from schemas.domain import Document, KbStatus, ParseStatus, utcnow
 from services.freshness_service import FreshnessService

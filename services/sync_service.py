@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from core.errors import NotFound
 from core.governance import Reader
-from infra.document_repository import DocumentRepository
+from infra.mongo.document_repository import DocumentRepository
 from schemas.domain import Record
 from services.governance_service import Submission
 from services.intake_service import Ingested, IntakeService, SyncRun

@@ -8,9 +8,9 @@ import time
 from datetime import timedelta
 
 from core.errors import InvalidRequest, NotFound
-from infra.bot_repository import BotRepository
-from infra.token_repository import TokenRepository, hash_token
-from infra.user_repository import UserRepository
+from infra.mongo.bot_repository import BotRepository
+from infra.mongo.token_repository import TokenRepository, hash_token
+from infra.mongo.user_repository import UserRepository
 from schemas.domain import Principal, Role, TokenInfo, utcnow
 from services.freshness_service import FreshnessService, Kind
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from core.errors import Conflict, NotFound
 from core.governance import GovernanceChange, Reader
-from infra.blob_store import BlobStore
-from infra.document_repository import DocumentRepository
-from infra.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.blob_store import BlobStore
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.domain import Document, ItemKind, Record
 from services.governance_service import PolicyService, Submission
 from services.intake_service import Ingested, IntakeService, TextItem

@@ -18,14 +18,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from devstack.launcher import LocalServices, Pipeline, free_port, pipeline_env
 from infra.embedding.base import Embedder
-from infra.mongo import Database, connect
-from infra.settings import (
-    EmbeddingSettings,
-    KafkaSettings,
-    MongoSettings,
-    RedisSettings,
-    Settings,
-)
+from infra.mongo.client import Database, connect
+from infra.settings import Settings
+from infra.settings.embedding import EmbeddingSettings
+from infra.settings.kafka import KafkaSettings
+from infra.settings.mongo import MongoSettings
+from infra.settings.redis import RedisSettings
 from tests.timing import TimeReport
 
 FIXTURES = Path(__file__).parent / "fixtures"

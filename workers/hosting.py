@@ -22,9 +22,9 @@ from faststream.kafka.subscriber.usecase import (
 
 from core.errors import RetryableError
 from core.periodic import Periodic
-from infra.broker_epoch import BrokerEpoch
-from infra.kafka import build_broker, consumer_options, kafka_dead_letter
-from infra.metrics import ASSIGNED_PARTITIONS, CONSUMER_LAG, CONSUMER_REWINDS, DEAD_LETTERS
+from infra.kafka.client import build_broker, consumer_options, kafka_dead_letter
+from infra.mongo.broker_epoch import BrokerEpoch
+from infra.process.metrics import ASSIGNED_PARTITIONS, CONSUMER_LAG, CONSUMER_REWINDS, DEAD_LETTERS
 from infra.settings import Settings
 from ragline.process import open_process
 from ragline.system import System
@@ -127,7 +127,7 @@ UNREAD = _Unread()
 
 class Rewinder:
     """Keeps a stage's consumers reading what the broker holds: from the start of every
-    partition when the broker began a new life (`infra.broker_epoch`) since the last check,
+    partition when the broker began a new life (`infra.mongo.broker_epoch`) since the last check,
     and from the start of a partition whose position is past its end (`rewind_past_the_end`)."""
 
     def __init__(self, stage: str, epoch: BrokerEpoch) -> None:

@@ -6,13 +6,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from infra.lifecycle import Finished, KbRevisions, Removed, Superseded
+from infra.mongo.lifecycle import Finished, KbRevisions, Removed, Superseded
 from schemas.domain import ChunkingProgress, Document, ExtractedDocument, ParseStatus
 from schemas.events import Event
 
 
 class DocumentStatus(Protocol):
-    """A document's pipeline status (`infra.document_repository.DocumentRepository`)."""
+    """A document's pipeline status (`infra.mongo.document_repository.DocumentRepository`)."""
 
     async def find(self, document_id: str) -> Document | None:
         """A document by id."""
@@ -76,7 +76,7 @@ class DocumentStatus(Protocol):
 
 
 class TextStore(Protocol):
-    """Originals and extracted text (`infra.blob_store.BlobStore`)."""
+    """Originals and extracted text (`infra.mongo.blob_store.BlobStore`)."""
 
     async def read(self, key: str) -> bytes:
         """Bytes stored under a key."""
@@ -100,7 +100,7 @@ class TextStore(Protocol):
 
 
 class Lifecycle(Protocol):
-    """Cross-document changes (`infra.lifecycle.DocumentLifecycle`)."""
+    """Cross-document changes (`infra.mongo.lifecycle.DocumentLifecycle`)."""
 
     async def live_version(self, kb_id: str, source_key: str) -> int:
         """The version of a source that search shows now."""

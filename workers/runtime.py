@@ -1,7 +1,7 @@
 """Runs a stage handler on one Kafka message: the one place that maps errors to actions.
 
-Each stage declares its policy (`infra.settings.StagePolicy`): how many tries a retryable error
-gets and how long one try may take.
+Each stage declares its policy (`infra.settings.stages.StagePolicy`): how many tries a
+retryable error gets and how long one try may take.
 
 - a message that cannot be decoded goes to the stage's dead-letter topic;
 - a retryable error is retried with exponential backoff up to the stage's `max_attempts`, then
@@ -41,13 +41,14 @@ from pydantic import BaseModel, ValidationError
 
 from core.errors import PermanentError, RetryableError, ServiceUnavailable
 from core.periodic import Periodic
-from infra.metrics import (
+from infra.process.metrics import (
     DOCUMENTS_FAILED,
     DOCUMENTS_PROCESSED,
     STAGE_DURATION,
     STAGE_MESSAGES,
 )
-from infra.settings import IngestSettings, StagePolicy
+from infra.settings.ingest import IngestSettings
+from infra.settings.stages import StagePolicy
 from schemas.domain import STAGE_STATUS, Document, ParseStatus
 from schemas.events import DeadLetter, Event, Publish
 from workers.ports import DocumentStatus, StageResult

@@ -1,5 +1,5 @@
 """Backups and restores: a snapshot of the caller's tenant, or (with the deployment's own admin
-token) of the whole deployment, as a tar of the snapshot's files (`infra.snapshot_files`)."""
+token) of the whole deployment, as a tar of the snapshot's files (`infra.files.snapshot_files`)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from api.deadline import bulk_operation
 from api.deps import AdminPrincipal, BackupServiceDep, ServicesDep
 from api.responses import AUTHENTICATED, BODY, refusals
 from core.errors import Forbidden, SnapshotInvalid
-from infra.snapshot_files import pack, unpack
-from infra.token_repository import BOOTSTRAP_TOKEN_ID
+from infra.files.snapshot_files import pack, unpack
+from infra.mongo.token_repository import BOOTSTRAP_TOKEN_ID
 from schemas.api import RestoreOut
 from schemas.domain import Principal
 

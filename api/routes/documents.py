@@ -23,7 +23,7 @@ from api.responses import AUTHENTICATED, BODY, refusals
 from api.uploads import receive_upload
 from core.errors import InvalidRequest, UnsupportedDocumentType
 from core.governance import GovernanceChange
-from infra.metrics import UPLOADS
+from infra.process.metrics import UPLOADS
 from schemas.api import (
     BatchIn,
     BatchOut,

@@ -1,1 +1,1 @@
-"""Chunk contexts written by an LLM: the provider interface, its two providers, the cache."""
+"""Chunk contexts written by a language model: the provider interface and its two providers."""

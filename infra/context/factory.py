@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infra.context.base import ContextProvider
-from infra.settings import ContextualSettings
+from infra.settings.ingest import ContextualSettings
 
 
 def build_context_provider(settings: ContextualSettings) -> ContextProvider | None:

@@ -9,7 +9,7 @@ from google.genai import types as genai_types
 
 from core.errors import PermanentError
 from infra.context.base import Completion, ContextRefused, ContextTimedOut, ContextUnavailable
-from infra.settings import ContextualSettings
+from infra.settings.ingest import ContextualSettings
 
 
 class GeminiContextProvider:

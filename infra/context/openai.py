@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 
 from infra.context.base import Completion, ContextRefused, ContextTimedOut, ContextUnavailable
-from infra.settings import ContextualSettings
+from infra.settings.ingest import ContextualSettings
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 

@@ -6,7 +6,8 @@ import logging
 from pathlib import Path
 
 from infra.embedding.base import Embedder
-from infra.settings import EmbeddingSettings, Settings
+from infra.settings import Settings
+from infra.settings.embedding import EmbeddingSettings
 
 log = logging.getLogger(__name__)
 

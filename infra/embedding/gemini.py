@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 from core.errors import PermanentError, ServiceUnavailable
 from infra.embedding.base import normalise
-from infra.settings import EmbeddingSettings
+from infra.settings.embedding import EmbeddingSettings
 
 # The API takes at most this many texts per batchEmbedContents call.
 MAX_BATCH = 100

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from infra.embedding.base import normalise
-from infra.settings import EmbeddingSettings
+from infra.settings.embedding import EmbeddingSettings
 
 WORD = re.compile(r"\w+", re.UNICODE)
 # Words that say nothing of a text's subject (questions are full of them).

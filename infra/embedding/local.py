@@ -26,8 +26,8 @@ from numpy.typing import NDArray
 
 from infra.embedding.base import normalise
 from infra.embedding.onnx_runtime import load_encoder, read_layout
-from infra.malloc import release_free_memory
-from infra.settings import EmbeddingSettings
+from infra.process.malloc import release_free_memory
+from infra.settings.embedding import EmbeddingSettings
 
 # Shards each batch is cut into, per replica: more than one lets a free replica take work
 # from a slowed one.

@@ -25,6 +25,7 @@ from core.filters import (
     version_of,
 )
 from core.retrieval import RetrievalMode
+from core.sparse import SparseVector
 from schemas.chunks import ChunkPayload
 from schemas.domain import Document
 
@@ -57,14 +58,6 @@ PAYLOAD_INDEXES: tuple[tuple[str, IndexKind], ...] = (
     ("version", IndexKind.INTEGER),
     ("chunk_index", IndexKind.INTEGER),
 )
-
-
-@dataclass(frozen=True)
-class SparseVector:
-    """Term weights keyed by term index (sorted, unique indices)."""
-
-    indices: list[int]
-    values: list[float]
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,8 @@ from core.filters import (
 )
 from core.periodic import Periodic
 from core.retrieval import RetrievalMode
-from infra.metrics import VECTOR_STORE_OPTIMIZATIONS
+from core.sparse import SparseVector
+from infra.process.metrics import VECTOR_STORE_OPTIMIZATIONS
 from infra.vectorstore.base import (
     DENSE_VECTOR,
     DOCUMENT_ID,
@@ -74,7 +75,6 @@ from infra.vectorstore.base import (
     RankPart,
     RankQuery,
     ScoredChunk,
-    SparseVector,
     StoredChunk,
     VectorQuery,
     WithdrawnDocument,
@@ -637,7 +637,7 @@ def _dense_query(vector: NDArray[np.float32]) -> qe.Query:
 
 def _within(selector: qe.Filter) -> qe.SearchParams:
     """A sparse query's parameters: its terms' IDF counted over the chunks in its scope alone
-    (`infra.sparse`), not over the whole store."""
+    (`core.sparse`), not over the whole store."""
     return qe.SearchParams(idf=qe.IdfParams(corpus=selector))
 
 

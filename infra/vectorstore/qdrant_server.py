@@ -34,6 +34,7 @@ from core.filters import (
     chunks_of_document,
 )
 from core.retrieval import RetrievalMode
+from core.sparse import SparseVector
 from infra.vectorstore.base import (
     DENSE_VECTOR,
     DOCUMENT_ID,
@@ -48,7 +49,6 @@ from infra.vectorstore.base import (
     RankPart,
     RankQuery,
     ScoredChunk,
-    SparseVector,
     StoredChunk,
     VectorQuery,
     WithdrawnDocument,
@@ -428,7 +428,7 @@ def _qdrant_condition(condition: Condition) -> qm.Condition:
 
 def _within(selector: qm.Filter) -> qm.SearchParams:
     """A sparse query's parameters: its terms' IDF counted over the chunks in its scope alone
-    (`infra.sparse`), not over the whole collection."""
+    (`core.sparse`), not over the whole collection."""
     return qm.SearchParams(idf=qm.IdfCorpusParams(corpus=selector))
 
 

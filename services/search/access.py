@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.errors import NotFound
-from infra.bot_repository import BotRepository
-from infra.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.bot_repository import BotRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.bots import KnowledgeConfig
 from services.freshness_service import FreshnessService, Kind
 

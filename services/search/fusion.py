@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from core.retrieval import FusionMethod
-from infra.sparse import identifier_terms
+from core.sparse import identifier_terms
 from infra.vectorstore.base import Rankings
 
 # Words in straight or typographic double quotes: the asker wants those very words.

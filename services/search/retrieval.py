@@ -37,9 +37,7 @@ from numpy.typing import NDArray
 
 from core.filters import SearchScope
 from core.retrieval import RetrievalMode
-from infra.embedding.base import Embedder
-from infra.embedding.batching import QueryBatcher
-from infra.sparse import (
+from core.sparse import (
     SparseEncoder,
     holds_every,
     identifier_terms,
@@ -49,6 +47,8 @@ from infra.sparse import (
     unpacked_terms,
     with_feedback,
 )
+from infra.embedding.base import Embedder
+from infra.embedding.batching import QueryBatcher
 from infra.vectorstore.base import (
     Rankings,
     RankQuery,
@@ -69,7 +69,7 @@ from services.search.fusion import (
 class Feedback:
     """Pseudo-relevance feedback for hybrid searches for a question (`QueryKind`): the terms held
     by at least `min_chunks` of the `chunks` best semantic matches join the keyword query at
-    `weight` (`infra.sparse.with_feedback`). No chunks: none."""
+    `weight` (`core.sparse.with_feedback`). No chunks: none."""
 
     chunks: int = 0
     min_chunks: int = 2

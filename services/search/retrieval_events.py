@@ -2,7 +2,7 @@
 announced on Kafka after the answer.
 
 A search only queues its event (`announce`: never waits, never fails); one task of the process
-builds the queued events and sends them together (`infra.drain`: the producer batches them
+builds the queued events and sends them together (`infra.process.drain`: the producer batches them
 into one request per partition), so no request waits for Kafka, and Kafka being down never
 fails a search: the events are dropped and counted
 (`ragline_retrieval_events_total{result="failed"}`).
@@ -14,8 +14,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from infra.drain import Drain
-from infra.metrics import RETRIEVAL_EVENTS
+from infra.process.drain import Drain
+from infra.process.metrics import RETRIEVAL_EVENTS
 from schemas.events import ChunksRetrieved, Send
 from schemas.topics import CHUNKS_RETRIEVED
 

@@ -4,9 +4,9 @@ One uncached search, step by step (`services.search.clock` times each):
 
 1. access: who may search what, from the process's memory (`services.freshness_service`): the
    bot's access, the tenant's KBs, the KBs' revisions for the answer's cache key;
-2. limit and cache: one round trip to Redis (`infra.search_cache.SearchCache.probe`) counts the
-   search against its rate and looks up the answer and the query vector, and says whether this
-   process is behind on changes (then it waits for them and plans again);
+2. limit and cache: one round trip to Redis (`infra.redis.search_cache.SearchCache.probe`)
+   counts the search against its rate and looks up the answer and the query vector, and says
+   whether this process is behind on changes (then it waits for them and plans again);
 3. embedding: the query's vector from the model, unless it was cached;
 4. ranking: one call to the store ranks the candidates with the fields folding needs, and fusion
    orders them (`services.search.retrieval`);
@@ -34,11 +34,11 @@ from core.errors import RateLimited
 from core.filters import SearchScope
 from core.governance import Reader
 from core.retrieval import FusionMethod, RetrievalMode
-from infra.knowledge_base_repository import KnowledgeBaseRepository
-from infra.metrics import SEARCH_CACHE, SEARCH_LATENCY, SEARCH_REQUESTS, TENANT_REQUESTS
-from infra.rate_limits import RateLimiter
-from infra.search_cache import Limit, Probe, Remembered, SearchCache, result_key
-from infra.settings import SearchSettings
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
+from infra.process.metrics import SEARCH_CACHE, SEARCH_LATENCY, SEARCH_REQUESTS, TENANT_REQUESTS
+from infra.redis.rate_limits import RateLimiter
+from infra.redis.search_cache import Limit, Probe, Remembered, SearchCache, result_key
+from infra.settings.search import SearchSettings
 from infra.vectorstore.base import StoredChunk
 from schemas.domain import KbStatus, Principal, RetrievalConfig, chunk_id
 from schemas.events import ChunksRetrieved, RetrievedChunk

@@ -6,8 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from infra.mongo import connect
-from infra.token_repository import TokenRepository
+from infra.mongo.client import connect
+from infra.mongo.token_repository import TokenRepository
 from schemas.domain import Role
 from tests.conftest import unique
 from tests.e2e.client import Api

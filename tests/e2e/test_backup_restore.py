@@ -27,9 +27,9 @@ from typing import Any
 import httpx
 import pytest
 
-from infra.mongo import DOCUMENTS, KNOWLEDGE_BASES, connect
-from infra.mongo_snapshot import COLLECTIONS, MongoSnapshot
-from infra.token_repository import TokenRepository
+from infra.mongo.client import DOCUMENTS, KNOWLEDGE_BASES, connect
+from infra.mongo.snapshot import COLLECTIONS, MongoSnapshot
+from infra.mongo.token_repository import TokenRepository
 from schemas.domain import Record, Role
 from schemas.events import RecordPublished
 from tests.conftest import RunningPipeline, own_stack, unique

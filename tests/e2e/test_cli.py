@@ -323,7 +323,7 @@ def test_search_shows_passages_and_waits_out_the_rate_limit(cli: Cli, tmp_path: 
 
 def _use_up_searches(stack: RunningPipeline, user_id: str, seconds: int) -> None:
     """Counts a million searches of the person in each of the next seconds' rate windows,
-    in the API's Redis (as `infra.rate_limits.RateLimiter` keys them), so that their
+    in the API's Redis (as `infra.redis.rate_limits.RateLimiter` keys them), so that their
     searches in those seconds are refused with 429 and when to try again."""
     client = redis.Redis.from_url(stack.services.redis_url)
     try:

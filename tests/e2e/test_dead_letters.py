@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from infra.mongo import connect
-from infra.token_repository import TokenRepository
+from infra.mongo.client import connect
+from infra.mongo.token_repository import TokenRepository
 from schemas.domain import Record, Role
 from schemas.events import RecordPublished
 from tests.conftest import unique

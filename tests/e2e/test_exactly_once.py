@@ -17,10 +17,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from core.filters import chunks_where
-from infra.blob_store import BlobStore
-from infra.lifecycle import DocumentLifecycle
-from infra.mongo import DOCUMENTS, ORIGINALS_BUCKET, OUTBOX, Database, connect
-from infra.outbox import Outbox
+from infra.mongo.blob_store import BlobStore
+from infra.mongo.client import DOCUMENTS, ORIGINALS_BUCKET, OUTBOX, Database, connect
+from infra.mongo.lifecycle import DocumentLifecycle
+from infra.mongo.outbox import Outbox
 from infra.vectorstore.edge import EdgeVectorStore
 from schemas.domain import file_source_key, new_document_id, utcnow
 from schemas.events import RecordPublished

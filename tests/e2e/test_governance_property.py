@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra.mongo import connect
-from infra.token_repository import TokenRepository
+from infra.mongo.client import connect
+from infra.mongo.token_repository import TokenRepository
 from schemas.domain import Role
 from tests.conftest import RunningPipeline, unique
 

@@ -296,9 +296,9 @@ async def test_admin_api_needs_an_admin_token_of_the_same_tenant(api: Api) -> No
 
 
 async def _other_tenant_admin(api: Api) -> str:
-    from infra.mongo import connect
-    from infra.settings import MongoSettings
-    from infra.token_repository import TokenRepository
+    from infra.mongo.client import connect
+    from infra.mongo.token_repository import TokenRepository
+    from infra.settings.mongo import MongoSettings
     from schemas.domain import Role
 
     settings = MongoSettings(url=api.running.mongo_url, database=api.running.database)

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from infra.mongo import connect
-from infra.token_repository import TokenRepository
+from infra.mongo.client import connect
+from infra.mongo.token_repository import TokenRepository
 from schemas.domain import Role
 from tests.conftest import RunningPipeline, own_stack, unique
 from tests.e2e.client import Api

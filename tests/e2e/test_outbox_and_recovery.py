@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from infra.mongo import connect
-from infra.outbox import Outbox
+from infra.mongo.client import connect
+from infra.mongo.outbox import Outbox
 from tests.conftest import RunningPipeline, own_stack
 from tests.e2e.client import Api
 

@@ -17,11 +17,11 @@ import pytest
 from core.errors import Conflict, ServiceUnavailable, SnapshotInvalid
 from core.filters import Filter, Match
 from devstack.launcher import LocalServices
-from infra.kafka import build_broker, ensure_topics
-from infra.mongo import DOCUMENTS, KB_CODES, KNOWLEDGE_BASES, ensure_indexes
-from infra.mongo_snapshot import COLLECTIONS, MongoSnapshot
-from infra.settings import QdrantSettings
-from infra.snapshot_files import MANIFEST, EmbeddingIdentity
+from infra.files.snapshot_files import MANIFEST, EmbeddingIdentity
+from infra.kafka.client import build_broker, ensure_topics
+from infra.mongo.client import DOCUMENTS, KB_CODES, KNOWLEDGE_BASES, ensure_indexes
+from infra.mongo.snapshot import COLLECTIONS, MongoSnapshot
+from infra.settings.vectorstore import QdrantSettings
 from infra.vectorstore.base import ChunkPoint, VectorStore
 from ragline.system import System
 from schemas.chunks import ChunkPayload

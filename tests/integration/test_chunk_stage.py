@@ -8,13 +8,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from infra.blob_store import BlobStore
-from infra.context.cache import ContextCache
-from infra.document_repository import DocumentRepository
-from infra.lifecycle import DocumentLifecycle
-from infra.mongo import Database
-from infra.outbox import Outbox
-from infra.settings import ChunkingSettings, ContextualSettings, IngestSettings, StagePolicy
+from infra.mongo.blob_store import BlobStore
+from infra.mongo.client import Database
+from infra.mongo.context_cache import ContextCache
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.lifecycle import DocumentLifecycle
+from infra.mongo.outbox import Outbox
+from infra.settings.ingest import ChunkingSettings, ContextualSettings, IngestSettings
+from infra.settings.stages import StagePolicy
 from schemas.domain import ParseStatus
 from schemas.events import DocumentExtracted, Event
 from tests.factories import make_document

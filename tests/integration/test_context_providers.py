@@ -16,23 +16,24 @@ from prometheus_client import REGISTRY
 from pydantic import SecretStr
 
 from core.errors import ServiceUnavailable
-from infra.blob_store import BlobStore
+from core.sparse import SparseEncoder
 from infra.context.base import (
     ContextProvider,
     ContextRefused,
     ContextTimedOut,
     ContextUnavailable,
 )
-from infra.context.cache import ContextCache
 from infra.context.factory import build_context_provider
-from infra.document_repository import DocumentRepository
 from infra.embedding.base import Embedder
-from infra.embedding_cache import EmbeddingCache
-from infra.lifecycle import DocumentLifecycle
-from infra.mongo import Database, connect
-from infra.outbox import Outbox
-from infra.settings import ChunkingSettings, ContextualSettings, MongoSettings
-from infra.sparse import SparseEncoder
+from infra.mongo.blob_store import BlobStore
+from infra.mongo.client import Database, connect
+from infra.mongo.context_cache import ContextCache
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.embedding_cache import EmbeddingCache
+from infra.mongo.lifecycle import DocumentLifecycle
+from infra.mongo.outbox import Outbox
+from infra.settings.ingest import ChunkingSettings, ContextualSettings
+from infra.settings.mongo import MongoSettings
 from schemas.domain import ChunkRecord, ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import ChunkBatchEmbedded, ChunkBatchReady, DocumentExtracted
 from tests.factories import make_document

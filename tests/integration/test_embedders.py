@@ -17,7 +17,7 @@ from infra.embedding.base import Embedder
 from infra.embedding.factory import build_embedder
 from infra.embedding.gemini import GeminiEmbedder
 from infra.embedding.local import LocalEmbedder, SentenceTransformerEmbedder
-from infra.settings import EmbeddingSettings
+from infra.settings.embedding import EmbeddingSettings
 from tests.local_http import JsonHandler, serving
 
 

@@ -8,12 +8,13 @@ from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
-from infra.blob_store import BlobStore
-from infra.document_repository import DocumentRepository
-from infra.lifecycle import DocumentLifecycle
-from infra.mongo import Database
-from infra.outbox import Outbox
-from infra.settings import IngestSettings, StagePolicy
+from infra.mongo.blob_store import BlobStore
+from infra.mongo.client import Database
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.lifecycle import DocumentLifecycle
+from infra.mongo.outbox import Outbox
+from infra.settings.ingest import IngestSettings
+from infra.settings.stages import StagePolicy
 from schemas.domain import Document, ParseStatus
 from schemas.events import DocumentExtracted, DocumentUploaded, Event
 from tests.conftest import FIXTURES

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from infra.fetcher import Fetcher, FetchFailed, Refused
-from infra.settings import CrawlSettings
+from infra.http.fetcher import Fetcher, FetchFailed, Refused
+from infra.settings.crawl import CrawlSettings
 from tests.crawl_site import HUGE_PAGE, PRIVATE_PAGE, SLOW_PAGE, CrawlSite
 
 

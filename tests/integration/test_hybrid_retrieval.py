@@ -11,8 +11,8 @@ import pytest
 
 from core.filters import SearchScope
 from core.retrieval import RetrievalMode
+from core.sparse import SparseEncoder, term_index
 from infra.embedding.base import Embedder
-from infra.sparse import SparseEncoder, term_index
 from infra.vectorstore.base import ChunkPoint, Rankings, RankQuery, StoredChunk
 from infra.vectorstore.edge import EdgeVectorStore
 from schemas.chunks import ChunkPayload

@@ -11,13 +11,14 @@ from qdrant_client import AsyncQdrantClient
 
 from core.errors import PermanentError, ServiceUnavailable
 from core.filters import SearchScope, chunks_where
-from infra.blob_store import BlobStore
-from infra.document_repository import DocumentRepository
-from infra.knowledge_base_repository import KnowledgeBaseRepository
-from infra.lifecycle import DocumentLifecycle, Finished, KbRevisions, Superseded
-from infra.mongo import Database
-from infra.outbox import Outbox
-from infra.settings import IngestSettings, StagePolicy
+from infra.mongo.blob_store import BlobStore
+from infra.mongo.client import Database
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.lifecycle import DocumentLifecycle, Finished, KbRevisions, Superseded
+from infra.mongo.outbox import Outbox
+from infra.settings.ingest import IngestSettings
+from infra.settings.stages import StagePolicy
 from infra.vectorstore.base import VectorQuery, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
 from infra.vectorstore.qdrant_server import QdrantServerStore

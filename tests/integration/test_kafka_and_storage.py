@@ -15,15 +15,15 @@ from pymongo.errors import PyMongoError
 
 from core.errors import NotFound, ServiceUnavailable
 from devstack.launcher import LocalServices
-from infra import blob_store
-from infra.blob_store import BlobStore
-from infra.broker_epoch import BrokerEpoch
-from infra.document_repository import DocumentRepository
-from infra.kafka import build_broker, ensure_topics, kafka_dead_letter, kafka_publisher
-from infra.knowledge_base_repository import KnowledgeBaseRepository
-from infra.lifecycle import DocumentLifecycle
-from infra.mongo import Database, ensure_indexes
-from infra.outbox import Outbox
+from infra.kafka.client import build_broker, ensure_topics, kafka_dead_letter, kafka_publisher
+from infra.mongo import blob_store
+from infra.mongo.blob_store import BlobStore
+from infra.mongo.broker_epoch import BrokerEpoch
+from infra.mongo.client import Database, ensure_indexes
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.lifecycle import DocumentLifecycle
+from infra.mongo.outbox import Outbox
 from infra.settings import Settings
 from schemas.domain import Document, ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import DocumentUploaded

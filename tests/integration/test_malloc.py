@@ -1,5 +1,5 @@
 """Memory a thread freed, which malloc keeps in the thread's arena, goes back to the system
-when asked (`infra.malloc`), as the embed worker asks after each batch. Each check runs in a
+when asked (`infra.process.malloc`), as the embed worker asks after each batch. Each check runs in a
 process of its own (about a second each)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from infra.malloc import malloc_info, release_free_memory, releasing_free_memory
+from infra.process.malloc import malloc_info, release_free_memory, releasing_free_memory
 
 MB = 1024 * 1024
 REPO = Path(__file__).resolve().parents[2]

@@ -17,9 +17,9 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from devstack.launcher import LocalServices, free_port, pipeline_env
-from infra.knowledge_base_repository import KnowledgeBaseRepository
-from infra.mongo import connect
-from infra.settings import MongoSettings
+from infra.mongo.client import connect
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
+from infra.settings.mongo import MongoSettings
 from tests.conftest import unique
 
 TOKEN = "standalone-admin-token"

@@ -11,14 +11,14 @@ import tracemalloc
 from pathlib import Path
 
 from benchmarks import memory
-from infra.memory_trace import snapshot_dir, trace_memory
+from infra.process.memory_trace import snapshot_dir, trace_memory
 
 REPO = Path(__file__).resolve().parents[2]
 # A process that traces, says so, keeps a list growing, and waits to be stopped.
 PROBE = """
 import sys, time
 from pathlib import Path
-from infra.memory_trace import trace_memory
+from infra.process.memory_trace import trace_memory
 assert trace_memory(5, Path(sys.argv[1]), "probe")
 print("ready", flush=True)
 kept = []

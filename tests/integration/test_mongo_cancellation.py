@@ -1,4 +1,4 @@
-"""Operations cancelled while MongoDB hangs leave the client working (`infra.mongo_cancellation`).
+"""Operations cancelled while MongoDB hangs leave the client working (`infra.mongo.cancellation`).
 
 An AnyIO cancel scope (the MCP SDK runs each tool call in one) cancels a task again and again
 until it leaves the scope. Operations cut that way while the server was frozen, waiting for
@@ -22,8 +22,8 @@ import anyio
 import pymongo
 import pytest
 
-from infra.mongo import connect
-from infra.settings import MongoSettings
+from infra.mongo.client import connect
+from infra.settings.mongo import MongoSettings
 from tests.conftest import servers, unique
 
 pytestmark = [

@@ -24,7 +24,7 @@ from infra.embedding.onnx_runtime import (
     export_key,
     read_layout,
 )
-from infra.settings import EmbeddingSettings
+from infra.settings.embedding import EmbeddingSettings
 
 REPO = Path(__file__).resolve().parents[2]
 # The three kinds of text a search meets, by words: queries, sentences, and paragraphs beyond
@@ -37,7 +37,7 @@ PROBE = """
 import json, sys
 from pathlib import Path
 from infra.embedding.factory import build_embedder
-from infra.settings import EmbeddingSettings
+from infra.settings.embedding import EmbeddingSettings
 settings = EmbeddingSettings(model=sys.argv[1], onnx_dir=Path(sys.argv[2]), parallelism=1)
 embedder = build_embedder(settings)
 vector = embedder.embed_queries([sys.argv[3]])[0]

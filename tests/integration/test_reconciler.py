@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from infra.document_repository import DocumentRepository
-from infra.lifecycle import DocumentLifecycle
-from infra.mongo import DOCUMENTS, OUTBOX, Database, ensure_indexes
-from infra.outbox import EventSender, Outbox
+from infra.mongo.client import DOCUMENTS, OUTBOX, Database, ensure_indexes
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.lifecycle import DocumentLifecycle
+from infra.mongo.outbox import EventSender, Outbox
 from schemas.domain import Document, ParseStatus, utcnow
 from services.recovery_service import ReconcilerService
 from tests.factories import make_document

@@ -11,12 +11,12 @@ from pymongo import AsyncMongoClient
 
 from core.errors import NotFound
 from devstack.launcher import LocalServices
-from infra.document_repository import DocumentRepository
-from infra.knowledge_base_repository import KnowledgeBaseRepository
-from infra.lifecycle import DocumentLifecycle, Finished
-from infra.mongo import Database, ensure_indexes
-from infra.outbox import Outbox
-from infra.token_repository import TokenRepository
+from infra.mongo.client import Database, ensure_indexes
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.lifecycle import DocumentLifecycle, Finished
+from infra.mongo.outbox import Outbox
+from infra.mongo.token_repository import TokenRepository
 from schemas.domain import (
     ChunkingProgress,
     Document,

@@ -9,12 +9,13 @@ from collections.abc import Awaitable, Callable, Sequence
 import pytest
 
 from core.errors import ExtractionFailed, ServiceUnavailable
-from infra.document_repository import DocumentRepository
-from infra.knowledge_base_repository import KnowledgeBaseRepository
-from infra.lifecycle import DocumentLifecycle
-from infra.mongo import Database
-from infra.outbox import Outbox
-from infra.settings import IngestSettings, StagePolicy
+from infra.mongo.client import Database
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
+from infra.mongo.lifecycle import DocumentLifecycle
+from infra.mongo.outbox import Outbox
+from infra.settings.ingest import IngestSettings
+from infra.settings.stages import StagePolicy
 from schemas.domain import Document, ParseStatus
 from schemas.events import DocumentUploaded, Event
 from tests.factories import make_document

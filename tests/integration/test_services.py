@@ -13,9 +13,9 @@ from prometheus_client import REGISTRY
 from core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from core.governance import GovernanceChange, Reader, Visibility
 from devstack.launcher import LocalServices
-from infra.kafka import build_broker, ensure_topics
-from infra.mongo import ensure_indexes
-from infra.settings import QdrantSettings
+from infra.kafka.client import build_broker, ensure_topics
+from infra.mongo.client import ensure_indexes
+from infra.settings.vectorstore import QdrantSettings
 from ragline.system import System
 from schemas.bots import BotCreate, BotUpdate, KnowledgeConfig, KnowledgePatch
 from schemas.domain import KbStatus, Principal, Record, Role

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from devstack.launcher import LocalServices
-from infra.mongo import connect
-from infra.token_repository import TokenRepository
+from infra.mongo.client import connect
+from infra.mongo.token_repository import TokenRepository
 from ragline.tokens_cli import issue
 from schemas.domain import Role
 from tests.conftest import settings_for

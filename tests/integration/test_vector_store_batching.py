@@ -14,8 +14,8 @@ import qdrant_edge as qe
 from qdrant_client import AsyncQdrantClient
 
 from core.filters import SearchScope
-from infra.sparse import term_index
-from infra.vectorstore.base import ChunkPoint, Rankings, RankQuery, SparseVector, VectorStore
+from core.sparse import SparseVector, term_index
+from infra.vectorstore.base import ChunkPoint, Rankings, RankQuery, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
 from infra.vectorstore.qdrant_server import QdrantServerStore
 from schemas.chunks import ChunkPayload

@@ -23,11 +23,11 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 
 from core.filters import SearchScope, chunks_of_document
+from core.sparse import SparseVector
 from infra.vectorstore.base import (
     ChunkPoint,
     PublishedDocument,
     RankQuery,
-    SparseVector,
     VectorQuery,
     VectorStore,
 )

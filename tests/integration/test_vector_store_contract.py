@@ -30,14 +30,13 @@ from core.filters import (
     chunks_where,
 )
 from core.retrieval import RetrievalMode
-from infra.sparse import SparseEncoder, packed_terms, term_index, unpacked_terms
+from core.sparse import SparseEncoder, SparseVector, packed_terms, term_index, unpacked_terms
 from infra.vectorstore.base import (
     ChunkPoint,
     PublishedDocument,
     Rankings,
     RankQuery,
     ScoredChunk,
-    SparseVector,
     VectorQuery,
     VectorStore,
     WithdrawnDocument,

@@ -7,7 +7,7 @@ import asyncio
 
 from prometheus_client import REGISTRY
 
-from infra.drain import Drain
+from infra.process.drain import Drain
 
 
 def _counted(queue: str, result: str) -> float:

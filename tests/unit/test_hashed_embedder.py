@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from infra.embedding.hashed import HashedEmbedder
-from infra.settings import EmbeddingSettings
+from infra.settings.embedding import EmbeddingSettings
 
 SETTINGS = EmbeddingSettings(provider="hashed")
 DOCUMENTS = [

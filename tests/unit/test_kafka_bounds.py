@@ -13,7 +13,7 @@ from aiokafka.errors import KafkaConnectionError
 from faststream.kafka import KafkaBroker
 
 from core.errors import ServiceUnavailable
-from infra.kafka import kafka_dead_letter, kafka_publisher, kafka_sender
+from infra.kafka.client import kafka_dead_letter, kafka_publisher, kafka_sender
 from schemas.domain import ChunkRecord
 from schemas.events import ChunkBatchEmbedded
 

@@ -9,7 +9,8 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from infra.settings import RelaySettings, Settings
+from infra.settings import Settings
+from infra.settings.stages import RelaySettings
 
 REAL = {
     "local_mode": False,

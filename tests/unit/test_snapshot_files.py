@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import SnapshotInvalid
-from infra.snapshot_files import (
+from infra.files.snapshot_files import (
     MANIFEST,
     EmbeddingIdentity,
     Manifest,

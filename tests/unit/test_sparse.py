@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from infra.sparse import (
+from core.sparse import (
     SparseEncoder,
+    SparseVector,
     identifier_terms,
     phrases,
     term_index,
     tokens,
     with_feedback,
 )
-from infra.vectorstore.base import SparseVector
 
 
 def test_english_is_stemmed_and_stop_words_dropped() -> None:

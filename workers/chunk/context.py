@@ -5,7 +5,7 @@ heading path and its page: `Debian Policy Manual > 4. Source packages > 4.9 Main
 script (page 12)`. With a context provider configured, a model's one or two sentences that
 situate the chunk follow it on a second line. A call that fails or times out leaves the chunk
 with the generic prefix alone, and the document is indexed as usual. Answers are cached by
-chunk (`infra.context.cache`), so re-ingesting unchanged content, or replaying a batch, asks
+chunk (`infra.mongo.context_cache`), so re-ingesting unchanged content, or replaying a batch, asks
 the model nothing and gives the same contexts.
 """
 
@@ -25,8 +25,8 @@ from infra.context.base import (
     build_prompt,
     context_key,
 )
-from infra.metrics import CONTEXT_REQUESTS, CONTEXT_TOKENS
-from infra.settings import ContextualSettings
+from infra.process.metrics import CONTEXT_REQUESTS, CONTEXT_TOKENS
+from infra.settings.ingest import ContextualSettings
 from schemas.domain import ChunkRecord
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ def with_generic_context(title: str, chunks: Sequence[ChunkRecord]) -> list[Chun
 
 
 class ContextStore(Protocol):
-    """Earlier model answers by key (`infra.context.cache.ContextCache`)."""
+    """Earlier model answers by key (`infra.mongo.context_cache.ContextCache`)."""
 
     async def get_many(self, keys: Sequence[str]) -> dict[str, str]:
         """Cached answers by key."""

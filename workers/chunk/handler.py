@@ -15,7 +15,7 @@ import asyncio
 import logging
 
 from core.errors import ExtractionFailed, NotFound
-from infra.settings import ChunkingSettings
+from infra.settings.ingest import ChunkingSettings
 from schemas.domain import ChunkingProgress, ChunkRecord, Document
 from schemas.events import ChunkBatchReady, DocumentExtracted
 from workers.chunk.chunking import ChunkerState, feed

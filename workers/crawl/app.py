@@ -3,7 +3,7 @@ faster: they share the jobs' URLs through the consumer group."""
 
 from __future__ import annotations
 
-from infra.fetcher import Fetcher
+from infra.http.fetcher import Fetcher
 from ragline.system import System
 from schemas.crawl import CrawlTask
 from workers.crawl.handler import CrawlHandler

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from core.governance import Reader
-from infra.blob_store import BlobStore
-from infra.crawl_repository import CrawlRepository, PageState
-from infra.document_repository import DocumentRepository
-from infra.fetcher import Fetched, Fetcher, FetchFailed, Refused
-from infra.outbox import EventSender
+from infra.http.fetcher import Fetched, Fetcher, FetchFailed, Refused
+from infra.mongo.blob_store import BlobStore
+from infra.mongo.crawl_repository import CrawlRepository, PageState
+from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.outbox import EventSender
 from schemas.crawl import ACTIVE_STATES, CrawlJob, CrawlState, CrawlTask, CrawlUrlError
 from schemas.domain import new_document_id, record_source_key
 from services.crawl_links import Scope, is_file, page_links, sitemap_links

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from core.sparse import SparseEncoder
 from infra.embedding.local import LocalEmbedder
-from infra.sparse import SparseEncoder
 from ragline.system import System
 from schemas.domain import ParseStatus
 from schemas.events import ChunkBatchReady

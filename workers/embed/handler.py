@@ -14,16 +14,16 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from core.sparse import SparseEncoder
 from infra.embedding.base import Embedder
-from infra.metrics import CHUNKS_EMBEDDED, EMBEDDING_CACHE
-from infra.sparse import SparseEncoder
+from infra.process.metrics import CHUNKS_EMBEDDED, EMBEDDING_CACHE
 from schemas.domain import Document
 from schemas.events import ChunkBatchEmbedded, ChunkBatchReady
 from workers.ports import DocumentStatus, StageResult
 
 
 class VectorCache(Protocol):
-    """Earlier vectors by model and text (`infra.embedding_cache.EmbeddingCache`)."""
+    """Earlier vectors by model and text (`infra.mongo.embedding_cache.EmbeddingCache`)."""
 
     async def get_many(self, model_id: str, texts: Sequence[str]) -> dict[int, NDArray[np.float32]]:
         """Cached vectors by position."""

@@ -26,7 +26,7 @@ from dataclasses import asdict
 from typing import Any
 
 from core.errors import ExtractionFailed, UnsupportedDocumentType
-from infra.metrics import PARSER_STARTED, PARSER_STOPPED
+from infra.process.metrics import PARSER_STARTED, PARSER_STOPPED
 from schemas.domain import TextSegment
 from schemas.formats import SUPPORTED_EXTENSIONS, extension_of
 from workers.extract.parser_process import HEADER, encode_frame

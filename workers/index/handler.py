@@ -20,13 +20,12 @@ from __future__ import annotations
 import logging
 
 from core.filters import chunks_of_document, older_versions
-from infra.lifecycle import Superseded
-from infra.metrics import CHUNKS_INDEXED
-from infra.sparse import packed_terms
+from core.sparse import SparseVector, packed_terms
+from infra.mongo.lifecycle import Superseded
+from infra.process.metrics import CHUNKS_INDEXED
 from infra.vectorstore.base import (
     ChunkPoint,
     PublishedDocument,
-    SparseVector,
     VectorStore,
     WithdrawnDocument,
 )

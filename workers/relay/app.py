@@ -18,8 +18,8 @@ from contextlib import AsyncExitStack
 
 from core.errors import RetryableError
 from core.periodic import Periodic
-from infra.kafka import broker_is_new, build_broker
-from infra.metrics import OUTBOX_PENDING
+from infra.kafka.client import broker_is_new, build_broker
+from infra.process.metrics import OUTBOX_PENDING
 from infra.settings import Settings
 from ragline.process import open_process
 from ragline.system import System

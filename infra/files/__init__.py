@@ -1,0 +1,1 @@
+"""Files on disk: backup snapshot archives."""

@@ -1,0 +1,1 @@
+"""The web: the crawler's fetcher (robots.txt, per-host delays, size limits, checked redirects)."""

@@ -1,0 +1,1 @@
+"""Kafka: the broker client, topics, producers and the dead-letter topics."""

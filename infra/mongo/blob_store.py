@@ -1,0 +1,185 @@
+"""Original uploads and extracted text, stored in MongoDB GridFS.
+
+Keys look like `gridfs:<bucket>/<object id>`, so another backend can be added behind the same
+key scheme later.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+
+from bson import ObjectId
+from bson.errors import InvalidId
+from gridfs import AsyncGridFSBucket, NoFile
+from gridfs.asynchronous.grid_file import AsyncGridIn
+from gridfs.errors import FileExists
+from pymongo.errors import PyMongoError
+
+from core.errors import NotFound, ServiceUnavailable
+from infra.mongo.client import EXTRACTED_BUCKET, ORIGINALS_BUCKET, Database, mongo_errors
+from schemas.domain import ExtractedDocument
+
+_PREFIX = "gridfs:"
+
+
+def _upload_stream(bucket: AsyncGridFSBucket, filename: str, document_id: str) -> AsyncGridIn:
+    """A new GridFS upload stream that does not probe the bucket for its indexes.
+
+    PyMongo checks, before every upload, whether the bucket's collections are empty (an
+    unfiltered `find_one` on each) so as to create the GridFS indexes lazily. `ensure_indexes`
+    creates them at start-up instead, and on the local MongoDB server an unfiltered `find_one`
+    scans the whole collection: each upload would cost time in proportion to all the files
+    stored before it.
+    """
+    stream = bucket.open_upload_stream(filename, metadata={"document_id": document_id})
+    object.__setattr__(stream, "_ensured_index", True)
+    return stream
+
+
+@asynccontextmanager
+async def _gridfs_errors() -> AsyncIterator[None]:
+    """`mongo_errors`, and a piece of a file found already stored: the driver retried its write
+    after losing the server, which had stored it before it went. An outage, to try again."""
+    try:
+        async with mongo_errors():
+            yield
+    except FileExists as exc:
+        raise ServiceUnavailable(
+            "mongodb", f"part of a file was stored by a write the driver retried: {exc}"
+        ) from exc
+
+
+def _key(bucket: str, file_id: ObjectId) -> str:
+    return f"{_PREFIX}{bucket}/{file_id}"
+
+
+def _parse_key(key: str) -> tuple[str, ObjectId]:
+    if not key.startswith(_PREFIX) or "/" not in key:
+        raise NotFound("blob", key)
+    bucket, _, raw_id = key[len(_PREFIX) :].partition("/")
+    try:
+        return bucket, ObjectId(raw_id)
+    except InvalidId as exc:
+        raise NotFound("blob", key) from exc
+
+
+@dataclass
+class StoredUpload:
+    """What is known about an upload once its bytes are stored."""
+
+    storage_key: str
+    size_bytes: int
+    sha256: str
+
+
+class OriginalUpload:
+    """An upload being streamed into storage; hashes and counts bytes as they arrive."""
+
+    def __init__(self, bucket: str, stream: AsyncGridIn) -> None:
+        self._bucket = bucket
+        self._stream = stream
+        self._hash = hashlib.sha256()
+        self.size_bytes = 0
+
+    async def write(self, data: bytes) -> None:
+        """Appends bytes."""
+        self._hash.update(data)
+        self.size_bytes += len(data)
+        async with _gridfs_errors():
+            await self._stream.write(data)
+
+    async def finish(self) -> StoredUpload:
+        """Closes the stream and returns the stored file's key, size and sha256."""
+        async with _gridfs_errors():
+            await self._stream.close()
+        return StoredUpload(
+            storage_key=_key(self._bucket, self._stream._id),
+            size_bytes=self.size_bytes,
+            sha256=self._hash.hexdigest(),
+        )
+
+    async def abort(self) -> None:
+        """Discards what was written."""
+        async with mongo_errors():
+            await self._stream.abort()
+
+
+class BlobStore:
+    """Reads and writes the originals and extracted text of documents."""
+
+    def __init__(self, db: Database) -> None:
+        self._originals = AsyncGridFSBucket(db, bucket_name=ORIGINALS_BUCKET)
+        self._extracted = AsyncGridFSBucket(db, bucket_name=EXTRACTED_BUCKET)
+
+    def start_original(self, filename: str, document_id: str) -> OriginalUpload:
+        """Opens a stream for an upload's bytes."""
+        return OriginalUpload(
+            ORIGINALS_BUCKET, _upload_stream(self._originals, filename, document_id)
+        )
+
+    async def store_original(self, data: bytes, filename: str, document_id: str) -> StoredUpload:
+        """Stores a document's original bytes in one go (records, which arrive whole)."""
+        upload = self.start_original(filename, document_id)
+        await upload.write(data)
+        return await upload.finish()
+
+    async def read(self, key: str) -> bytes:
+        """The whole content stored under `key`."""
+        bucket, file_id = _parse_key(key)
+        store = self._bucket(bucket)
+        try:
+            async with mongo_errors():
+                stream = await store.open_download_stream(file_id)
+                return await stream.read()
+        except NoFile as exc:
+            raise NotFound("blob", key) from exc
+
+    async def delete(self, key: str) -> None:
+        """Deletes what is stored under `key`; a missing key is not an error."""
+        bucket, file_id = _parse_key(key)
+        try:
+            async with mongo_errors():
+                await self._bucket(bucket).delete(file_id)
+        except NoFile:
+            return
+
+    async def put_extracted(self, document_id: str, extracted: ExtractedDocument) -> str:
+        """Stores a document's extracted text (gzip JSON) and returns its key."""
+        data = gzip.compress(extracted.model_dump_json().encode(), compresslevel=3)
+        stream = _upload_stream(self._extracted, document_id, document_id)
+        try:
+            async with _gridfs_errors():
+                await stream.write(data)
+                await stream.close()
+        except ServiceUnavailable:
+            # What was stored of it goes, if the server can take the request now.
+            with suppress(PyMongoError):
+                await stream.abort()
+            raise
+        return _key(EXTRACTED_BUCKET, stream._id)
+
+    async def get_extracted(self, key: str) -> ExtractedDocument:
+        """A document's extracted text."""
+        return ExtractedDocument.model_validate_json(gzip.decompress(await self.read(key)))
+
+    async def delete_extracted(self, document_id: str) -> None:
+        """Deletes every stored extraction of a document."""
+        async with mongo_errors():
+            cursor = self._extracted.find({"filename": document_id})
+            ids = [grid_out._id async for grid_out in cursor]
+            for file_id in ids:
+                try:
+                    await self._extracted.delete(file_id)
+                except NoFile:
+                    continue
+
+    def _bucket(self, name: str) -> AsyncGridFSBucket:
+        if name == ORIGINALS_BUCKET:
+            return self._originals
+        if name == EXTRACTED_BUCKET:
+            return self._extracted
+        raise NotFound("blob bucket", name)

@@ -1,0 +1,199 @@
+"""MongoDB connection, collection names and indexes (PyMongo's async API).
+
+Writes made once per document or per message are an `update_one` followed by a read, or both
+inside a transaction where they must be atomic, rather than `find_one_and_update`: the local
+MongoDB server (SecantusDB) scans the whole collection for every find-and-modify, which makes
+each of them slower in proportion to everything stored. Rare administrative writes keep it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, UpdateOne
+from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
+
+from core.errors import ServiceUnavailable
+from infra.mongo.cancellation import make_condition_waits_cancel_safe
+from infra.settings.mongo import MongoSettings
+
+KNOWLEDGE_BASES = "knowledge_bases"
+DOCUMENTS = "knowledge_documents"
+TOKENS = "api_tokens"
+USERS = "users"
+# One record per KB code in use: `{tenant}:{code}` as its id makes a code unique in a tenant.
+KB_CODES = "kb_codes"
+AUDIENCES = "audiences"
+BOTS = "bots"
+SOURCES = "document_sources"
+EMBEDDINGS = "embedding_cache"
+EVALUATIONS = "evaluations"
+# Who changed what through the API, and how it ended.
+AUDIT = "audit_log"
+# LLM-written chunk contexts, by hash of provider, model, prompt version and chunk.
+CONTEXTS = "context_cache"
+# Pipeline events written with their changes, until Kafka acknowledges them (`infra.mongo.outbox`).
+OUTBOX = "event_outbox"
+# Messages a stage gave up on, for people to list and re-drive
+# (`infra.mongo.dead_letter_repository`).
+DEAD_LETTERS = "dead_letters"
+# Crawl jobs, each job's URLs, pages as last fetched, and the one active job per KB.
+CRAWL_JOBS = "crawl_jobs"
+CRAWL_FRONTIER = "crawl_frontier"
+CRAWL_PAGES = "crawl_pages"
+CRAWL_ACTIVE = "crawl_active"
+# A restore under way (`infra.mongo.snapshot`): one marker per deployment or tenant restored.
+RESTORES = "restores"
+ORIGINALS_BUCKET = "originals"
+EXTRACTED_BUCKET = "extracted"
+
+MongoDoc = dict[str, Any]
+Database = AsyncDatabase[MongoDoc]
+
+
+def connect(settings: MongoSettings) -> AsyncMongoClient[MongoDoc]:
+    """A client for the configured server; it connects lazily."""
+    make_condition_waits_cancel_safe()
+    return AsyncMongoClient(
+        settings.url,
+        tz_aware=True,
+        serverSelectionTimeoutMS=settings.timeout_ms,
+        connectTimeoutMS=settings.timeout_ms,
+    )
+
+
+@asynccontextmanager
+async def mongo_errors() -> AsyncIterator[None]:
+    """Translates lost connections and timeouts into `ServiceUnavailable`."""
+    try:
+        yield
+    except ConnectionFailure as exc:
+        raise ServiceUnavailable("mongodb", str(exc)) from exc
+    except PyMongoError as exc:
+        transient = exc.timeout or (
+            isinstance(exc, OperationFailure) and exc.has_error_label("RetryableWriteError")
+        )
+        if transient:
+            raise ServiceUnavailable("mongodb", str(exc)) from exc
+        raise
+
+
+T = TypeVar("T")
+
+# Documents per bulk write of `update_each`.
+UPDATE_BATCH = 1_000
+
+
+async def update_each(
+    collection: AsyncCollection[MongoDoc], query: MongoDoc, update: MongoDoc
+) -> list[Any]:
+    """What `update_many(query, update)` does, as unordered bulk writes of one update per
+    matching document; returns the ids of the documents matched.
+
+    Each document is updated atomically, as by `update_many` (which is not atomic across
+    documents either). The local MongoDB server's multi-document update holds its collection
+    while it waits out a conflicting transaction, and that transaction's next write waits for
+    the collection: both hang, and with them every later write to the collection (a fuzzed
+    API found it). Single-document updates wait without holding anything.
+    """
+    async with mongo_errors():
+        ids = [doc["_id"] async for doc in collection.find(query, {"_id": 1})]
+        for start in range(0, len(ids), UPDATE_BATCH):
+            batch = ids[start : start + UPDATE_BATCH]
+            await collection.bulk_write(
+                [UpdateOne({**query, "_id": key}, update) for key in batch], ordered=False
+            )
+    return ids
+
+
+async def in_transaction(
+    client: AsyncMongoClient[MongoDoc], work: Callable[[AsyncClientSession], Awaitable[T]]
+) -> T:
+    """Runs `work` in one transaction (the driver retries it whole on a transient error)."""
+    async with mongo_errors(), client.start_session() as session:
+        result: T = await session.with_transaction(work)
+    return result
+
+
+async def ensure_indexes(db: Database) -> None:
+    """Creates the indexes every query relies on; safe to run at every start."""
+    async with mongo_errors():
+        kbs = db[KNOWLEDGE_BASES]
+        await kbs.create_index([("tenant_id", ASCENDING), ("created_at", DESCENDING)])
+        await kbs.create_index([("tenant_id", ASCENDING), ("code", ASCENDING)])
+        docs = db[DOCUMENTS]
+        # The document list, by KB and optionally by status, newest first (created_at, _id).
+        await docs.create_index(
+            [
+                ("tenant_id", ASCENDING),
+                ("kb_id", ASCENDING),
+                ("created_at", DESCENDING),
+                ("_id", DESCENDING),
+            ]
+        )
+        await docs.create_index(
+            [
+                ("tenant_id", ASCENDING),
+                ("kb_id", ASCENDING),
+                ("parse_status", ASCENDING),
+                ("created_at", DESCENDING),
+                ("_id", DESCENDING),
+            ]
+        )
+        await docs.create_index([("kb_id", ASCENDING), ("sha256", ASCENDING)])
+        # A KB's counts are counted from its documents (`KnowledgeBaseRepository.counted`).
+        await docs.create_index([("kb_id", ASCENDING), ("indexed_chunk_count", ASCENDING)])
+        await docs.create_index(
+            [("kb_id", ASCENDING), ("source_key", ASCENDING), ("version", DESCENDING)]
+        )
+        await docs.create_index([("parse_status", ASCENDING), ("updated_at", ASCENDING)])
+        # When a stage last moved any document on (the reconciler's question).
+        await docs.create_index([("progressed_at", DESCENDING)])
+        # The runs the reconciler failed, for the API process's sweep to withdraw.
+        await docs.create_index([("withdraw_generation", ASCENDING)])
+        # A record's versions by external id; a source's documents for a full sync.
+        await docs.create_index([("kb_id", ASCENDING), ("external_id", ASCENDING)])
+        await docs.create_index([("kb_id", ASCENDING), ("source", ASCENDING)])
+        await db[SOURCES].create_index([("kb_id", ASCENDING)])
+        await db[BOTS].create_index([("tenant_id", ASCENDING), ("created_at", DESCENDING)])
+        await db[BOTS].create_index([("knowledge.kb_ids", ASCENDING)])
+        await db[TOKENS].create_index([("tenant_id", ASCENDING)])
+        await db[AUDIT].create_index([("tenant_id", ASCENDING), ("at", DESCENDING)])
+        await db[USERS].create_index([("tenant_id", ASCENDING), ("user_id", ASCENDING)])
+        await db[AUDIENCES].create_index([("tenant_id", ASCENDING), ("members", ASCENDING)])
+        # The versions of one knowledge item, and a tenant's wiki pages by topic.
+        await docs.create_index([("knowledge_item_id", ASCENDING)])
+        await docs.create_index(
+            [("tenant_id", ASCENDING), ("kind", ASCENDING), ("topic", ASCENDING)]
+        )
+        await db[OUTBOX].create_index([("created_at", ASCENDING)])
+        await db[OUTBOX].create_index([("document_id", ASCENDING)])
+        await db[DEAD_LETTERS].create_index([("tenant_id", ASCENDING), ("at", DESCENDING)])
+        await db[CRAWL_JOBS].create_index(
+            [("tenant_id", ASCENDING), ("kb_id", ASCENDING), ("created_at", DESCENDING)]
+        )
+        await db[CRAWL_FRONTIER].create_index([("job_id", ASCENDING)])
+        await db[EVALUATIONS].create_index(
+            [("tenant_id", ASCENDING), ("kb_id", ASCENDING), ("created_at", DESCENDING)]
+        )
+        for bucket in (ORIGINALS_BUCKET, EXTRACTED_BUCKET):
+            # The indexes the GridFS spec asks for (PyMongo would create them lazily, at the
+            # cost of probing both collections before every upload; see `infra.mongo.blob_store`).
+            await db[f"{bucket}.files"].create_index(
+                [("filename", ASCENDING), ("uploadDate", ASCENDING)]
+            )
+            await db[f"{bucket}.chunks"].create_index(
+                [("files_id", ASCENDING), ("n", ASCENDING)], unique=True
+            )
+
+
+def from_mongo(doc: MongoDoc) -> MongoDoc:
+    """A stored record with `_id` renamed to `id`."""
+    out = dict(doc)
+    out["id"] = out.pop("_id")
+    return out

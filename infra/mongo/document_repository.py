@@ -1,0 +1,553 @@
+"""Document records and their pipeline status in MongoDB.
+
+Every status write is conditional on the document's `generation` (which run of the pipeline
+it belongs to) and on the status it expects, so a redelivered or stale event changes nothing.
+Changes that also touch the KB's counts or the version line are in `infra.mongo.lifecycle`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
+
+from core.errors import InvalidRequest, NotFound
+from core.governance import Governance
+from infra.mongo.client import DOCUMENTS, Database, MongoDoc, from_mongo, mongo_errors, update_each
+from schemas.domain import (
+    PIPELINE_ORDER,
+    ChunkingProgress,
+    Document,
+    ItemKind,
+    ParseStatus,
+    utcnow,
+)
+
+# Statuses a document is in while the pipeline works on it.
+IN_PROGRESS = tuple(s.value for s in PIPELINE_ORDER[:-1])
+# Before any document's progress.
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Progress fields of one run of the pipeline, cleared when a new run starts.
+RUN_FIELDS = ("chunker", "embedded_batches", "indexed_batches", "batch_count")
+
+
+# Set on a document the reconciler failed: the generation whose run the API process's sweep is
+# to take out of search (it may have been published; the reconciler cannot reach the store).
+WITHDRAW = "withdraw_generation"
+
+
+def to_document(doc: MongoDoc) -> Document:
+    """A stored record as a `Document` (its bookkeeping fields folded into progress)."""
+    record = from_mongo(doc)
+    embedded = record.pop("embedded_batches", None) or {}
+    for internal in ("indexed_batches", "batch_count", "chunker", WITHDRAW):
+        record.pop(internal, None)
+    record["chunks_embedded"] = sum(int(size) for size in embedded.values())
+    return Document.model_validate(record)
+
+
+@dataclass
+class DocumentPage:
+    """One page of a document listing."""
+
+    items: list[Document]
+    next_cursor: str | None
+
+
+def _encode_cursor(document: Document) -> str:
+    raw = json.dumps([document.created_at.isoformat(), document.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        created, document_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return datetime.fromisoformat(created), str(document_id)
+    except (ValueError, TypeError) as exc:
+        raise InvalidRequest("invalid cursor") from exc
+
+
+def _newest(documents: list[Document], key: Callable[[Document], Any]) -> Document | None:
+    live = [d for d in documents if d.parse_status is not ParseStatus.DELETING]
+    return max(live, key=key) if live else None
+
+
+class DocumentRepository:
+    """Reads and writes documents; the pipeline's status lives here."""
+
+    def __init__(self, db: Database, parse_error_max_chars: int = 500) -> None:
+        self._docs = db[DOCUMENTS]
+        self._parse_error_max_chars = parse_error_max_chars
+
+    async def get(self, tenant_id: str, kb_id: str, document_id: str) -> Document:
+        """One document of the tenant's KB; `NotFound` otherwise."""
+        async with mongo_errors():
+            doc = await self._docs.find_one(
+                {"_id": document_id, "tenant_id": tenant_id, "kb_id": kb_id}
+            )
+        if doc is None:
+            raise NotFound("document", document_id)
+        return to_document(doc)
+
+    async def existing_ids(self, tenant_id: str, kb_id: str, ids: set[str]) -> set[str]:
+        """Those of the ids that are documents of the tenant's KB."""
+        if not ids:
+            return set()
+        async with mongo_errors():
+            cursor = self._docs.find(
+                {"_id": {"$in": sorted(ids)}, "tenant_id": tenant_id, "kb_id": kb_id},
+                projection={"_id": 1},
+            )
+            return {str(doc["_id"]) async for doc in cursor}
+
+    async def find(self, document_id: str) -> Document | None:
+        """A document by id, for the pipeline (which trusts its own events' tenant)."""
+        async with mongo_errors():
+            doc = await self._docs.find_one({"_id": document_id})
+        return None if doc is None else to_document(doc)
+
+    async def list_page(
+        self,
+        tenant_id: str,
+        kb_id: str,
+        *,
+        status: ParseStatus | None = None,
+        stalled_before: datetime | None = None,
+        readers: Sequence[str] | None = None,
+        external_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        """The KB's documents, newest first, a page at a time.
+
+        `stalled_before` keeps only documents in progress that have not moved since then;
+        `readers` only those one of these principals may read.
+        """
+        query: dict[str, Any] = {"tenant_id": tenant_id, "kb_id": kb_id}
+        if readers is not None:
+            query["readers"] = {"$in": list(readers)}
+        if status is not None:
+            query["parse_status"] = status.value
+        if external_id is not None:
+            query["external_id"] = external_id
+        if stalled_before is not None:
+            query["parse_status"] = {"$in": list(IN_PROGRESS)}
+            query["updated_at"] = {"$lt": stalled_before}
+        if cursor:
+            created, document_id = _decode_cursor(cursor)
+            query["$or"] = [
+                {"created_at": {"$lt": created}},
+                {"created_at": created, "_id": {"$lt": document_id}},
+            ]
+        async with mongo_errors():
+            found = self._docs.find(query).sort([("created_at", DESCENDING), ("_id", DESCENDING)])
+            items = [to_document(doc) async for doc in found.limit(limit + 1)]
+        more = len(items) > limit
+        items = items[:limit]
+        return DocumentPage(items, _encode_cursor(items[-1]) if more and items else None)
+
+    async def versions_of_item(self, tenant_id: str, knowledge_item_id: str) -> list[Document]:
+        """Every version of one knowledge item (none being deleted), newest first."""
+        async with mongo_errors():
+            cursor = self._docs.find(
+                {"tenant_id": tenant_id, "knowledge_item_id": knowledge_item_id}
+            ).sort("version", DESCENDING)
+            found = [to_document(doc) async for doc in cursor]
+        return [d for d in found if d.parse_status is not ParseStatus.DELETING]
+
+    async def set_governance(
+        self, tenant_id: str, knowledge_item_id: str, governance: Governance
+    ) -> None:
+        """Gives every version of the item this ownership and visibility (and its readers)."""
+        await update_each(
+            self._docs,
+            {"tenant_id": tenant_id, "knowledge_item_id": knowledge_item_id},
+            {"$set": {"governance": governance.model_dump(), "readers": governance.readers()}},
+        )
+
+    async def without_readers(self, limit: int) -> list[Document]:
+        """Documents stored before items had readers (to be given the default ones)."""
+        async with mongo_errors():
+            cursor = self._docs.find({"readers": {"$exists": False}}).limit(limit)
+            return [to_document(doc) async for doc in cursor]
+
+    async def wiki_pages(self, tenant_id: str, topic: str | None = None) -> list[Document]:
+        """The tenant's wiki pages (of one topic, if given), every version, newest first."""
+        query: dict[str, Any] = {"tenant_id": tenant_id, "kind": ItemKind.WIKI.value}
+        if topic is not None:
+            query["topic"] = topic
+        async with mongo_errors():
+            cursor = self._docs.find(query).sort([("topic", 1), ("version", DESCENDING)])
+            found = [to_document(doc) async for doc in cursor]
+        return [d for d in found if d.parse_status is not ParseStatus.DELETING]
+
+    async def count_stalled(self, stalled_before: datetime) -> int:
+        """Documents in progress, in any KB, that have not moved since `stalled_before`."""
+        async with mongo_errors():
+            return await self._docs.count_documents(
+                {"parse_status": {"$in": list(IN_PROGRESS)}, "updated_at": {"$lt": stalled_before}}
+            )
+
+    async def in_progress(self, updated_before: datetime, limit: int) -> list[Document]:
+        """Documents in progress, in any KB, that have not moved since `updated_before`
+        (longest unmoved first)."""
+        async with mongo_errors():
+            cursor = (
+                self._docs.find(
+                    {
+                        "parse_status": {"$in": list(IN_PROGRESS)},
+                        "updated_at": {"$lt": updated_before},
+                    }
+                )
+                .sort("updated_at", ASCENDING)
+                .limit(limit)
+            )
+            return [to_document(doc) async for doc in cursor]
+
+    async def latest_progress(self) -> list[tuple[str, datetime]]:
+        """The two documents a stage moved on last (entered a stage, or ended them indexed or
+        failed), with when, latest first: enough to tell, for any one document, when another
+        one last moved."""
+        async with mongo_errors():
+            cursor = (
+                self._docs.find({"progressed_at": {"$gt": _EPOCH}}, {"progressed_at": 1})
+                .sort("progressed_at", DESCENDING)
+                .limit(2)
+            )
+            return [
+                (str(doc["_id"]), doc["progressed_at"].replace(tzinfo=UTC)) async for doc in cursor
+            ]
+
+    async def last_progress(self) -> datetime | None:
+        """When a document in progress last moved (None: nothing in progress)."""
+        async with mongo_errors():
+            cursor = (
+                self._docs.find({"parse_status": {"$in": list(IN_PROGRESS)}}, {"updated_at": 1})
+                .sort("updated_at", DESCENDING)
+                .limit(1)
+            )
+            found = [doc async for doc in cursor]
+        return found[0]["updated_at"].replace(tzinfo=UTC) if found else None
+
+    async def mark_synced(self, document_ids: Sequence[str], source: str, run: str) -> None:
+        """Tags documents as contained in a sync run of their source."""
+        if not document_ids:
+            return
+        await update_each(
+            self._docs,
+            {"_id": {"$in": list(document_ids)}},
+            {"$set": {"source": source, "sync_run": run}},
+        )
+
+    async def not_in_run(self, tenant_id: str, kb_id: str, source: str, run: str) -> list[Document]:
+        """The KB's documents of a source that a sync run did not contain (none being
+        deleted)."""
+        async with mongo_errors():
+            cursor = self._docs.find(
+                {
+                    "tenant_id": tenant_id,
+                    "kb_id": kb_id,
+                    "source": source,
+                    "sync_run": {"$ne": run},
+                    "parse_status": {"$ne": ParseStatus.DELETING.value},
+                }
+            )
+            return [to_document(doc) async for doc in cursor]
+
+    async def retired(self, before: datetime, limit: int) -> list[Document]:
+        """Documents being deleted since before `before` (their delete is to be finished)."""
+        async with mongo_errors():
+            cursor = self._docs.find(
+                {"parse_status": ParseStatus.DELETING.value, "updated_at": {"$lt": before}}
+            ).limit(limit)
+            return [to_document(doc) async for doc in cursor]
+
+    async def lines_in_run(self, tenant_id: str, kb_id: str, source: str, run: str) -> set[str]:
+        """The version lines (source keys) a sync run of a source holds."""
+        async with mongo_errors():
+            keys = await self._docs.distinct(
+                "source_key",
+                {"tenant_id": tenant_id, "kb_id": kb_id, "source": source, "sync_run": run},
+            )
+        return {str(key) for key in keys}
+
+    async def touch(self, document_id: str, generation: int) -> None:
+        """Notes that a stage is still working on the document (so it is not stalled)."""
+        await self._update_current(document_id, generation, {"$set": {"updated_at": utcnow()}})
+
+    async def find_identical(self, kb_id: str, sha256: str) -> Document | None:
+        """The newest document of the KB with exactly these bytes (not one being deleted)."""
+        async with mongo_errors():
+            found = [
+                to_document(doc)
+                async for doc in self._docs.find({"kb_id": kb_id, "sha256": sha256})
+            ]
+        return _newest(found, key=lambda d: d.created_at)
+
+    async def latest_of_source(self, kb_id: str, source_key: str) -> Document | None:
+        """The newest version of a source in the KB (not one being deleted)."""
+        return (await self.latest_of_sources(kb_id, [source_key])).get(source_key)
+
+    async def latest_of_sources(self, kb_id: str, source_keys: list[str]) -> dict[str, Document]:
+        """The newest version of each of these sources in the KB, by source key."""
+        if not source_keys:
+            return {}
+        latest: dict[str, Document] = {}
+        # Equality on the indexed fields only; the rest is sorted out here (cheaper on servers
+        # whose planners do not combine an index with a negation).
+        query: dict[str, Any] = {"kb_id": kb_id, "source_key": source_keys[0]}
+        if len(set(source_keys)) > 1:
+            query["source_key"] = {"$in": list(set(source_keys))}
+        async with mongo_errors():
+            async for doc in self._docs.find(query):
+                document = to_document(doc)
+                if document.parse_status is ParseStatus.DELETING:
+                    continue
+                known = latest.get(document.source_key)
+                if known is None or known.version < document.version:
+                    latest[document.source_key] = document
+        return latest
+
+    async def set_title(self, document_id: str, generation: int, title: str) -> None:
+        """Replaces a title that was only the file name with one found in the file."""
+        await self._update_current(
+            document_id, generation, {"$set": {"title": title[:500], "updated_at": utcnow()}}
+        )
+
+    async def count_retry(self, document_id: str, generation: int, status: ParseStatus) -> None:
+        """Counts one more attempt at a stage (a retry after a transient failure)."""
+        await self._update_current(
+            document_id, generation, {"$inc": {f"attempts.{status.value}": 1}}
+        )
+
+    async def begin_delete(self, tenant_id: str, kb_id: str, document_id: str) -> Document:
+        """Marks the document as being deleted and retires its generation.
+
+        From here on every pipeline write on it misses, so nothing in flight can bring its
+        chunks back. The record stays until it is removed, so an interrupted delete can be
+        retried.
+        """
+        async with mongo_errors():
+            doc = await self._docs.find_one_and_update(
+                {"_id": document_id, "tenant_id": tenant_id, "kb_id": kb_id},
+                {
+                    "$set": {"parse_status": ParseStatus.DELETING.value, "updated_at": utcnow()},
+                    "$inc": {"generation": 1},
+                },
+                return_document=ReturnDocument.BEFORE,
+            )
+        if doc is None:
+            raise NotFound("document", document_id)
+        return to_document(doc)
+
+    async def begin_delete_kb(self, tenant_id: str, kb_id: str) -> list[Document]:
+        """Retires every document of a KB (as `begin_delete`); returns them."""
+        await update_each(
+            self._docs,
+            {"tenant_id": tenant_id, "kb_id": kb_id},
+            {
+                "$set": {"parse_status": ParseStatus.DELETING.value, "updated_at": utcnow()},
+                "$inc": {"generation": 1},
+            },
+        )
+        async with mongo_errors():
+            cursor = self._docs.find({"tenant_id": tenant_id, "kb_id": kb_id})
+            return [to_document(doc) async for doc in cursor]
+
+    async def advance(
+        self, document_id: str, generation: int, status: ParseStatus
+    ) -> Document | None:
+        """Enters a batch stage's status once (the first batch), then just checks currency.
+
+        Batches of one document overlap across stages (batch 3 is embedded while batch 2 is
+        indexed), so a document already in a later unfinished status is left where it is.
+        Returns None if the document is gone, stale, finished or failed.
+        """
+        position = PIPELINE_ORDER.index(status)
+        earlier = {s.value for s in PIPELINE_ORDER[:position]}
+        unfinished = {s.value for s in PIPELINE_ORDER[position:-1]}
+        async with mongo_errors():
+            doc = await self._docs.find_one({"_id": document_id, "generation": generation})
+        if doc is None or doc.get("parse_status") not in earlier | unfinished:
+            return None
+        if doc["parse_status"] in unfinished:
+            return to_document(doc)
+        now = utcnow()
+        async with mongo_errors():
+            # Only one message moves it (the status must still be an earlier one); whichever
+            # did, it is current if it is now at or past here. (No find-and-modify on this
+            # path: see `infra.mongo.client`.)
+            await self._docs.update_one(
+                {
+                    "_id": document_id,
+                    "generation": generation,
+                    "parse_status": {"$in": sorted(earlier)},
+                },
+                {
+                    "$set": {
+                        "parse_status": status.value,
+                        "updated_at": now,
+                        "progressed_at": now,
+                        f"stage_started_at.{status.value}": now,
+                    },
+                    # Counted once per stage entry; the runner adds one per retry.
+                    "$inc": {f"attempts.{status.value}": 1},
+                },
+            )
+            moved = await self._docs.find_one(
+                {
+                    "_id": document_id,
+                    "generation": generation,
+                    "parse_status": {"$in": sorted(unfinished)},
+                }
+            )
+        return None if moved is None else to_document(moved)
+
+    async def chunking_progress(self, document_id: str, generation: int) -> ChunkingProgress | None:
+        """How far the chunk stage got; None if the document is gone or stale."""
+        async with mongo_errors():
+            doc = await self._docs.find_one(
+                {"_id": document_id, "generation": generation}, projection={"chunker": 1}
+            )
+        if doc is None:
+            return None
+        saved = doc.get("chunker") or {}
+        return ChunkingProgress(
+            next_part=int(saved.get("next_part", 0)),
+            next_batch=int(saved.get("next_batch", 0)),
+            state=dict(saved.get("state") or {}),
+        )
+
+    async def save_chunking_progress(
+        self, document_id: str, generation: int, done_part: int, progress: ChunkingProgress
+    ) -> bool:
+        """Records that part `done_part` is chunked, only if it was the next one."""
+        expected: dict[str, Any] | int = {"$in": [None, 0]} if done_part == 0 else done_part
+        async with mongo_errors():
+            result = await self._docs.update_one(
+                {"_id": document_id, "generation": generation, "chunker.next_part": expected},
+                {
+                    "$set": {
+                        "chunker": {
+                            "next_part": progress.next_part,
+                            "next_batch": progress.next_batch,
+                            "state": progress.state,
+                        },
+                        "updated_at": utcnow(),
+                    }
+                },
+            )
+        return result.matched_count == 1
+
+    async def record_chunking(
+        self,
+        document_id: str,
+        generation: int,
+        *,
+        chunk_count: int,
+        text_char_count: int,
+        batch_count: int,
+    ) -> bool:
+        """Stores the chunking outcome; False if the document is gone or stale."""
+        return await self._update_current(
+            document_id,
+            generation,
+            {
+                "$set": {
+                    "chunk_count": chunk_count,
+                    "text_char_count": text_char_count,
+                    "batch_count": batch_count,
+                    "updated_at": utcnow(),
+                }
+            },
+        )
+
+    async def record_batch_embedded(
+        self, document_id: str, generation: int, batch_index: int, size: int
+    ) -> bool:
+        """Marks one batch of `size` chunks embedded (idempotent); False if gone or stale."""
+        return await self._update_current(
+            document_id,
+            generation,
+            {"$set": {f"embedded_batches.{batch_index}": size, "updated_at": utcnow()}},
+        )
+
+    async def record_batch_indexed(
+        self, document_id: str, generation: int, batch_index: int, size: int
+    ) -> tuple[int, int | None] | None:
+        """Marks one batch indexed (idempotent).
+
+        Returns (batches indexed, batch count once the last part is chunked), or None if the
+        document is gone or stale.
+        """
+        async with mongo_errors():
+            await self._docs.update_one(
+                {"_id": document_id, "generation": generation},
+                {"$set": {f"indexed_batches.{batch_index}": size, "updated_at": utcnow()}},
+            )
+            # Two batches finishing together may both see the last one counted: finishing a
+            # document is idempotent (`DocumentLifecycle.finish`).
+            doc = await self._docs.find_one(
+                {"_id": document_id, "generation": generation},
+                projection={"indexed_batches": 1, "batch_count": 1},
+            )
+        if doc is None:
+            return None
+        count = doc.get("batch_count")
+        return len(doc.get("indexed_batches") or {}), None if count is None else int(count)
+
+    async def mark_failed(
+        self, document_id: str, generation: int, reason: str, *, by_stage: bool = True
+    ) -> bool:
+        """Marks the document failed with a reason the user can act on. A stage's verdict is
+        progress (`progressed_at`); the reconciler giving up on a stuck document is not, and
+        leaves the run for the API process to take out of search (`runs_to_withdraw`): the
+        index stage may have published it before the document stopped moving."""
+        limit = self._parse_error_max_chars
+        text = reason if len(reason) <= limit else reason[: limit - 1] + "…"
+        now = utcnow()
+        fields: dict[str, Any] = {
+            "parse_status": ParseStatus.FAILED.value,
+            "parse_error": text,
+            "updated_at": now,
+            f"stage_started_at.{ParseStatus.FAILED.value}": now,
+        }
+        if by_stage:
+            fields["progressed_at"] = now
+        else:
+            fields[WITHDRAW] = generation
+        return await self._update_current(document_id, generation, {"$set": fields})
+
+    async def runs_to_withdraw(self, limit: int) -> list[tuple[Document, int]]:
+        """Documents the reconciler failed, each with the generation whose run is to be taken
+        out of search (the document may have moved on to a newer one since)."""
+        async with mongo_errors():
+            cursor = self._docs.find({WITHDRAW: {"$gt": 0}}).limit(limit)
+            return [(to_document(doc), int(doc[WITHDRAW])) async for doc in cursor]
+
+    async def withdrawn(self, document_id: str, generation: int) -> None:
+        """Notes that the run of `generation` is out of search."""
+        async with mongo_errors():
+            await self._docs.update_one(
+                {"_id": document_id, WITHDRAW: generation}, {"$unset": {WITHDRAW: ""}}
+            )
+
+    async def _update_current(
+        self, document_id: str, generation: int, update: dict[str, Any]
+    ) -> bool:
+        """Applies `update` to the document if it still runs this generation, unfinished."""
+        async with mongo_errors():
+            result = await self._docs.update_one(
+                {
+                    "_id": document_id,
+                    "generation": generation,
+                    "parse_status": {"$ne": ParseStatus.INDEXED.value},
+                },
+                update,
+            )
+        return result.matched_count == 1

@@ -1,0 +1,342 @@
+"""Changes that span a document, its version line and the events that start its pipeline.
+
+Each is one MongoDB transaction (the events go to the outbox, `infra.mongo.outbox`, in it), so a
+crash or a replayed event can never leave two versions of one source both marked live, or an
+accepted document without its event. Within a transaction a write and then a read of the same
+record are atomic, so no find-and-modify is needed (see `infra.mongo.client`).
+
+No transaction writes a record that other documents' changes write too, such as their KB's:
+a process killed in the middle of a transaction leaves it open until the server reaps it (a
+minute, MongoDB's `transactionLifetimeLimitSeconds`), and every transaction that writes a record
+it wrote waits until then. So a KB's document and chunk counts are not kept on the KB: they are
+counted from its documents when shown (`KnowledgeBaseRepository.counted`), and the KB's revision
+is raised by a write of its own: after the transaction has committed (raised again by a replay,
+which costs a cached answer at most), or before it when nothing would replay it (a removal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pymongo import AsyncMongoClient, ReturnDocument
+from pymongo.asynchronous.client_session import AsyncClientSession
+
+from core.errors import NotFound
+from infra.mongo.client import (
+    DOCUMENTS,
+    KNOWLEDGE_BASES,
+    SOURCES,
+    Database,
+    MongoDoc,
+    in_transaction,
+    mongo_errors,
+)
+from infra.mongo.document_repository import RUN_FIELDS, to_document
+from infra.mongo.outbox import Outbox, Pending
+from schemas.domain import Document, ParseStatus, utcnow
+from schemas.events import DocumentUploaded
+
+T = TypeVar("T")
+# The revision each KB a change touched now has: told to `services.freshness_service` by the
+# caller, so answers cached for older revisions are no longer served.
+KbRevisions = dict[str, int]
+
+
+def _source_id(kb_id: str, source_key: str) -> str:
+    return f"{kb_id}\x00{source_key}"
+
+
+@dataclass
+class Finished:
+    """A version that finished indexing, and the older versions it retired."""
+
+    document: Document
+    retired: list[Document] = field(default_factory=list)
+    revisions: KbRevisions = field(default_factory=dict)
+
+
+@dataclass
+class Started:
+    """Events queued for new documents (to send at once; the relay sends what is left), and
+    the KB revisions the change set."""
+
+    events: list[Pending]
+    revisions: KbRevisions
+
+
+@dataclass
+class Removed:
+    """A document whose record is gone, and its KB's new revision."""
+
+    document: Document
+    revisions: KbRevisions
+
+
+@dataclass
+class Superseded:
+    """A version that finished after a newer one of the same source went live."""
+
+    document: Document
+
+
+class DocumentLifecycle:
+    """Creates, finishes and removes documents, keeping KB counts and versions consistent."""
+
+    def __init__(self, client: AsyncMongoClient[MongoDoc], db: Database, outbox: Outbox) -> None:
+        self._client = client
+        self._outbox = outbox
+        self._docs = db[DOCUMENTS]
+        self._kbs = db[KNOWLEDGE_BASES]
+        self._sources = db[SOURCES]
+
+    async def next_version(self, kb_id: str, source_key: str) -> int:
+        """The next version number of a source in a KB (1 for a new source)."""
+        source = _source_id(kb_id, source_key)
+
+        async def work(session: AsyncClientSession) -> int:
+            await self._sources.update_one(
+                {"_id": source},
+                {"$inc": {"next_version": 1}, "$setOnInsert": {"kb_id": kb_id, "live_version": 0}},
+                upsert=True,
+                session=session,
+            )
+            record = await self._sources.find_one({"_id": source}, session=session)
+            assert record is not None
+            return int(record["next_version"])
+
+        return await self._transaction(work)
+
+    async def create(self, documents: Sequence[Document]) -> Started:
+        """Stores new documents of one KB, counts them and queues their pipeline events."""
+        if not documents:
+            return Started([], {})
+        records = []
+        for document in documents:
+            record = document.model_dump(exclude={"id", "chunks_embedded"})
+            record["_id"] = document.id
+            records.append(record)
+        kb_id = documents[0].kb_id
+        events = [Pending.of(DocumentUploaded.of(document)) for document in documents]
+
+        async def work(session: AsyncClientSession) -> None:
+            await self._docs.insert_many(records, session=session)
+            await self._outbox.add(events, session)
+
+        await self._transaction(work)
+        return Started(events, await self.touch(kb_id))
+
+    async def restart(
+        self,
+        document_id: str,
+        *,
+        tenant_id: str | None = None,
+        kb_id: str | None = None,
+        redrives: int = 0,
+        uncounted_redrives: int = 0,
+    ) -> tuple[Document, Pending]:
+        """Starts a new run of the pipeline on a document (a new generation, queued) and
+        queues its event. `redrives` and `uncounted_redrives` are the reconciler's counts of
+        automatic restarts (a person's restart clears them). What is indexed stays searchable
+        until the new run replaces it."""
+        query: dict[str, Any] = {
+            "_id": document_id,
+            "parse_status": {"$ne": ParseStatus.DELETING.value},
+        }
+        if tenant_id is not None:
+            query["tenant_id"] = tenant_id
+        if kb_id is not None:
+            query["kb_id"] = kb_id
+        now = utcnow()
+        update: dict[str, Any] = {
+            "$set": {
+                "parse_status": ParseStatus.QUEUED.value,
+                "parse_error": None,
+                "chunk_count": None,
+                "attempts": {},
+                "stage_started_at": {ParseStatus.QUEUED.value: now},
+                "updated_at": now,
+                "redrives": redrives,
+                "uncounted_redrives": uncounted_redrives,
+            },
+            "$inc": {"generation": 1},
+            "$unset": dict.fromkeys(RUN_FIELDS, ""),
+        }
+
+        async def work(session: AsyncClientSession) -> tuple[Document, Pending]:
+            raw = await self._docs.find_one_and_update(
+                query, update, return_document=ReturnDocument.AFTER, session=session
+            )
+            if raw is None:
+                raise NotFound("document", document_id)
+            document = to_document(raw)
+            event = Pending.of(DocumentUploaded.of(document))
+            await self._outbox.add([event], session)
+            return document, event
+
+        return await self._transaction(work)
+
+    async def live_version(self, kb_id: str, source_key: str) -> int:
+        """The version of a source that search shows now (0: none yet)."""
+        async with mongo_errors():
+            record = await self._sources.find_one({"_id": _source_id(kb_id, source_key)})
+        return int(record.get("live_version", 0)) if record else 0
+
+    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+        """Marks an indexed version live and retires older versions of its source.
+
+        None if the document is gone, stale, or already finished (a replay).
+        """
+
+        async def work(session: AsyncClientSession) -> Finished | Superseded | None:
+            raw = await self._docs.find_one(
+                {
+                    "_id": document_id,
+                    "generation": generation,
+                    "parse_status": {"$nin": [s.value for s in _FINAL]},
+                },
+                session=session,
+            )
+            if raw is None or raw.get("chunk_count") is None:
+                return None
+            document = to_document(raw)
+            source = _source_id(document.kb_id, document.source_key)
+            line = await self._sources.find_one({"_id": source}, session=session)
+            if line is None:
+                await self._sources.insert_one(
+                    {
+                        "_id": source,
+                        "kb_id": document.kb_id,
+                        "next_version": document.version,
+                        "live_version": document.version,
+                    },
+                    session=session,
+                )
+            elif int(line.get("live_version", 0)) > document.version:
+                return Superseded(document)
+            else:
+                await self._sources.update_one(
+                    {"_id": source}, {"$set": {"live_version": document.version}}, session=session
+                )
+            older = [
+                to_document(doc)
+                async for doc in self._docs.find(
+                    {
+                        "kb_id": document.kb_id,
+                        "source_key": document.source_key,
+                        "version": {"$lt": document.version},
+                    },
+                    session=session,
+                )
+            ]
+            if older:
+                await self._docs.delete_many(
+                    {"_id": {"$in": [doc.id for doc in older]}}, session=session
+                )
+            now = utcnow()
+            chunk_count = document.chunk_count or 0
+            await self._docs.update_one(
+                {"_id": document_id},
+                {
+                    "$set": {
+                        "parse_status": ParseStatus.INDEXED.value,
+                        "parse_error": None,
+                        "indexed_chunk_count": chunk_count,
+                        "updated_at": now,
+                        "progressed_at": now,
+                        f"stage_started_at.{ParseStatus.INDEXED.value}": now,
+                    }
+                },
+                session=session,
+            )
+            finished = document.model_copy(
+                update={
+                    "parse_status": ParseStatus.INDEXED,
+                    "parse_error": None,
+                    "indexed_chunk_count": chunk_count,
+                }
+            )
+            return Finished(finished, older)
+
+        outcome = await self._transaction(work)
+        if isinstance(outcome, Finished):
+            outcome.revisions = await self.touch(outcome.document.kb_id)
+        return outcome
+
+    async def withdraw(self, document_id: str, generation: int) -> KbRevisions | None:
+        """Takes a failing run's chunks out of its KB's count (they are being deleted: a
+        document re-indexed under its own id had its indexed chunks overwritten by this run),
+        and moves the KB's revision on, since what search shows changed. None if the run is
+        no longer current, or finished."""
+
+        async def work(session: AsyncClientSession) -> str | None:
+            raw = await self._docs.find_one(
+                {
+                    "_id": document_id,
+                    "generation": generation,
+                    "parse_status": {
+                        "$nin": [ParseStatus.INDEXED.value, ParseStatus.DELETING.value]
+                    },
+                },
+                session=session,
+            )
+            if raw is None:
+                return None
+            document = to_document(raw)
+            if document.indexed_chunk_count:
+                await self._docs.update_one(
+                    {"_id": document_id}, {"$set": {"indexed_chunk_count": 0}}, session=session
+                )
+            return document.kb_id
+
+        kb_id = await self._transaction(work)
+        return None if kb_id is None else await self.touch(kb_id)
+
+    async def remove(self, document_id: str) -> Removed | None:
+        """Deletes a document's record (its chunks are gone already) and so takes it out of
+        its KB's counts."""
+        async with mongo_errors():
+            found = await self._docs.find_one({"_id": document_id}, {"kb_id": 1})
+        if found is None:
+            return None
+        # Raised first: once the record is gone nothing would raise it again, and what search
+        # shows changed when the chunks went.
+        revisions = await self.touch(str(found["kb_id"]))
+
+        async def work(session: AsyncClientSession) -> Document | None:
+            raw = await self._docs.find_one({"_id": document_id}, session=session)
+            if raw is None:
+                return None
+            await self._docs.delete_one({"_id": document_id}, session=session)
+            return to_document(raw)
+
+        document = await self._transaction(work)
+        return None if document is None else Removed(document, revisions)
+
+    async def remove_kb(self, kb_id: str) -> None:
+        """Deletes a KB's record, its documents' records and its version lines."""
+
+        async def work(session: AsyncClientSession) -> None:
+            await self._docs.delete_many({"kb_id": kb_id}, session=session)
+            await self._sources.delete_many({"kb_id": kb_id}, session=session)
+            await self._kbs.delete_one({"_id": kb_id}, session=session)
+
+        await self._transaction(work)
+
+    async def touch(self, kb_id: str) -> KbRevisions:
+        """Raises the KB's revision (what search shows of it changed), by a write outside any
+        transaction; its revision now (none if the KB is gone)."""
+        async with mongo_errors():
+            await self._kbs.update_one(
+                {"_id": kb_id}, {"$inc": {"revision": 1}, "$set": {"updated_at": utcnow()}}
+            )
+            kb = await self._kbs.find_one({"_id": kb_id}, {"revision": 1})
+        return {} if kb is None else {kb_id: int(kb["revision"])}
+
+    async def _transaction(self, work: Callable[[AsyncClientSession], Awaitable[T]]) -> T:
+        """Runs `work` in a transaction (retried whole on a transient error); its result."""
+        return await in_transaction(self._client, work)
+
+
+_FINAL = (ParseStatus.INDEXED, ParseStatus.FAILED, ParseStatus.DELETING)

@@ -1,0 +1,1 @@
+"""Redis: the search caches and their change announcements, and request rate limits."""

@@ -1,0 +1,63 @@
+"""HTTP API settings and its request limits."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class ApiSettings(BaseModel):
+    """The HTTP server."""
+
+    host: str = Field(default="127.0.0.1", description="Address the HTTP server listens on.")
+    port: int = Field(default=8000, ge=0, le=65535, description="Port the HTTP server listens on.")
+    mcp_allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        description=(
+            "Host headers the MCP endpoint answers (its DNS-rebinding protection); `*` turns "
+            "the check off, behind a proxy that checks them."
+        ),
+    )
+    max_body_mb: int = Field(
+        default=50,
+        ge=1,
+        description=(
+            "Largest request body that is not a file upload (MB); above it the request is "
+            "refused (413). Uploads have ingest.max_upload_mb."
+        ),
+    )
+    request_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description=(
+            "Longest a request may take (s): its MongoDB operations are bounded by what is "
+            "left of it, and past it the request is answered 503 with `Retry-After` (a "
+            "dependency that hangs gives a fast refusal, not a request that waits)."
+        ),
+    )
+    bulk_request_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description=(
+            "The same bound for requests whose work grows with their input (s): uploads, "
+            "record batches and syncs, knowledge bases with their sources, crawl jobs, "
+            "evaluations, re-driving every dead letter."
+        ),
+    )
+
+
+class LimitsSettings(BaseModel):
+    """Request limits. Rates are counted in Redis per window, across API processes."""
+
+    uploads_per_minute: int = Field(
+        default=600,
+        ge=1,
+        description="Documents a tenant may add per minute: uploads, texts, batch records (count).",
+    )
+    searches_per_second: int = Field(
+        default=200,
+        ge=1,
+        description=(
+            "Searches per second of one bot, one person, or one tenant's internal form (count); "
+            "over it a search is answered from the cache if it can be, else refused (429)."
+        ),
+    )
