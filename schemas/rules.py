@@ -17,3 +17,10 @@ def ensure_changeable(kb: KnowledgeBase, hint: str = "") -> KnowledgeBase:
     if kb.status is KbStatus.DELETING:
         raise Conflict(f"knowledge base {kb.id!r} is being deleted{hint}")
     return kb
+
+
+def goes_live(version: int, live_version: int | None) -> bool:
+    """Whether a version of a source that has just finished indexing becomes its live one: yes,
+    unless a newer version is live already (versions may finish out of order: a newer upload's
+    pipeline can overtake an older one's). The older versions then leave search."""
+    return live_version is None or version >= live_version

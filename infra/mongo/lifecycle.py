@@ -1,4 +1,5 @@
-"""Changes that span a document, its version line and the events that start its pipeline.
+"""Changes that span a document, its version line and the events that start its pipeline (which
+version goes live is the rule `schemas.rules.goes_live`).
 
 Each is one MongoDB transaction (the events go to the outbox, `infra.mongo.outbox`, in it), so a
 crash or a replayed event can never leave two versions of one source both marked live, or an
@@ -37,6 +38,7 @@ from infra.mongo.document_repository import RUN_FIELDS, to_document
 from infra.mongo.outbox import Outbox, Pending
 from schemas.domain import Document, ParseStatus, utcnow
 from schemas.events import DocumentUploaded
+from schemas.rules import goes_live
 
 T = TypeVar("T")
 # The revision each KB a change touched now has: told to `services.freshness_service` by the
@@ -203,6 +205,9 @@ class DocumentLifecycle:
             document = to_document(raw)
             source = _source_id(document.kb_id, document.source_key)
             line = await self._sources.find_one({"_id": source}, session=session)
+            live = None if line is None else int(line.get("live_version", 0))
+            if not goes_live(document.version, live):
+                return Superseded(document)
             if line is None:
                 await self._sources.insert_one(
                     {
@@ -213,8 +218,6 @@ class DocumentLifecycle:
                     },
                     session=session,
                 )
-            elif int(line.get("live_version", 0)) > document.version:
-                return Superseded(document)
             else:
                 await self._sources.update_one(
                     {"_id": source}, {"$set": {"live_version": document.version}}, session=session
