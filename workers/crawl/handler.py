@@ -23,6 +23,7 @@ from infra.mongo.document_repository import DocumentRepository
 from infra.mongo.outbox import EventSender
 from schemas.crawl import ACTIVE_STATES, CrawlJob, CrawlState, CrawlTask, CrawlUrlError
 from schemas.domain import new_document_id, record_source_key
+from schemas.formats import extension_for
 from services.crawl_links import Scope, is_file, page_links, sitemap_links
 from services.crawl_service import CRAWL_SOURCE, crawl_task
 from services.governance_service import Submission
@@ -32,17 +33,19 @@ from workers.ports import StageResult
 
 log = logging.getLogger(__name__)
 
-# Content types taken from a crawl, and the extension the extractors know them by.
+# The content types a crawl indexes (the web's documents; an API's JSON or a mail file found on
+# a site is not one), each read as the extension `schemas.formats` records for it.
+CRAWLED_TYPES = (
+    "text/html",
+    "text/plain",
+    "text/markdown",
+    "text/csv",
+    "application/pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+)
 EXTENSIONS = {
-    "text/html": ".html",
-    "application/xhtml+xml": ".html",
-    "text/plain": ".txt",
-    "text/markdown": ".md",
-    "application/pdf": ".pdf",
-    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
-    "application/vnd.openxmlformats-officedocument.presentationml.presentation": ".pptx",
-    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
-    "text/csv": ".csv",
+    **{content_type: extension_for(content_type) for content_type in CRAWLED_TYPES},
+    "application/xhtml+xml": extension_for("text/html"),
 }
 
 
