@@ -5,11 +5,18 @@
 - `<!-- generated: benchmark-results search -->` becomes the tables (and plots) of
   `docs/benchmarks/results/search.json`, the results file the benchmark's last full run wrote
   (`benchmarks/results.py`), or a note that there is none yet.
+- `<!-- figure: search api_peak_rss_mb_1m {:,.0f} -->` on any page becomes one figure of a
+  results file, formatted (a missing file or key fails the build).
+
+Every page is also checked for figures typed by hand: a number with a unit (`ms`, `s`, `MB`,
+`GB`, `rps`, `q/s`, `chunks/s`, `documents/s`, `%`) that equals a figure of a results file, as
+rounded on the page, fails the build (`Past runs` keeps earlier runs' figures by design).
 """
 
 from __future__ import annotations
 
 import ast
+import logging
 import posixpath
 import re
 import sys
@@ -17,9 +24,19 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+log = logging.getLogger("mkdocs.plugins.benchmark_pages")
 
 MARKER = re.compile(r"<!-- generated: benchmark-(?P<what>method|results) (?P<name>[\w-]+) -->")
+FIGURE = re.compile(r"<!-- figure: (?P<name>[\w-]+) (?P<key>[\w.]+) (?P<format>\{[^}]*\}) -->")
 RESULTS = "benchmarks/results"  # under the docs directory
+# Pages whose figures are from earlier runs on purpose.
+HISTORY_PAGES = ("benchmarks/past-runs.md",)
+# A number with a unit, as a page types a measured figure.
+TYPED_FIGURE = re.compile(
+    r"(?<![\w.,])(?P<number>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)\s?"
+    r"(?P<unit>ms|s|MB|GB|rps|q/s|chunks/s|documents/s|%)(?![\w/])"
+)
+CODE = re.compile(r"```.*?```|`[^`\n]*`|<!--.*?-->", re.S)
 
 
 def method(module: str, repo: Path = REPO) -> str:
@@ -47,14 +64,131 @@ def results(name: str, directory: Path, link_prefix: str) -> str:
     return render_markdown(record, link_prefix=link_prefix)
 
 
+def figure(name: str, key: str, directory: Path) -> Any:
+    """One figure of a results file (`key` may reach into nested objects with dots)."""
+    record = _record(name, directory)
+    value: Any = record["figures"]
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise KeyError(f"docs/{RESULTS}/{name}.json has no figure {key!r}")
+        value = value[part]
+    return value
+
+
+def _record(name: str, directory: Path) -> dict[str, Any]:
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from benchmarks.results import load
+
+    record = load(name, directory)
+    if record is None:
+        raise FileNotFoundError(f"docs/{RESULTS}/{name}.json does not exist")
+    return record
+
+
+def published_figures(directory: Path) -> list[tuple[str, str, float]]:
+    """Every number of every results file's figures: (file, key, value)."""
+    found: list[tuple[str, str, float]] = []
+
+    def walk(name: str, key: str, value: Any) -> None:
+        if isinstance(value, bool):
+            return
+        if isinstance(value, int | float):
+            found.append((name, key, float(value)))
+        elif isinstance(value, dict):
+            for inner, item in value.items():
+                walk(name, f"{key}.{inner}" if key else str(inner), item)
+
+    for path in sorted(directory.glob("*.json")):
+        walk(path.stem, "", _record(path.stem, directory)["figures"])
+    return found
+
+
+def unit_of(key: str) -> str | None:
+    """The unit a results file's figure is in, from its key's name."""
+    words = re.split(r"[._ ]", key.lower())
+    if any(w.startswith("rps") for w in words):
+        return "rps"
+    if "ms" in words or any(w.startswith("steps") for w in words):
+        return "ms"
+    if "mb" in words or "rss" in words:
+        return "MB"
+    if "s" in words:
+        return "s"
+    return None
+
+
+def setting_defaults() -> set[float]:
+    """Every number among the settings' defaults (a page may name them freely)."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from infra.settings import Settings
+
+    numbers: set[float] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, bool):
+            return
+        if isinstance(value, int | float):
+            numbers.add(float(value))
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(Settings.model_construct().model_dump())
+    return numbers
+
+
+def typed_figures(
+    markdown: str, published: list[tuple[str, str, float]], defaults: set[float]
+) -> list[str]:
+    """The figures a page types by hand that a results file holds: a number of three digits or
+    more with a unit, equal to a published figure in that unit (`GB` for one in MB) rounded as
+    the page rounds it, and neither a round ten nor a setting's default."""
+    problems = []
+    for match in TYPED_FIGURE.finditer(CODE.sub(" ", markdown)):
+        text = match["number"].replace(",", "")
+        decimals = len(text.partition(".")[2])
+        number = float(text)
+        if len(text.replace(".", "").lstrip("0")) < 3 or number in defaults:
+            continue  # too few digits to tell a figure from chance, or a setting's default
+        if decimals == 0 and number % 10 == 0:
+            continue
+        unit = match["unit"]
+        for name, key, value in published:
+            key_unit = unit_of(key)
+            if unit == "GB" and key_unit == "MB":
+                candidates = (value / 1000, value / 1024)
+            elif unit == key_unit:
+                candidates = (value,)
+            else:
+                continue
+            if any(c and round(c, decimals) == number for c in candidates):
+                problems.append(
+                    f"{match.group(0)!r} is {name}.json's {key}: write "
+                    f"<!-- figure: {name} {key} {{:,.{decimals}f}} --> instead"
+                )
+                break
+    return problems
+
+
 # -- MkDocs events --------------------------------------------------------------------------------
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """Fills the markers of a page."""
+    """Fills the markers of a page, and checks it for figures typed by hand."""
+    directory = Path(config["docs_dir"]) / RESULTS
+    if page.file.src_uri not in HISTORY_PAGES:
+        for problem in typed_figures(markdown, published_figures(directory), setting_defaults()):
+            log.warning("%s: %s", page.file.src_uri, problem)
+    markdown = FIGURE.sub(
+        lambda m: m["format"].format(figure(m["name"], m["key"], directory)), markdown
+    )
     if "<!-- generated: benchmark-" not in markdown:
         return markdown
-    directory = Path(config["docs_dir"]) / RESULTS
     page_dir = posixpath.dirname(page.file.src_uri)
     prefix = posixpath.relpath(RESULTS, page_dir or ".") + "/"
 

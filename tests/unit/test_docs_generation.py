@@ -188,3 +188,23 @@ def test_benchmark_pages_take_the_method_from_the_module_and_say_when_no_run_is_
 
     assert method.startswith("Retrieval quality: recall@4, recall@10, MRR@10 and nDCG@10")
     assert note.startswith("No results file yet")
+
+
+def test_a_figure_typed_by_hand_that_a_results_file_holds_fails_the_page(tmp_path: Path) -> None:
+    (tmp_path / "search.json").write_text(
+        '{"benchmark": "search", "figures": {"p95_ms_uncached_c1_1m": 71.83, '
+        '"api_peak_rss_mb_1m": 3097.4, "steps_uncached_c1": {"ranking": {"p95": 45.76}}}}'
+    )
+    published = benchmark_pages.published_figures(tmp_path)
+    defaults = benchmark_pages.setting_defaults()
+    page = (
+        "A search took 71.8 ms at p95, ranking 45.76 ms, and the API held 3,097 MB (3.1 GB); "
+        "the deadline is 10 s, an upload at most 20 MB, and a hit `71.8 ms` in code is an example."
+    )
+    problems = benchmark_pages.typed_figures(page, published, defaults)
+    assert [p.split(" is ")[0] for p in problems] == ["'71.8 ms'", "'45.76 ms'", "'3,097 MB'"]
+    assert "<!-- figure: search steps_uncached_c1.ranking.p95 {:,.2f} -->" in problems[1]
+    # The same figure from its results file passes, and renders as the file has it.
+    assert benchmark_pages.figure("search", "steps_uncached_c1.ranking.p95", tmp_path) == 45.76
+    with pytest.raises(KeyError, match="no figure"):
+        benchmark_pages.figure("search", "p50_ms_nowhere", tmp_path)
