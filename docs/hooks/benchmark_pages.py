@@ -160,6 +160,7 @@ def typed_figures(
         unit = match["unit"]
         for name, key, value in published:
             key_unit = unit_of(key)
+            candidates: tuple[float, ...]
             if unit == "GB" and key_unit == "MB":
                 candidates = (value / 1000, value / 1024)
             elif unit == key_unit:
