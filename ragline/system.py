@@ -1,30 +1,14 @@
 """The composition root: the one place that builds Ragline from its settings.
 
-Every process (the API, the MCP server, each stage worker, the token CLI, the benchmarks) opens
-a `System` and takes what it needs from it: clients, repositories and services are built on
-first use, once per process, and closed in reverse order when the process's exit stack unwinds.
-Nothing else constructs a client or wires a service, so a new entry point (an MCP server, a
-CLI) is a few lines over the same objects.
-
-Everything is reached as a plain, typed attribute, built on first use (`cached_property`).
-Two things take a slow, asynchronous start and are opened once by the process that needs them
-before they are read: the embedding model (`await open_embedder()`, then `embedder`) and the
-vector store (`await open_vector_store()`, then `store`).
-
-One name per thing:
-
-- a repository (`infra/mongo/`: one kind of record in MongoDB) is a class `XxxRepository` in
-  `infra/mongo/xxx_repository.py`, reached as `system.xxx_repo`;
-- a service (`services/`: a use case a transport calls: an API route, an MCP tool, a worker)
-  is a class `XxxService` in the module of its area, `services/<area>_service.py` (search is
-  `services/search/search_service.py`), reached as `system.xxx_service`, and as `xxx_service`
-  wherever it is handed on (a route's parameter, a worker's variable);
-- other adapters (clients, the blob store, caches, the outbox, the vector store, the embedder)
-  and the helpers a service is made of (a retriever, an access guard, an evaluator) keep
-  descriptive names.
-
-The HTTP layer and the MCP server read the services they call through `api.state.Services`,
-which this class satisfies (the type check says so where the API process hands it over).
+Every process (the API, the MCP server, each worker, the token CLI, the benchmarks) opens a
+`System` and takes what it needs as plain, typed attributes, built on first use
+(`cached_property`) and closed in reverse order when the process's exit stack unwinds. The two
+that take a slow start are opened once first: the embedding model (`await open_embedder()`,
+then `embedder`) and the vector store (`await open_vector_store()`, then `store`). Repositories
+are `xxx_repo` (`infra/mongo/xxx_repository.py`), services `xxx_service`
+(`services/<area>_service.py`); the rule and the layout are in docs/layout.md. The HTTP layer
+and the MCP server read their services through `api.state.Services`, which this class
+satisfies.
 """
 
 from __future__ import annotations

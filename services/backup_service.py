@@ -1,24 +1,7 @@
 """Backup and restore of a deployment, or of one tenant: MongoDB's records (stored files
-included) and the vector store's points, as one snapshot (`infra.files.snapshot_files`).
-
-Backup. The records are read inside one snapshot transaction (`infra.mongo.snapshot`), so
-they are those of one moment while uploads go on; the points are read after it, and only
-those of documents the records hold are kept. A point written between the two moments belongs
-to a document the records show in progress (restarted on restore), or replaces one of an
-older version (the restore finds that version's points missing and indexes it again): either
-way the restored deployment ends consistent without a lock on the pipeline.
-
-Restore. Nothing is written until the whole snapshot has passed its checks: every file's
-checksum, size and count, the manifest's format, its scope, the embedding model (vectors of
-another model cannot be searched with this one's queries), and an empty target (a deployment
-with no records, or a tenant with none: a restore never merges into live data). Then the
-records and points are written by id, under a marker. Should a write fail, what was written
-is taken away again and the marker cleared, so the target is as it was; should the process die
-in between, the marker stays, and only a restore of the same snapshot may run there next
-(writing by id, it completes the interrupted one). Last, documents that were in progress when
-the snapshot was taken, and indexed ones whose points are not all in it, start the pipeline
-again: their events were in Kafka, which a backup does not keep.
-"""
+included) and the vector store's points, as one checked snapshot (`infra.files.snapshot_files`),
+restored all or nothing into an empty target. How it stays consistent without stopping the
+pipeline: docs/backup.md."""
 
 from __future__ import annotations
 

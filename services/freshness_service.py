@@ -1,29 +1,7 @@
 """What keeps searches current, in one place: KB revisions, bots' access, tenants' KBs, tokens
-and readers, held in the memory of each process that searches, and the changes that retire them.
-
-What can go out of date:
-- answers, keyed by the revision of every KB they searched: every write that changes what a KB
-  holds or shows raises the KB's revision in MongoDB, and the writer tells this component the
-  new revision;
-- bots' resolved access (their settings and attached, active KBs): out of date when the bot
-  changes or when one of its KBs is enabled, disabled or deleted;
-- a tenant's KBs as people's searches see them (which are active, their default retrieval);
-- who a token stands for (until it is revoked or expires), and a user's audiences (until an
-  audience of the tenant changes).
-
-Writers (the KB, bot, document, token and people services, the intake and the index stage)
-tell this component; it announces the change to every process
-(`infra.redis.search_cache.SearchCache.announce`: a numbered message on a Redis channel). A process
-that searches listens from its first search on and applies each change to what it holds. A
-search reads what it needs from memory, and its one round trip to Redis
-(`SearchCache.probe`) brings the number of the last change announced: if this process has not
-applied that change yet, the search waits for it (a moment: it is already on its way) and, if
-anything changed meanwhile, looks again (`settle`), its token included (`check_token`). So a
-deleted document, a disabled KB, a changed bot or a revoked token is seen by the very next
-search in every process, however many there are. When changes cannot be followed (Redis down,
-a change missed, the subscription lost), nothing held is trusted: it is dropped and read again
-from MongoDB until the process listens again.
-"""
+and readers, held in the memory of each process that searches, and the changes, announced
+through Redis, that retire them, so the very next search in every process sees a change. How:
+docs/concepts/search.md."""
 
 from __future__ import annotations
 

@@ -1,30 +1,7 @@
-"""Recovery without people: the outbox relay and the reconciler of stuck documents.
-
-`RelayService` sends the outbox's events that the process writing them could not send (Kafka was
-down). `ReconcilerService` finds documents in progress that stopped moving and starts their pipeline
-again through the normal path (`DocumentLifecycle.restart`: a new generation and its event, in
-one transaction), a bounded number of times before failing them with a reason.
-
-When is a document stuck? Every stage touches the document it works on (`workers.runtime`),
-so a document that has not moved for `stall_after_s` is not being worked on. It may still be
-waiting its turn behind a backlog, so documents are re-driven only when nothing in progress
-has moved for that long: a busy pipeline is never second-guessed. Each automatic restart of a
-document doubles the patience before the next (`stall_after_s`, then twice, four times…).
-
-Whose fault is it? A restart counts against the document (`redrives`, failing it at
-`max_redrives`) only when other documents moved on while it did not: a stage took another one
-into its next stage, or ended it indexed or failed (`progressed_at`), after this one was last
-restarted or last touched (with one heartbeat's slack, a quarter of `stall_after_s`: a document
-being worked on is touched that often). The reconciler's own restarts and failures are not
-progress, so restarting ten stuck documents in one pass does not make each look like the others
-moved. When nothing else moved either, the pipeline as a whole was still (an outage: a broker's
-consumers rejoining, a server down), and the restart is not the document's fault. Yet a lone
-poison document in an otherwise idle system looks the same, so restarts not counted have a
-bound of their own, larger (`max_uncounted_redrives`); the patience doubles over all restarts,
-so reaching that bound takes long (about 21 hours with the defaults). After a broker that lost
-its messages (the local broker keeps them in memory), everything in flight is re-driven at once,
-counted in neither.
-"""
+"""Recovery without people: the outbox relay (`RelayService`: sends the events their writer
+could not) and the reconciler of stuck documents (`ReconcilerService`: restarts a document that
+stopped moving, a bounded number of times, before failing it with a reason). When a document
+counts as stuck, and whose fault it is: docs/concepts/failures.md."""
 
 from __future__ import annotations
 

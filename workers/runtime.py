@@ -1,32 +1,7 @@
-"""Runs a stage handler on one Kafka message: the one place that maps errors to actions.
-
-Each stage declares its policy (`infra.settings.stages.StagePolicy`): how many tries a
-retryable error gets and how long one try may take.
-
-- a message that cannot be decoded goes to the stage's dead-letter topic;
-- a retryable error is retried with exponential backoff up to the stage's `max_attempts`, then
-  the message is dead-lettered and the document marked failed; but when the error is one of
-  Ragline's own services being away (MongoDB, Kafka, Redis, the vector store), nothing is
-  wrong with the document: the error propagates, the message is not acknowledged and comes
-  back, so an outage delays documents and never fails them;
-- a try that outlasts the stage's `time_limit_s` is cancelled and the document marked failed
-  with that reason (work running in a thread, such as a parser, runs to its end but its result
-  is dropped), so one pathological file cannot hold a partition; except in a stage that only
-  writes to Ragline's own services (index), where a slow try means a service is struggling: it
-  is retried as an outage is, and the document waits;
-- a permanent error marks the document failed at once (with the error's message, written for
-  the user) and dead-letters the message;
-- anything unexpected is a bug: logged with its traceback, treated as permanent;
-- before a document is marked failed, the stage's `on_failure` undoes what it made visible
-  (the index stage takes the failed run's points out of search).
-
-While a try runs (publishing its results included), the document is touched every quarter of
-the stall deadline, so the reconciler (`services.recovery_service`) never takes a long but working
-stage, or one waiting for a broker to come back, for a stuck one.
-
-Only when even the failure cannot be recorded (Mongo down) does the error propagate, so the
-message is not acknowledged and comes back.
-"""
+"""Runs a stage handler on one Kafka message: the one place that maps errors to actions
+(retry with backoff, redeliver on an outage, fail the document with a reason, dead-letter),
+under the stage's policy (`infra.settings.stages.StagePolicy`), touching the document while it
+works. Why each error goes where it goes: docs/concepts/failures.md."""
 
 from __future__ import annotations
 

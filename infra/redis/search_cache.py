@@ -1,26 +1,7 @@
-"""Search's use of Redis: one round trip before an answer, writes after it, and the changes that
-keep every API process's view of bots and KBs current.
-
-- Before answering, one pipelined round trip (`probe`): the search's rate-limit counter, the
-  cached answer, the cached query vector, and the number of the last change announced.
-- After answering, off the request's path (`remember`, drained in batches by one task of the
-  process: `infra.process.drain`): the answer, 30 min (2 min when it found nothing), and the query
-  vector, 24 h.
-- Changes (`announce`): whatever changes what a search may see (a KB's revision: any upload,
-  delete, edit or disable; a bot's settings; a KB's status; a tenant's KBs) is announced on
-  the `rl:changes` channel, numbered by the `rl:changes:seq` counter in the same step. Every API
-  process listens (`changes`) and keeps bots' access and KB revisions in memory
-  (`services.freshness_service`); a search's probe reads the number of the last change, so a
-  process that has not applied it yet knows before it answers.
-
-Answers are keyed by the revision of every KB they searched (`result_key`): every write that
-changes what a KB holds or shows raises the KB's revision in MongoDB and announces it, which
-raises the cached copy here (only ever upwards, so two writers cannot move it back).
-
-Redis is an accelerator, never a dependency: when it fails, searches go on uncached
-(`ragline_search_cache_errors_total` counts it), the cache is skipped for a moment instead of
-being waited on, and changes that could not be announced are announced once it answers again.
-"""
+"""Search's use of Redis: one pipelined round trip before an answer (`probe`: rate limit, cached
+answer, cached query vector, last change's number), writes after it (`remember`), and the
+numbered change announcements every API process follows (`announce`, `changes`). Redis
+accelerates and never gates: when it fails, searches go on uncached."""
 
 from __future__ import annotations
 

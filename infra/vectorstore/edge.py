@@ -1,33 +1,8 @@
-"""Vector store on Qdrant's embedded engine (qdrant-edge-py): the local default.
-
-The engine is single-process (it holds a lock on its write-ahead log), so exactly one process
-opens it; in the local default that is the API process, which serves search and runs the index
-stage. HNSW optimisation runs only once writes have been idle for a while.
-
-Concurrency. The engine itself lets searches run while another thread writes or optimises (its
-segments sit behind a read-write lock, and an optimisation works on proxies of the segments it
-rebuilds). Its Python binding (0.9.0) holds the GIL for the whole of every call, `optimize()`
-included, so within this process calls never overlap, and while one runs no other Python code
-does: every single call is atomic as seen by every other. (Were the binding to let go of the
-GIL, a search could see a write to several segments half done, as on a Qdrant server.) The
-store adds one rule of its own: a write made of several calls (`publish_document`) holds the
-store exclusively, so no search sees the state between its steps, whatever the binding does;
-every other call (searches, single-call writes, the optimiser) shares the store. Calls run on
-the store's own two threads, not the default executor.
-
-Searches' rankings that wait at the same moment go to the engine as one `query_batch`
-(`coalescing.Coalescer`): one pass over the segments for all of them.
-
-Where the store keeps what a search reads is decided by its size each time it is opened
-(`Placement`): a store of at most `in_ram_max_points` points keeps its float vectors (not
-quantised: the HNSW search and the cosines read them directly), its payloads and its sparse
-index in RAM; a larger one keeps int8 scalar-quantised copies of the vectors in RAM (a quarter
-of the floats) and the floats (read to rescore a query's candidates) and the payloads on disk,
-memory-mapped. `quantization` `int8` or `none` overrides the choice for the vectors. The
-configuration is given each time the shard is opened: an existing shard takes the new one, and
-its segments are rebuilt to it by the next optimisation (the vectors stay as they are; nothing
-is re-embedded).
-"""
+"""Vector store on Qdrant's embedded engine (qdrant-edge-py): the local default, opened by one
+process (the API's). Calls run on the store's own threads; a write of several calls holds the
+store alone (`publish_document`); rankings waiting together go as one batch; where vectors and
+payloads live (RAM or disk) is chosen by the store's size (`Placement`). Why:
+docs/concepts/vector-store.md."""
 
 from __future__ import annotations
 

@@ -1,33 +1,6 @@
-"""Hybrid fusion: one ranking from the dense and the sparse retrievers' rankings. Pure: no I/O.
-
-Both retrievers bring their `depth` best chunks with scores (cosine similarity, BM25). Two
-methods combine them:
-
-- `convex` (the default): each retriever's scores are divided by its best score, and the
-  fused score is `dense_weight * dense + (1 - dense_weight) * sparse` (a chunk missing from a
-  ranking scores 0 there). Unlike rank fusion it keeps how far ahead a chunk is, so a chunk
-  that one retriever scores far above the rest is not outweighed by chunks that are middling in
-  both. 1.0 is the best chunk of both retrievers. Without a `dense_weight` (the default) the
-  weight is chosen per kind of query (`dense_weight_for`): a question, asked in the asker's
-  own words rather than the documents', can lean on the semantic side; a query naming
-  identifiers or quoting words on the keyword side.
-- `rrf`: reciprocal rank fusion, `sum 1 / (rrf_k + rank)`, scaled so that 1.0 is first in both.
-
-On top of either, strong signals are placed first, whatever the other retriever thinks:
-
-- exact identifiers: when the query names identifiers (an option flag, a code with digits, a
-  name joined by _ . /) and some of their terms are rare in the searched KBs (held by chunks
-  of at most `rare_max` documents: a code in a document's title is in every one of its chunks'
-  context prefix), the chunks holding every rare one come first;
-- a retriever's clear winner: the sparse ranking's first chunk when its BM25 score is at least
-  `lead_ratio` times the second's (or it is the only chunk with any query term), and the dense
-  ranking's first when its cosine leads the second's by at least `lead_gap`.
-
-Their score is raised to 1.0.
-
-Chosen by measurement on the evaluation sets: see the README's Search section for the
-figures.
-"""
+"""Hybrid fusion: one ranking from the dense and the sparse retrievers' rankings (convex or
+reciprocal-rank fusion), with strong signals (rare exact identifiers, a retriever's clear
+winner) placed first. Pure: no I/O. How and why: docs/concepts/search.md."""
 
 from __future__ import annotations
 

@@ -1,31 +1,6 @@
 """Retrieval: the query's vector, one ranking call to the store, the reads of the chunks a
-search looks at, and what the score threshold keeps.
-
-A search asks the store for ids and scores first: one ranking call (`VectorStore.rank`) brings
-each retriever's ranking, and fusion orders them without reading a chunk. Then only the chunks
-the answer may be made of are read, with their texts, the terms they hold and their copy
-signatures (`read`): the first chunks of the ranking, as many as hold `top_k * oversample`
-chunks sure to pass the threshold (`Ranked.window`), and at most once more the rest of it (up
-to `depth`), when copies and neighbours fold so many together that fewer than `top_k`
-distinct passages are left (`services.search.search_service`).
-
-`score_threshold` is a minimum cosine similarity in every mode, so a bot's setting means the
-same thing whether it searches dense or hybrid:
-
-- dense: chunks ranked by cosine, the threshold applied by the store. `score` is the cosine.
-- hybrid: the dense ranking (the chunks whose cosine reaches the threshold, applied by the
-  store) and the sparse (BM25) ranking, `depth` chunks each, are fused
-  (`services.search.fusion`). A chunk read is kept if its cosine reaches the threshold (a
-  chunk the dense ranking did not bring is below it, unless the dense ranking is full: then
-  its cosine is computed from its vector, read with it), or if it is an exact keyword match,
-  which embeddings often miss: it contains every term of the query, or every rare identifier
-  the query names (a part number, an error code, a flag). `score` is the fused score, 0..1,
-  where 1 is the best chunk of both rankings (or a chunk placed first for a strong signal).
-  With pseudo-relevance feedback (`Feedback`, off by default), a question's keyword query
-  first gains the terms its best semantic matches hold, read for it, and the store ranks again
-  with the widened query.
-- sparse (admin tooling only): BM25 alone, no threshold; `score` is the BM25 score.
-"""
+search looks at, and what the score threshold (a minimum cosine in every mode) keeps. How the
+modes rank and what `score` means in each: docs/concepts/search.md."""
 
 from __future__ import annotations
 
