@@ -21,10 +21,11 @@ from services.crawl_service import CrawlJobService
 from services.dead_letter_service import DeadLetterService
 from services.document_service import DocumentService
 from services.evaluation_service import EvaluationService
-from services.governance_service import GovernanceService, PolicyService
+from services.governance_service import GovernanceService
 from services.intake_service import IntakeService
 from services.knowledge_base_service import KnowledgeBaseService
 from services.people_service import PeopleService
+from services.policy_service import PolicyService
 from services.removal_service import RemovalService
 from services.search.search_service import SearchService
 from services.sync_service import SyncService

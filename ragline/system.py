@@ -62,11 +62,13 @@ from services.dead_letter_service import DeadLetterService
 from services.document_service import DocumentService
 from services.evaluation_service import EvaluationService, Evaluator
 from services.freshness_service import FreshnessService
-from services.governance_service import GovernanceService, PolicyService
+from services.governance_service import GovernanceService
 from services.intake_service import IntakeService
 from services.knowledge_base_service import KnowledgeBaseService
 from services.people_service import PeopleService
-from services.recovery_service import ReconcilerService, RelayService
+from services.policy_service import PolicyService
+from services.recovery_service import ReconcilerService
+from services.relay_service import RelayService
 from services.removal_service import RemovalService, retire_document
 from services.search.access import AccessGuard
 from services.search.retrieval import Feedback, Retriever

@@ -22,7 +22,7 @@ from schemas.search import (
     BotSearchRequest,
     KnowledgeSearchRequest,
 )
-from services.governance_service import PolicyService
+from services.policy_service import PolicyService
 from services.search.access import AccessGuard, BotAccess
 from services.search.search_service import Answer, SearchService
 from services.wiki_service import WikiService

@@ -13,7 +13,7 @@ from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from infra.vectorstore.base import VectorStore
 from schemas.chunks import ChunkPayload
 from schemas.domain import Document, ParseStatus, utcnow
-from services.governance_service import PolicyService
+from services.policy_service import PolicyService
 
 # Items whose stored original is their text as indexed (texts, records, wiki pages).
 TEXT_ORIGINALS = ("text/markdown", "text/plain")

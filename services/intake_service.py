@@ -38,7 +38,7 @@ from schemas.domain import (
 from schemas.formats import CONTENT_TYPES, extension_of
 from schemas.rules import ensure_changeable
 from services.freshness_service import FreshnessService
-from services.governance_service import PolicyService, Submission
+from services.policy_service import PolicyService, Submission
 
 log = logging.getLogger(__name__)
 

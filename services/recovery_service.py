@@ -1,7 +1,7 @@
-"""Recovery without people: the outbox relay (`RelayService`: sends the events their writer
-could not) and the reconciler of stuck documents (`ReconcilerService`: restarts a document that
-stopped moving, a bounded number of times, before failing it with a reason). When a document
-counts as stuck, and whose fault it is: docs/concepts/failures.md."""
+"""Recovery without people: the reconciler of stuck documents (`ReconcilerService`: restarts a
+document that stopped moving, a bounded number of times, before failing it with a reason; the
+outbox's relay is `services.relay_service`). When a document counts as stuck, and whose fault
+it is: docs/concepts/failures.md."""
 
 from __future__ import annotations
 
@@ -11,39 +11,14 @@ from datetime import datetime, timedelta
 from core.errors import NotFound
 from infra.mongo.document_repository import DocumentRepository
 from infra.mongo.lifecycle import DocumentLifecycle
-from infra.mongo.outbox import EventSender, Outbox, Pending, dispatch
-from infra.process.metrics import OUTBOX_RELAYED, REDRIVES
+from infra.mongo.outbox import EventSender, Pending
+from infra.process.metrics import REDRIVES
 from schemas.domain import Document, utcnow
-from schemas.events import Send
 
 log = logging.getLogger(__name__)
 
 # Documents looked at per reconciler pass, at most.
 PASS_LIMIT = 1_000
-
-
-class RelayService:
-    """Sends the events left in the outbox, oldest first."""
-
-    def __init__(self, outbox: Outbox, send: Send, batch: int, send_after_s: float) -> None:
-        self._outbox = outbox
-        self._send = send
-        self._batch = batch
-        self._send_after = timedelta(seconds=send_after_s)
-
-    async def drain(self) -> int:
-        """Sends every entry older than the grace period; raises `ServiceUnavailable` (the
-        entries stay) if Kafka or MongoDB fails. Returns how many were sent."""
-        sent = 0
-        while True:
-            due = await self._outbox.due(utcnow() - self._send_after, self._batch)
-            if not due:
-                return sent
-            await dispatch(self._outbox, self._send, due)
-            OUTBOX_RELAYED.inc(len(due))
-            sent += len(due)
-            if len(due) < self._batch:
-                return sent
 
 
 class ReconcilerService:

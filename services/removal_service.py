@@ -22,7 +22,7 @@ from infra.mongo.lifecycle import DocumentLifecycle
 from infra.vectorstore.base import VectorStore, WithdrawnDocument
 from schemas.domain import Document, KbStatus, ParseStatus, utcnow
 from services.freshness_service import FreshnessService
-from services.governance_service import PolicyService
+from services.policy_service import PolicyService
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from core.errors import NotFound
 from core.governance import Reader
 from infra.mongo.document_repository import DocumentRepository
 from schemas.domain import Record
-from services.governance_service import Submission
 from services.intake_service import Ingested, IntakeService, SyncRun
+from services.policy_service import Submission
 
 # Deletes (or retires, where the vector store is not at hand) one document for a reader.
 RemoveDocument = Callable[[str, str, str, Reader], Awaitable[None]]

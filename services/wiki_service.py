@@ -13,8 +13,8 @@ from infra.mongo.blob_store import BlobStore
 from infra.mongo.document_repository import DocumentRepository
 from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.domain import Document, ItemKind, Record
-from services.governance_service import PolicyService, Submission
 from services.intake_service import Ingested, IntakeService, TextItem
+from services.policy_service import PolicyService, Submission
 from services.removal_service import RemovalService
 
 

@@ -42,8 +42,8 @@ from schemas.api import (
 from schemas.domain import ParseStatus, Record, new_document_id
 from schemas.formats import CONTENT_TYPES, SUPPORTED_EXTENSIONS, extension_of
 from services.document_service import DocumentService
-from services.governance_service import Submission
 from services.intake_service import Ingested, Outcome
+from services.policy_service import Submission
 
 # Every route names a KB, which may not exist.
 router = APIRouter(

@@ -53,7 +53,7 @@ from schemas.search import (
     TenantSearchRequest,
 )
 from services.freshness_service import FreshnessService, Kind
-from services.governance_service import PolicyService
+from services.policy_service import PolicyService
 from services.search.access import AccessGuard
 from services.search.clock import Clock
 from services.search.fusion import FusionParams

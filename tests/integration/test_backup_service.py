@@ -28,7 +28,7 @@ from schemas.chunks import ChunkPayload
 from schemas.domain import ParseStatus, Record, chunk_point_id
 from schemas.topics import ALL_TOPICS
 from services.backup_service import BackupService
-from services.governance_service import Submission
+from services.policy_service import Submission
 from tests.conftest import settings_for
 
 DIM = 384

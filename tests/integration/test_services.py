@@ -22,8 +22,8 @@ from schemas.domain import KbStatus, Principal, Record, Role
 from schemas.events import ChunksRetrieved
 from schemas.topics import ALL_TOPICS
 from services.freshness_service import Kind
-from services.governance_service import Submission
 from services.intake_service import Outcome
+from services.policy_service import Submission
 from tests.conftest import settings_for
 
 

@@ -26,8 +26,8 @@ from schemas.domain import new_document_id, record_source_key
 from schemas.formats import extension_for
 from services.crawl_links import Scope, is_file, page_links, sitemap_links
 from services.crawl_service import CRAWL_SOURCE, crawl_task
-from services.governance_service import Submission
 from services.intake_service import IntakeService, SyncRun
+from services.policy_service import Submission
 from services.sync_service import SyncService
 from workers.ports import StageResult
 

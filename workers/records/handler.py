@@ -16,8 +16,8 @@ from core.errors import PermanentError
 from core.governance import Reader
 from schemas.domain import Record
 from schemas.events import RecordPublished, SyncMarker
-from services.governance_service import Submission
 from services.intake_service import Ingested, Outcome, SyncRun
+from services.policy_service import Submission
 from workers.ports import StageResult
 
 
