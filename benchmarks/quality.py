@@ -87,6 +87,7 @@ from benchmarks.judging import (
     recall_at,
     reciprocal_rank,
 )
+from benchmarks.paired import bootstrap_interval, compare
 from benchmarks.results import add_results_option, publish
 from benchmarks.stack import FILE_STAGES, RECORD_STAGES, announce, bench_stack
 
@@ -521,6 +522,48 @@ def evaluate(
     return figures
 
 
+def spread(name: str, figures: Figures) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """How sure a set's figures are: each mode's 95% bootstrap interval per metric
+    (`<set>/<mode>/<metric>`), and each mode against dense, and each `--fusions` variant
+    against the default hybrid, paired question by question (`<set>: <a> vs <b>`)."""
+    intervals: dict[str, list[float]] = {}
+    for mode, scores in figures.per_query.items():
+        for metric in METRICS:
+            low, high = bootstrap_interval([s[metric] for s in scores.values()])
+            intervals[f"{name}/{mode}/{metric}"] = [round(low, 4), round(high, 4)]
+    pairs = [(mode, "dense") for mode in figures.per_query if mode != "dense"]
+    pairs += [(mode, "hybrid") for mode in figures.per_query if mode.startswith("hybrid_")]
+    paired: dict[str, Any] = {}
+    for a, b in pairs:
+        if b not in figures.per_query:
+            continue
+        paired[f"{name}: {a} vs {b}"] = {
+            metric: compare(
+                {q: s[metric] for q, s in figures.per_query[a].items()},
+                {q: s[metric] for q, s in figures.per_query[b].items()},
+            ).as_json()
+            for metric in METRICS
+        }
+    return intervals, paired
+
+
+def described(prefix: str, figures: Figures, results: dict[str, Any]) -> None:
+    """Adds a set's means, intervals and paired comparisons to the results."""
+    results.update(keyed(prefix, figures))
+    intervals, paired = spread(prefix.rstrip("_") or "manpages", figures)
+    results.setdefault("intervals", {}).update(intervals)
+    results.setdefault("paired", {}).update(paired)
+    for comparison, metrics in paired.items():
+        print(
+            f"{comparison}: "
+            + ", ".join(
+                f"{metric} {p['difference']:+.4f} ({p['wins']} won, {p['losses']} lost, "
+                f"p={p['p_value']:.3f}{', significant' if p['significant'] else ''})"
+                for metric, p in metrics.items()
+            )
+        )
+
+
 def keyed(prefix: str, figures: Figures) -> dict[str, float]:
     """The figures as flat JSON keys: `{prefix}{metric}_{mode}`."""
     return {
@@ -622,10 +665,10 @@ def main() -> None:
 
         if "manpages" in sets:
             run = Run("manpages", kbs["manpages"], manpage_cases(manpages, pages))
-            results.update(keyed("", evaluate(client, run, pages, dump, modes)))
+            described("", evaluate(client, run, pages, dump, modes), results)
         if "fixtures" in sets:
             run = Run("fixtures", kbs["fixtures"], fixture_cases())
-            results.update(keyed("fixtures_", evaluate(client, run, pages, dump, modes)))
+            described("fixtures_", evaluate(client, run, pages, dump, modes), results)
             results["fixtures_queries"] = len(run.cases)
         if "multiformat" in sets:
             cases = multiformat_cases(multiformat)
@@ -634,12 +677,12 @@ def main() -> None:
                 ("one_copy", "multiformat_one_copy_"),
             ):
                 run = Run(f"multiformat/{name}", kbs[name], cases)
-                results.update(keyed(prefix, evaluate(client, run, pages, dump, modes)))
+                described(prefix, evaluate(client, run, pages, dump, modes), results)
             results["multiformat_queries"] = len(cases)
         if "exact" in sets:
             run = Run("exact", kbs["manpages"], exact_cases(exact, pages))
             figures = evaluate(client, run, pages, dump, modes)
-            results.update(keyed("exact_", figures))
+            described("exact_", figures, results)
             missed = figures.misses4["hybrid"]
             results["exact_queries"] = len(run.cases)
             results["exact_misses_hybrid_top4"] = len(missed)
@@ -650,7 +693,7 @@ def main() -> None:
         if "paraphrase" in sets:
             run = Run("paraphrase", kbs["paraphrase"], paraphrase_cases(paraphrase))
             figures = evaluate(client, run, pages, dump, modes)
-            results.update(keyed("paraphrase_", figures))
+            described("paraphrase_", figures, results)
             questions = paraphrase["questions"]
             for split in ("tune", "test"):
                 part = figures.subset({q for q, v in questions.items() if v["split"] == split})
@@ -660,7 +703,7 @@ def main() -> None:
                         f"recall@10 {means['recall10']:.4f}, MRR@10 {means['mrr10']:.4f}, "
                         f"nDCG@10 {means['ndcg10']:.4f}"
                     )
-                results.update(keyed(f"paraphrase_{split}_", part))
+                described(f"paraphrase_{split}_", part, results)
                 results[f"paraphrase_{split}_misses4_hybrid"] = part.misses4["hybrid"]
             results["paraphrase_queries"] = len(questions)
     results["goals"] = goals(results, sets)

@@ -540,16 +540,35 @@ def _search_other_figures(
 def _quality_markdown(figures: Mapping[str, Any], plots: Sequence[str], link_prefix: str) -> str:
     parts: list[str] = []
     sets = quality_figures(figures)
+    intervals: Mapping[str, Sequence[float]] = figures.get("intervals") or {}
+
+    def cell(name: str, mode: str, metric: str, value: float | None) -> str:
+        interval = intervals.get(f"{name}/{mode}/{metric}")
+        if value is None or not interval:
+            return _number(value)
+        return f"{_number(value)} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
     for name, modes in sets.items():
         parts.append(f"#### {name.replace('_', ' ')}")
         rows = [
-            [mode, *[_number(scores.get(m)) for m in METRICS]] for mode, scores in modes.items()
+            [mode, *[cell(name, mode, m, scores.get(m)) for m in METRICS]]
+            for mode, scores in modes.items()
         ]
         parts.append(_table(["mode", *METRICS.values()], rows))
         plot = f"quality-{name.replace('_', '-')}.png"
         if plot in plots:
             parts.append(f"![quality, {name}]({link_prefix}{plot})")
-    rest = {k: v for k, v in figures.items() if QUALITY_KEY.match(k) is None}
+    if intervals:
+        parts.append("Each figure with its 95% bootstrap interval, in brackets.")
+    paired = figures.get("paired") or {}
+    if paired:
+        parts.append("#### Paired comparisons")
+        parts.append(_paired_table(paired))
+    rest = {
+        k: v
+        for k, v in figures.items()
+        if QUALITY_KEY.match(k) is None and k not in ("intervals", "paired")
+    }
     goals = rest.pop("goals", None)
     if rest:
         parts.append("#### Other figures")
@@ -558,6 +577,27 @@ def _quality_markdown(figures: Mapping[str, Any], plots: Sequence[str], link_pre
         parts.append("#### Goals")
         parts.append(_goals_table(goals))
     return "\n\n".join(parts)
+
+
+def _paired_table(paired: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    """Two modes compared question by question: per metric, the mean difference with its
+    interval, the questions won, lost and tied, the randomisation test's p-value, and whether
+    the difference is significant (p < 0.05)."""
+    rows = []
+    for comparison, metrics in paired.items():
+        for metric, p in metrics.items():
+            low, high = p["interval"]
+            rows.append(
+                [
+                    comparison,
+                    METRICS.get(metric, metric),
+                    f"{p['difference']:+.4f} [{low:+.3f}, {high:+.3f}]",
+                    f"{p['wins']} / {p['losses']} / {p['ties']}",
+                    f"{p['p_value']:.3f}",
+                    "**significant**" if p["significant"] else "not significant",
+                ]
+            )
+    return _table(["comparison", "metric", "difference", "won / lost / tied", "p", "verdict"], rows)
 
 
 def _goals_table(goals: Mapping[str, Any]) -> str:

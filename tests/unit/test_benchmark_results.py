@@ -279,3 +279,35 @@ def test_the_quality_tables_render_from_the_file(tmp_path: Path) -> None:
     assert "| hybrid | 0.8 | 0.8 | 0.8 | 0.8 |" in page
     assert "![quality, multiformat](results/quality-multiformat.png)" in page
     assert "| `kbs.manpages.chunks` | 30 |" in page
+
+
+def test_the_quality_page_shows_intervals_and_paired_comparisons(tmp_path: Path) -> None:
+    figures = {
+        **quality_figures(),
+        "intervals": {"paraphrase_test/hybrid/recall4": [0.71, 0.88]},
+        "paired": {
+            "paraphrase_test: hybrid vs dense": {
+                "recall4": {
+                    "questions": 83, "wins": 9, "losses": 2, "ties": 72, "difference": 0.0843,
+                    "interval": [0.012, 0.157], "p_value": 0.0331, "significant": True,
+                },
+                "mrr10": {
+                    "questions": 83, "wins": 20, "losses": 22, "ties": 41, "difference": -0.0121,
+                    "interval": [-0.061, 0.038], "p_value": 0.6412, "significant": False,
+                },
+            }
+        },
+    }  # fmt: skip
+    results.write_results("quality", figures, directory=tmp_path)
+    record = results.load("quality", tmp_path)
+    assert record is not None
+
+    page = results.render_markdown(record, link_prefix="results/")
+
+    assert "| hybrid | 0.8 [0.710, 0.880] | 0.8 | 0.8 | 0.8 |" in page
+    assert (
+        "| paraphrase_test: hybrid vs dense | recall@4 | +0.0843 [+0.012, +0.157] | 9 / 2 / 72 "
+        "| 0.033 | **significant** |"
+    ) in page
+    assert "| -0.0121 [-0.061, +0.038] | 20 / 22 / 41 | 0.641 | not significant |" in page
+    assert "`intervals" not in page
