@@ -41,6 +41,8 @@ BENCHMARKS = (
     "crawl",
     "large_inputs",
     "soak",
+    # The soak run long enough to show memory levelling off (`--warmup-minutes 20 --minutes 60`).
+    "soak-plateau",
     "chaos",
     "encoder",
 )
@@ -187,8 +189,8 @@ def draw_plots(name: str, figures: Mapping[str, Any], directory: Path) -> list[s
         return _quality_plots(figures, directory)
     if name == "chaos":
         return _chaos_plots(figures, directory)
-    if name == "soak":
-        return _soak_plots(figures, directory)
+    if name in ("soak", "soak-plateau"):
+        return _soak_plots(figures, directory, name)
     return []
 
 
@@ -339,7 +341,7 @@ def _chaos_plots(figures: Mapping[str, Any], directory: Path) -> list[str]:
     return ["chaos-timeline.png"]
 
 
-def _soak_plots(figures: Mapping[str, Any], directory: Path) -> list[str]:
+def _soak_plots(figures: Mapping[str, Any], directory: Path, name: str) -> list[str]:
     """The soak's memory by process, minute by minute (RSS, and private memory: RSS without
     the pages of mapped files), with the warm-up's end marked."""
     rss = figures.get("rss_mb_per_minute") or {}
@@ -358,8 +360,8 @@ def _soak_plots(figures: Mapping[str, Any], directory: Path) -> list[str]:
         axis.set_yscale("log")
         axis.grid(alpha=0.3)
     axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    _save(figure, directory / "soak-memory.png")
-    return ["soak-memory.png"]
+    _save(figure, directory / f"{name}-memory.png")
+    return [f"{name}-memory.png"]
 
 
 def _figure(panels: int, width: float = 5.0) -> tuple[Any, list[Any]]:
@@ -442,7 +444,8 @@ def _provenance(record: Mapping[str, Any], link_prefix: str) -> str:
         text += " (with uncommitted changes)"
     arguments = record.get("arguments")
     if arguments is not None:
-        module = "search" if name == "search-user-form" else name
+        # A variant's file is named for its benchmark and what it ran: `search-user-form`.
+        module = name.partition("-")[0]
         text += f": `{' '.join(['python -m', f'benchmarks.{module}', *arguments])}`"
     if record.get("source"):
         text += f"; published from its log (`{Path(str(record['source'])).name}`)"
