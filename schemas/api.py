@@ -95,7 +95,10 @@ class KnowledgeBaseCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200, json_schema_extra=NOT_BLANK)
+    # Not blank, and kept without the spaces around it.
+    name: Annotated[NotBlank, AfterValidator(str.strip)] = Field(
+        min_length=1, max_length=200, json_schema_extra=NOT_BLANK
+    )
     description: str = Field(default="", max_length=5000)
     default_language: str = Field(default="en", min_length=2, max_length=16)
     # What admins' uploads get when they do not say (a user's are private to them).
@@ -103,13 +106,6 @@ class KnowledgeBaseCreate(BaseModel):
     code: str | None = Field(default=None, max_length=32, pattern=KB_CODE_PATTERN)
     urls: list[SourceUrl] = Field(default_factory=list, max_length=1000)
     files: list[SourceUrl] = Field(default_factory=list, max_length=1000)
-
-    @field_validator("name")
-    @classmethod
-    def _name_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("name must not be blank")
-        return value.strip()
 
 
 class KnowledgeBaseUpdate(BaseModel):
