@@ -11,8 +11,8 @@ from core.copies import Signature
 # Signatures decoded lately: a popular chunk, or copies stored with the very same text, cost
 # nothing again. Each entry holds about 15 kB (a chunk of 1,000 characters: 256 hashes as int
 # objects in a frozenset, and its key), so 1,024 of them hold about 15 MB; decoding one takes
-# about 20 µs. (At 4,096 the cache alone grew an API process by 60 MB while a churning store
-# kept bringing new chunks.)
+# about 20 µs. (At 4,096, 60 MB measured: a store that churns keeps bringing new chunks, so
+# the cache fills up to its bound.)
 SIGNATURE_CACHE_SIZE = 1024
 _NONE = Signature(0, frozenset())
 
