@@ -351,8 +351,8 @@ def _soak_plots(figures: Mapping[str, Any], directory: Path, name: str) -> list[
     figure, axes = _figure(2, width=6.0)
     warmup = figures.get("warmup_minutes")
     for axis, series, title in ((axes[0], rss, "RSS"), (axes[1], private, "private memory")):
-        for name, values in sorted(series.items()):
-            axis.plot(range(1, len(values) + 1), values, label=name)
+        for process, values in sorted(series.items()):
+            axis.plot(range(1, len(values) + 1), values, label=process)
         if warmup:
             axis.axvline(warmup, color="gray", linestyle="--", linewidth=1)
         axis.set_title(f"{title}, MB (dashed: the warm-up's end)")
