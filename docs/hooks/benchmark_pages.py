@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 log = logging.getLogger("mkdocs.plugins.benchmark_pages")
 
 MARKER = re.compile(r"<!-- generated: benchmark-(?P<what>method|results) (?P<name>[\w-]+) -->")
-FIGURE = re.compile(r"<!-- figure: (?P<name>[\w-]+) (?P<key>[\w.]+) (?P<format>\{[^}]*\}) -->")
+FIGURE = re.compile(r"<!-- figure: (?P<name>[\w-]+) (?P<key>[\w.-]+) (?P<format>\{[^}]*\}) -->")
 RESULTS = "benchmarks/results"  # under the docs directory
 # Pages whose figures are from earlier runs on purpose.
 HISTORY_PAGES = ("benchmarks/past-runs.md",)
