@@ -179,11 +179,23 @@ def typed_figures(
 # -- MkDocs events --------------------------------------------------------------------------------
 
 
+# What every page is checked against, read once per build (`on_pre_build`).
+_published: list[tuple[str, str, float]] = []
+_defaults: set[float] = set()
+
+
+def on_pre_build(config: Any) -> None:
+    """Reads the results files' figures and the settings' defaults once for the build."""
+    global _published, _defaults
+    _published = published_figures(Path(config["docs_dir"]) / RESULTS)
+    _defaults = setting_defaults()
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     """Fills the markers of a page, and checks it for figures typed by hand."""
     directory = Path(config["docs_dir"]) / RESULTS
     if page.file.src_uri not in HISTORY_PAGES:
-        for problem in typed_figures(markdown, published_figures(directory), setting_defaults()):
+        for problem in typed_figures(markdown, _published, _defaults):
             log.warning("%s: %s", page.file.src_uri, problem)
     markdown = FIGURE.sub(
         lambda m: m["format"].format(figure(m["name"], m["key"], directory)), markdown
