@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # promtool (the alert rules are checked with it) and tmux (the CLI's progress display).
 SYSTEM_PACKAGES := chromium chromium-driver prometheus tmux
 # The real manuals the quality benchmark's Debian sets are built from (benchmarks/eval/).
-BENCHMARK_PACKAGES := debian-policy debian-reference-en python3.11-doc
+BENCHMARK_PACKAGES := debian-policy debian-reference-en python3.11-doc bash-doc git-doc sqlite3-doc
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 $(STAMP): pyproject.toml cli/pyproject.toml

@@ -21,15 +21,21 @@ the manual: `{"id", "question", "answers": [{"manual", "quote"}]}`.
   (`Manual.reference`): where a second manual answers too, its passage is listed as well, and
   a hit overlapping any of them counts. Checked here: every quote is found in its manual.
 
-Documents of the KB the questions are asked in: every manual in two or three formats, as its
-package installs them (`Manual.documents`): the Debian Reference and the Debian Policy Manual
-as HTML chapters, plain text and PDF (the multi-format set's 41 files), and the Python 3.11
-tutorial and FAQ as HTML pages and as their reStructuredText sources (`*.rst.txt`, served
-beside the HTML).
+Documents of the KB the questions are asked in: every manual as its package installs it
+(`Manual.documents`), in the formats users upload:
+- the Debian Reference and the Debian Policy Manual: HTML chapters, plain text and PDF (the
+  multi-format set's 41 files);
+- the Python 3.11 tutorial and FAQ: HTML pages and their reStructuredText sources (`*.rst.txt`);
+- the GNU Bash Reference Manual: one HTML page and its PDF (quotes are checked against its Info
+  text);
+- twelve of Git's guides and command pages: HTML and their AsciiDoc sources (`*.txt`);
+- fifteen of SQLite's articles on how it behaves: HTML (quotes are checked against their
+  visible text).
 
-Split: within each manual the questions are ordered by the SHA-256 of their id and dealt
-alternately to `tune` and `test`. Constants of the search service are chosen on `tune` only;
-`test` is reported beside it.
+Split: by corpus, never question by question (`PARTS`): the three manuals the search constants
+were first tuned on are `tune`; Bash, Git and SQLite, added later, are `test`. Constants of the
+search service are chosen on `tune` only (across its corpora: `benchmarks/quality.py`); `test` is
+what is reported.
 
 Relevance (`benchmarks/quality.py`): a hit is relevant when it shares at least
 `judging.PASSAGE_THRESHOLD` of the smaller of its text and an answer quote
@@ -40,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
 import re
 import sys
@@ -48,22 +53,80 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bs4 import BeautifulSoup
+
 from benchmarks.build_eval_sets import package_versions, sha256
 from core.sparse import content_words
 
 OUT = Path(__file__).parent / "eval" / "paraphrase.json"
 SOURCES = Path(__file__).parent / "eval" / "paraphrase"
-PACKAGES = ("debian-policy", "debian-reference-en", "python3.11-doc")
+PACKAGES = (
+    "debian-policy",
+    "debian-reference-en",
+    "python3.11-doc",
+    "bash-doc",
+    "git-doc",
+    "sqlite3-doc",
+)
 RUN = 3
 MIN_QUESTION_WORDS = 4
 MIN_QUOTE_CHARS = 60
 MAX_QUOTE_CHARS = 1200
 SPACE = re.compile(r"\s+")
+# Which part each corpus is in: whole corpora, never question by question, so no document has
+# questions in both. The three manuals the search constants were first tuned on are the tuning
+# part; the three added later, never looked at while tuning, are the test part.
+PARTS = {
+    "reference": "tune",
+    "policy": "tune",
+    "python": "tune",
+    "bash": "test",
+    "git": "test",
+    "sqlite": "test",
+}
 
 REFERENCE_DIR = Path("/usr/share/debian-reference")
 POLICY_DIR = Path("/usr/share/doc/debian-policy")
 PYTHON_DIR = Path("/usr/share/doc/python3.11/html")
 PYTHON_PARTS = ("tutorial", "faq")
+BASH_DIR = Path("/usr/share/doc/bash")
+BASH_INFO = Path("/usr/share/info/bash.info.gz")
+GIT_DIR = Path("/usr/share/doc/git-doc")
+# Git's guides and the pages of the commands they lean on; each is installed as AsciiDoc
+# source (`.txt`, no `include::` among these) and as the HTML built from it.
+GIT_PAGES = (
+    "user-manual",
+    "gittutorial",
+    "gittutorial-2",
+    "giteveryday",
+    "gitfaq",
+    "gitworkflows",
+    "gitcore-tutorial",
+    "gitcli",
+    "gitcredentials",
+    "gitsubmodules",
+    "gitignore",
+    "git-bisect",
+)
+SQLITE_DIR = Path("/usr/share/doc/sqlite3")
+# SQLite's articles on how it behaves (not its syntax pages, which are mostly diagrams).
+SQLITE_PAGES = (
+    "faq",
+    "datatype3",
+    "wal",
+    "foreignkeys",
+    "autoinc",
+    "quirks",
+    "whentouse",
+    "lang_transaction",
+    "isolation",
+    "limits",
+    "lang_vacuum",
+    "howtocorrupt",
+    "atomiccommit",
+    "lang_conflict",
+    "threadsafe",
+)
 
 
 @dataclass(frozen=True)
@@ -81,13 +144,19 @@ class Manual:
 
 
 def read_text(path: Path) -> str:
-    """A file's text (`.gz` decompressed)."""
+    """A file's text (`.gz` decompressed; an HTML page's visible text)."""
     data = path.read_bytes()
-    return (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8")
+    text = (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8")
+    if path.suffix != ".html":
+        return text
+    soup = BeautifulSoup(text, "lxml")
+    for tag in soup.find_all(["script", "style", "head"]):
+        tag.decompose()
+    return (soup.body or soup).get_text(" ")
 
 
 def manuals() -> dict[str, Manual]:
-    """The three manuals, with their documents as this machine has them."""
+    """The manuals, with their documents as this machine has them."""
     reference_html = sorted(REFERENCE_DIR.glob("*.en.html"))
     policy_html = sorted(
         p
@@ -100,6 +169,8 @@ def manuals() -> dict[str, Manual]:
     )
     reference_text = REFERENCE_DIR / "debian-reference.en.txt.gz"
     policy_text = POLICY_DIR / "policy.txt.gz"
+    git_text = [GIT_DIR / f"{page}.txt" for page in GIT_PAGES]
+    sqlite_html = [SQLITE_DIR / f"{page}.html" for page in SQLITE_PAGES]
     return {
         "reference": Manual(
             "reference",
@@ -120,6 +191,25 @@ def manuals() -> dict[str, Manual]:
             "python3.11-doc",
             python_rst,
             [(p, "html") for p in python_html] + [(p, "text") for p in python_rst],
+        ),
+        "bash": Manual(
+            "bash",
+            "bash-doc",
+            [BASH_INFO],
+            [(BASH_DIR / "bashref.html", "html"), (BASH_DIR / "bashref.pdf", "pdf")],
+        ),
+        "git": Manual(
+            "git",
+            "git-doc",
+            git_text,
+            [(GIT_DIR / f"{page}.html", "html") for page in GIT_PAGES]
+            + [(p, "text") for p in git_text],
+        ),
+        "sqlite": Manual(
+            "sqlite",
+            "sqlite3-doc",
+            sqlite_html,
+            [(p, "html") for p in sqlite_html],
         ),
     }
 
@@ -177,20 +267,31 @@ def read_sources(paths: list[Path]) -> list[dict[str, Any]]:
 
 
 def split_of(entries: list[dict[str, Any]]) -> dict[str, str]:
-    """`tune` or `test` per question id: per manual, by the SHA-256 of the id, alternately."""
-    splits: dict[str, str] = {}
-    by_manual: dict[str, list[str]] = {}
-    for entry in entries:
-        by_manual.setdefault(entry["answers"][0]["manual"], []).append(entry["id"])
-    for ids in by_manual.values():
-        for order, qid in enumerate(sorted(ids, key=lambda q: hashlib.sha256(q.encode()).digest())):
-            splits[qid] = "tune" if order % 2 == 0 else "test"
-    return splits
+    """`tune` or `test` per question id: its corpus's part (`PARTS`)."""
+    return {entry["id"]: PARTS[corpus_of(entry)] for entry in entries}
+
+
+def corpus_of(entry: dict[str, Any]) -> str:
+    """The corpus a question is asked of: its first answer's manual."""
+    return str(entry["answers"][0]["manual"])
+
+
+def unique_names(paths: list[Path]) -> dict[Path, str]:
+    """The name each file is uploaded under: its own (without `.gz`), or, where two share it,
+    prefixed by its folder's (`tutorial-index.html`): a KB takes a file of a name it already
+    holds as a new version of that document."""
+    plain = {path: path.name.removesuffix(".gz") for path in paths}
+    shared = {name for name in plain.values() if list(plain.values()).count(name) > 1}
+    return {
+        path: f"{path.parent.name}-{name}" if name in shared else name
+        for path, name in plain.items()
+    }
 
 
 def build(entries: list[dict[str, Any]], books: dict[str, Manual]) -> dict[str, Any]:
     """The set file's content."""
     splits = split_of(entries)
+    upload_names = unique_names([path for book in books.values() for path, _ in book.documents])
     return {
         "description": "paraphrased questions; see benchmarks/build_paraphrase_set.py",
         "judge": "an answer quote and a hit share judging.PASSAGE_THRESHOLD of the smaller",
@@ -198,7 +299,7 @@ def build(entries: list[dict[str, Any]], books: dict[str, Manual]) -> dict[str, 
         "documents": [
             {
                 "path": str(path),
-                "upload_name": path.name.removesuffix(".gz"),
+                "upload_name": upload_names[path],
                 "manual": book.name,
                 "format": form,
                 "sha256": sha256(path),
@@ -209,6 +310,7 @@ def build(entries: list[dict[str, Any]], books: dict[str, Manual]) -> dict[str, 
         "questions": {
             entry["id"]: {
                 "text": entry["question"],
+                "corpus": corpus_of(entry),
                 "split": splits[entry["id"]],
                 "answers": [
                     {"manual": a["manual"], "text": SPACE.sub(" ", a["quote"]).strip()}

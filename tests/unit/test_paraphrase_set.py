@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from benchmarks.build_paraphrase_set import OUT, SOURCES, shared_run, split_of
+from benchmarks.build_paraphrase_set import OUT, PARTS, SOURCES, shared_run, split_of
 
 
 def _set() -> dict[str, Any]:
@@ -28,24 +28,28 @@ def test_a_shared_run_is_three_content_words_in_a_row_stemmed_without_stop_words
 
 def test_no_question_shares_a_run_of_three_content_words_with_an_answer() -> None:
     questions = _set()["questions"]
-    assert len(questions) >= 150
+    assert len(questions) >= 400
     for qid, question in questions.items():
         for answer in question["answers"]:
             assert shared_run(question["text"], answer["text"]) is None, qid
 
 
-def test_every_manual_is_there_in_two_formats_or_more_and_answers_questions() -> None:
+def test_the_corpora_come_in_the_formats_users_upload_and_each_answers_questions() -> None:
     data = _set()
     formats: dict[str, set[str]] = {}
     for document in data["documents"]:
         formats.setdefault(document["manual"], set()).add(document["format"])
-    assert len(formats) >= 3
-    assert all(len(kinds) >= 2 and "html" in kinds for kinds in formats.values())
-    answered = Counter(q["answers"][0]["manual"] for q in data["questions"].values())
+    assert len(formats) >= 6
+    assert all("html" in kinds for kinds in formats.values())
+    assert set().union(*formats.values()) == {"html", "pdf", "text"}
+    answered = Counter(q["corpus"] for q in data["questions"].values())
     assert set(answered) == set(formats)
+    # One upload name per document: a KB takes a file of a name it holds as a new version.
+    names = [document["upload_name"] for document in data["documents"]]
+    assert len(names) == len(set(names))
 
 
-def test_the_halves_are_even_per_manual_and_match_the_sources() -> None:
+def test_the_parts_are_whole_corpora_and_match_the_sources() -> None:
     data = _set()
     entries = [
         json.loads(line)
@@ -56,6 +60,11 @@ def test_the_halves_are_even_per_manual_and_match_the_sources() -> None:
     assert {e["id"] for e in entries} == set(data["questions"])
     splits = split_of(entries)
     assert splits == {qid: q["split"] for qid, q in data["questions"].items()}
-    per_manual = Counter((e["answers"][0]["manual"], splits[e["id"]]) for e in entries)
-    for manual in {manual for manual, _ in per_manual}:
-        assert abs(per_manual[(manual, "tune")] - per_manual[(manual, "test")]) <= 1
+    for question in data["questions"].values():
+        assert question["split"] == PARTS[question["corpus"]]
+    per_part = Counter(splits.values())
+    assert per_part["test"] >= 200
+    assert per_part["tune"] >= 150
+    # Every answer of a question lies in its own part's corpora: no passage is in both parts.
+    for qid, question in data["questions"].items():
+        assert {PARTS[a["manual"]] for a in question["answers"]} == {question["split"]}, qid
