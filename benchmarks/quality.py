@@ -89,9 +89,9 @@ from benchmarks.judging import (
     recall_at,
     reciprocal_rank,
 )
-from benchmarks.paired import bootstrap_interval, compare
 from benchmarks.results import add_results_option, publish
 from benchmarks.stack import FILE_STAGES, RECORD_STAGES, announce, bench_stack
+from core.paired import bootstrap_interval, compare
 
 MODES = ("dense", "sparse", "hybrid")
 # With `--fusions`, more hybrid configurations are asked beside the three modes, each under a

@@ -266,14 +266,24 @@ class RetrievalConfig(BaseModel):
 
     @property
     def label(self) -> str:
-        """`hybrid, convex 0.5`, `hybrid, convex per query`, `hybrid, RRF k=60`, `dense`."""
+        """`hybrid, convex 0.5`, `hybrid, convex per query`, `hybrid, RRF k=60`,
+        `hybrid, DBSF 0.5`, `dense`."""
         if self.retrieval_mode != RetrievalMode.HYBRID or self.fusion is None:
             return self.retrieval_mode
         if self.fusion == FusionMethod.RRF:
             return "hybrid, RRF" + ("" if self.rrf_k is None else f" k={self.rrf_k}")
-        return "hybrid, convex " + (
-            "per query" if self.dense_weight is None else f"{self.dense_weight}"
-        )
+        weight = "per query" if self.dense_weight is None else f"{self.dense_weight}"
+        return f"hybrid, {FUSION_NAMES[self.fusion]} {weight}"
+
+
+# How a fusion method is named in a configuration's label.
+FUSION_NAMES = {
+    FusionMethod.CONVEX: "convex",
+    FusionMethod.RRF: "RRF",
+    FusionMethod.DBSF: "DBSF",
+    FusionMethod.ZSCORE: "z-score",
+    FusionMethod.GATED: "gated",
+}
 
 
 class KnowledgeBase(BaseModel):

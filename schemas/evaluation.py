@@ -72,6 +72,25 @@ class ConfigResult(BaseModel):
     config: RetrievalConfig
     scores: Scores
     misses: list[Miss] = Field(default_factory=list)
+    # Each case's nDCG@10, in the cases' order: what configurations are compared by, case by
+    # case (empty in evaluations kept before they were).
+    per_case: list[float] = Field(default_factory=list)
+
+
+class Gain(BaseModel):
+    """The best configuration against another on the same cases, compared case by case by
+    nDCG@10: the cases it did better, worse and alike, the mean difference with its 95%
+    bootstrap interval, and the p-value of a sign-flip randomisation test (`core.paired`). A
+    gain is significant at p < 0.05."""
+
+    over: RetrievalConfig
+    wins: int
+    losses: int
+    ties: int
+    difference: float
+    interval: tuple[float, float]
+    p_value: float
+    significant: bool
 
 
 class Evaluation(BaseModel):
@@ -91,6 +110,12 @@ class Evaluation(BaseModel):
     # (dense and hybrid; sparse is reported for comparison).
     best: RetrievalConfig
     best_scores: Scores
+    # The KB's searches' configuration when it was evaluated (its default retrieval, else the
+    # service's), always among those tried; the best's gain over it; and whether applying the
+    # best is offered: only for a significant gain (None, False: kept before they were).
+    current: RetrievalConfig | None = None
+    gain: Gain | None = None
+    offered: bool = False
 
 
 class ApplyToBot(BaseModel):
@@ -101,7 +126,8 @@ class ApplyToBot(BaseModel):
 
     target: Literal["bot"]
     bot_id: str = Field(min_length=1, max_length=100)
-    # One of the configurations the evaluation measured; left out, its best.
+    # One of the configurations the evaluation measured; left out, its best, applied only when
+    # it is a significant gain over the bot's current configuration (409 otherwise).
     config: RetrievalConfig | None = None
 
 
@@ -112,7 +138,8 @@ class ApplyToKb(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     target: Literal["kb"]
-    # One of the configurations the evaluation measured; left out, its best.
+    # One of the configurations the evaluation measured; left out, its best, applied only when
+    # it is a significant gain over the KB's current configuration (409 otherwise).
     config: RetrievalConfig | None = None
 
 

@@ -14,6 +14,11 @@ top 10, no score threshold. Per case, with R expected items and hits ranked from
 and each figure is the mean over the cases. The configuration a bot should use is the best by
 nDCG@10, then MRR, then recall@k, among the dense and hybrid ones (bots do not search sparse);
 the bots' default wins a tie.
+
+Applying the best is offered only when it is a significant gain over the configuration the
+target searches with now: compared case by case by nDCG@10 with a sign-flip randomisation test
+(`core.paired`, p < 0.05), the rule the quality benchmark calls a gain by. A best that is not
+one is reported, not applied; any measured configuration can still be applied by name.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.errors import Conflict, InvalidRequest
-from core.retrieval import FusionMethod, RetrievalMode
+from core.paired import compare
+from core.retrieval import WEIGHTED_FUSIONS, FusionMethod, RetrievalMode
 from infra.mongo.document_repository import DocumentRepository
 from infra.mongo.evaluation_repository import EvaluationRepository
 from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
@@ -39,6 +45,7 @@ from schemas.evaluation import (
     Evaluation,
     EvaluationCase,
     EvaluationRequest,
+    Gain,
     Miss,
     Returned,
     Scores,
@@ -49,18 +56,27 @@ from services.bot_service import BotService
 from services.knowledge_base_service import KnowledgeBaseService
 from services.search.search_service import SearchService
 
-# The configurations tried: hybrid with either fusion at a few weights, the bots' default
-# (convex, its weight chosen per query) first so that it wins ties, then each retriever alone.
+# The service's configuration for searches that set none: hybrid, convex, its weight chosen
+# per query (the bots' default too).
+DEFAULT = RetrievalConfig(retrieval_mode=RetrievalMode.HYBRID, fusion=FusionMethod.CONVEX)
+# The configurations tried: the default first so that it wins ties, hybrid with each fusion
+# (convex at a few weights, RRF at a few k, the score fusions with the weight per query), then
+# each retriever alone; and the KB's own default retrieval if it is none of these.
 CONFIGS: tuple[RetrievalConfig, ...] = (
+    DEFAULT,
     *(
         RetrievalConfig(
             retrieval_mode=RetrievalMode.HYBRID, fusion=FusionMethod.CONVEX, dense_weight=weight
         )
-        for weight in (None, 0.5, 0.3, 0.7)
+        for weight in (0.5, 0.3, 0.7)
     ),
     *(
         RetrievalConfig(retrieval_mode=RetrievalMode.HYBRID, fusion=FusionMethod.RRF, rrf_k=k)
         for k in (60, 20, 5)
+    ),
+    *(
+        RetrievalConfig(retrieval_mode=RetrievalMode.HYBRID, fusion=method)
+        for method in (FusionMethod.DBSF, FusionMethod.ZSCORE, FusionMethod.GATED)
     ),
     RetrievalConfig(retrieval_mode=RetrievalMode.DENSE),
     RetrievalConfig(retrieval_mode=RetrievalMode.SPARSE),
@@ -160,14 +176,18 @@ class Evaluator:
         cases: Sequence[EvaluationCase],
         k: int,
         documents: frozenset[str],
+        current: RetrievalConfig = DEFAULT,
     ) -> list[ConfigResult]:
-        """Every configuration's figures and misses; `documents` are the expected items that
-        are document ids of the KB."""
+        """Every configuration's figures and misses (`CONFIGS`, and `current` if it is none of
+        them); `documents` are the expected items that are document ids of the KB."""
         expectations = [
             Expectation(tuple(case.expected), documents & set(case.expected)) for case in cases
         ]
+        configs = list(CONFIGS)
+        if not any(_same(config, current) for config in configs):
+            configs.append(current)
         results = []
-        for config in CONFIGS:
+        for config in configs:
             scored: list[CaseScores] = []
             misses: list[Miss] = []
             for case, expectation in zip(cases, expectations, strict=True):
@@ -182,7 +202,14 @@ class Evaluator:
                             returned=[_returned(hit) for hit in hits[:RETURNED_SHOWN]],
                         )
                     )
-            results.append(ConfigResult(config=config, scores=mean_scores(scored), misses=misses))
+            results.append(
+                ConfigResult(
+                    config=config,
+                    scores=mean_scores(scored),
+                    misses=misses,
+                    per_case=[round(c.ndcg_at_10, 4) for c in scored],
+                )
+            )
         return results
 
     async def _hits(
@@ -195,7 +222,7 @@ class Evaluator:
             top_k=DEPTH,
             score_threshold=0.0,
             retrieval_mode=config.retrieval_mode,
-            fusion=config.fusion or "convex",
+            fusion=config.fusion or FusionMethod.CONVEX,
             dense_weight=config.dense_weight,
             rrf_k=config.rrf_k or 60,
         )
@@ -230,17 +257,83 @@ def _same(a: RetrievalConfig, b: RetrievalConfig) -> bool:
     return key(a) == key(b)
 
 
+def result_of(evaluation: Evaluation, wanted: RetrievalConfig) -> ConfigResult | None:
+    """The evaluation's result for a configuration, if it measured it."""
+    return next((r for r in evaluation.tried if _same(r.config, wanted)), None)
+
+
 def measured(evaluation: Evaluation, wanted: RetrievalConfig | None) -> ConfigResult:
     """The evaluation's result for a configuration it measured (None: its best);
     `InvalidRequest` naming what it measured for any other."""
     wanted = evaluation.best if wanted is None else wanted
-    for result in evaluation.tried:
-        if _same(result.config, wanted):
-            return result
+    result = result_of(evaluation, wanted)
+    if result is not None:
+        return result
     tried = "; ".join(result.config.label for result in evaluation.tried)
     raise InvalidRequest(
         f"config: evaluation {evaluation.id!r} did not measure {wanted.label}; it measured: {tried}"
     )
+
+
+def gain(best: ConfigResult, other: ConfigResult) -> Gain | None:
+    """The best configuration against another, case by case by nDCG@10 (None: the results
+    hold no per-case figures)."""
+    if not best.per_case or len(best.per_case) != len(other.per_case):
+        return None
+    paired = compare(
+        {str(i): v for i, v in enumerate(best.per_case)},
+        {str(i): v for i, v in enumerate(other.per_case)},
+    )
+    return Gain(
+        over=other.config,
+        wins=paired.wins,
+        losses=paired.losses,
+        ties=paired.ties,
+        difference=round(paired.difference, 4),
+        interval=(round(paired.interval[0], 4), round(paired.interval[1], 4)),
+        p_value=round(paired.p_value, 4),
+        significant=paired.significant,
+    )
+
+
+def is_offered(found: Gain | None) -> bool:
+    """Whether applying the best is offered: a significant gain, and a positive one."""
+    return found is not None and found.significant and found.difference > 0
+
+
+def best_over(evaluation: Evaluation, current: RetrievalConfig, target: str) -> ConfigResult:
+    """The evaluation's best, when it is a significant gain over `current` (the target's
+    configuration now); `Conflict` saying why it is not applied otherwise."""
+    best = measured(evaluation, None)
+    other = result_of(evaluation, current)
+    if other is None:
+        raise Conflict(
+            f"config: evaluation {evaluation.id!r} did not measure {target}'s current "
+            f"configuration ({current.label}), so whether its best ({best.config.label}) is "
+            "better cannot be told; name the configuration to apply (config)"
+        )
+    found = gain(best, other)
+    if found is None:
+        raise Conflict(
+            f"config: evaluation {evaluation.id!r} keeps no per-case figures (it is older than "
+            "them), so whether its best is a significant gain cannot be told; run it again, or "
+            "name the configuration to apply (config)"
+        )
+    if not is_offered(found):
+        same = _same(best.config, current)
+        raise Conflict(
+            f"config: the evaluation's best, {best.config.label}, "
+            + (
+                f"is already {target}'s configuration"
+                if same
+                else f"is not a significant gain over {target}'s current {current.label} on "
+                f"this KB's {found.wins + found.losses + found.ties} cases (nDCG@10 "
+                f"{found.difference:+.4f}, {found.wins} better, {found.losses} worse, "
+                f"p = {found.p_value:.2f})"
+            )
+            + "; nothing was applied. Name a configuration (config) to apply it anyway"
+        )
+    return best
 
 
 def bot_retrieval(knowledge: KnowledgeConfig) -> RetrievalConfig:
@@ -292,10 +385,13 @@ class EvaluationService:
             )
         named = {item for case in request.cases for item in case.expected}
         documents = await self._documents.existing_ids(tenant_id, kb_id, named)
+        current = kb.default_retrieval or DEFAULT
         results = await self._evaluator.run(
-            tenant_id, kb_id, request.cases, request.k, frozenset(documents)
+            tenant_id, kb_id, request.cases, request.k, frozenset(documents), current
         )
         best = best_for_bots(results)
+        over = next(r for r in results if _same(r.config, current))
+        found = gain(best, over)
         evaluation = Evaluation(
             id=new_evaluation_id(),
             tenant_id=tenant_id,
@@ -307,6 +403,9 @@ class EvaluationService:
             tried=[r.model_copy(update={"misses": []}) for r in results],
             best=best.config,
             best_scores=best.scores,
+            current=current,
+            gain=found,
+            offered=is_offered(found),
         )
         await self._store.save(evaluation)
         return evaluation
@@ -324,14 +423,19 @@ class EvaluationService:
         self, tenant_id: str, kb_id: str, evaluation_id: str, request: ApplyToBot | ApplyToKb
     ) -> Applied:
         """Writes a configuration the evaluation measured (its best unless the request names
-        one) to a bot's knowledge settings, or as the KB's default retrieval. A bot must have
-        the KB attached (`Conflict`) and cannot take a sparse configuration
-        (`InvalidRequest`)."""
+        one) to a bot's knowledge settings, or as the KB's default retrieval. The best is
+        written only when it is a significant gain over the target's current configuration
+        (`Conflict` saying why not otherwise). A bot must have the KB attached (`Conflict`)
+        and cannot take a sparse configuration (`InvalidRequest`)."""
         evaluation = await self._store.get(tenant_id, kb_id, evaluation_id)
         if isinstance(request, ApplyToBot):
             return await self._apply_to_bot(evaluation, request)
-        chosen = measured(evaluation, request.config)
         before = (await self._kb_admin.get(tenant_id, kb_id)).default_retrieval
+        chosen = (
+            best_over(evaluation, before or DEFAULT, "the knowledge base")
+            if request.config is None
+            else measured(evaluation, request.config)
+        )
         kb = await self._kb_admin.update(
             tenant_id, kb_id, {"default_retrieval": chosen.config.model_dump()}
         )
@@ -355,7 +459,11 @@ class EvaluationService:
                 "evaluation says nothing of its searches; attach the KB to it first "
                 "(knowledge.kb_ids)"
             )
-        chosen = measured(evaluation, request.config)
+        chosen = (
+            best_over(evaluation, bot_retrieval(bot.knowledge), f"bot {bot.id!r}")
+            if request.config is None
+            else measured(evaluation, request.config)
+        )
         config = chosen.config
         if config.retrieval_mode == RetrievalMode.SPARSE:
             raise InvalidRequest(
@@ -364,9 +472,9 @@ class EvaluationService:
                 'base (target "kb")'
             )
         # The configuration's settings; those it leaves unset (a dense one's fusion) stay, but
-        # a convex fusion without a weight is the weight chosen per query.
+        # a weighted fusion without a weight is the weight chosen per query.
         settings = config.model_dump(exclude_none=True)
-        if config.fusion == FusionMethod.CONVEX and config.dense_weight is None:
+        if config.fusion in WEIGHTED_FUSIONS and config.dense_weight is None:
             settings["dense_weight"] = None
         patch = KnowledgePatch.model_validate(settings)
         updated = await self._bots.update(tenant_id, bot.id, BotUpdate(knowledge=patch))

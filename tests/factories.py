@@ -85,3 +85,22 @@ KAYAK_SHOP = {
         "out of direct sunlight."
     ),
 }
+# Questions of the kayak shop asked in other words than its pages use (no term in common,
+# stems and stop words aside): a keyword search finds nothing, any semantic ranking of the four
+# short pages holds the page asked of among its ten hits. With the page, and a passage of it.
+KAYAK_QUESTIONS_IN_OTHER_WORDS = [
+    ("How many weeks may pass before I can no longer send a boat back?", "returns.md"),
+    ("When do I get my money back?", "returns.md"),
+    ("Which weekdays does the post leave the warehouse?", "shipping.md"),
+    ("How are very heavy boxes transported?", "shipping.md"),
+    ("Is a broken oar covered by a guarantee?", "warranty.md"),
+    ("What paperwork should I hold on to in case something breaks?", "warranty.md"),
+    ("Should I wash salt off my boat?", "care.md"),
+    ("Where should the boat stay between outings?", "care.md"),
+]
+KAYAK_PASSAGES = {
+    "returns.md": "within thirty days",
+    "shipping.md": "every Tuesday and Friday",
+    "warranty.md": "two-year warranty",
+    "care.md": "fresh water",
+}

@@ -29,7 +29,9 @@ async def evaluate(
 ) -> Evaluation:
     """Runs the cases (`{query, expected: [document ids or text snippets]}`) through every
     retrieval mode; answers with recall@k, MRR and nDCG@10 per mode, the misses with what came
-    back instead, and the configuration a bot should use. The result is kept."""
+    back instead, the configuration a bot should use, and whether it is a significant gain
+    over what the KB's searches use now (`gain`; `offered`: applying it is offered). The
+    result is kept."""
     return await evaluation_service.evaluate(principal.tenant_id, kb_id, body)
 
 
@@ -64,12 +66,13 @@ async def apply_evaluation(
     evaluation_service: EvaluationServiceDep,
     request: Request,
 ) -> Applied:
-    """Applies a configuration the evaluation measured (`config`; left out, its best) to a
-    bot with the KB attached (`{"target": "bot", "bot_id": …}`: its knowledge's
-    retrieval_mode, fusion, dense_weight and rrf_k; not a sparse one), or as the KB's default
-    retrieval (`{"target": "kb"}`: people's searches of the KB that name no mode). Answers
-    with what was applied to what, and the settings before and after; the audit log keeps
-    the same."""
+    """Applies a configuration the evaluation measured (`config`; left out, its best, and only
+    when the best is a significant gain over the target's current configuration: 409 saying
+    why not otherwise) to a bot with the KB attached (`{"target": "bot", "bot_id": …}`: its
+    knowledge's retrieval_mode, fusion, dense_weight and rrf_k; not a sparse one), or as the
+    KB's default retrieval (`{"target": "kb"}`: people's searches of the KB that name no
+    mode). Answers with what was applied to what, and the settings before and after; the
+    audit log keeps the same."""
     asked = body.model_dump(mode="json", exclude_none=True)
     remember_details(request.scope, {"evaluation_id": evaluation_id, "kb_id": kb_id, **asked})
     applied = await evaluation_service.apply(principal.tenant_id, kb_id, evaluation_id, body)

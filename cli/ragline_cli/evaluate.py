@@ -89,6 +89,7 @@ def _show(evaluation: Evaluation, kb_label: str, misses_of: str) -> None:
         f"a bot should use {best.label} (nDCG@10 {evaluation.best_scores.ndcg_at_10:.3f}): "
         f"knowledge.{settings}"
     )
+    _show_gain(evaluation)
     mode = evaluation.modes.get(misses_of)
     if mode is None:
         output.warn(f"no results for mode {misses_of!r}: {', '.join(evaluation.modes)}")
@@ -113,6 +114,29 @@ def _show(evaluation: Evaluation, kb_label: str, misses_of: str) -> None:
                     style="dim",
                 )
             )
+
+
+def _show_gain(evaluation: Evaluation) -> None:
+    """Whether the best is a significant gain over what the KB's searches used: applying it
+    (--apply, the console) is offered only then."""
+    gain = evaluation.gain
+    if gain is None:
+        output.warn("this evaluation keeps no per-case figures: run it again to compare")
+        return
+    cases = gain.wins + gain.losses + gain.ties
+    told = (
+        f"against {gain.over.label}, what the knowledge base's searches used: nDCG@10 "
+        f"{gain.difference:+.3f}, better in {gain.wins}, worse in {gain.losses} of {cases} "
+        f"cases, p = {gain.p_value:.3f}: "
+    )
+    if evaluation.offered:
+        output.say(told + "a significant gain; --apply puts it to use", style="green")
+    elif evaluation.best.label == gain.over.label:
+        output.say(told + "the best is the current configuration")
+    else:
+        output.say(
+            told + "not a significant gain (that takes p < 0.05); keep the current configuration"
+        )
 
 
 def apply_target(value: str) -> dict[str, Any]:
@@ -162,7 +186,9 @@ def evaluate(
             "--apply",
             metavar="kb|bot:BOT_ID",
             help="Then apply the best configuration: as the KB's default retrieval (kb) or to "
-            "a bot with the KB attached (bot:BOT_ID). Not when the best is under --fail-under.",
+            "a bot with the KB attached (bot:BOT_ID); only when it is a significant gain over "
+            "the target's current configuration (the API refuses and says why otherwise), and "
+            "not when the best is under --fail-under.",
             show_default=False,
         ),
     ] = None,

@@ -218,15 +218,15 @@ class RetrievalConfig(ApiModel):
 
     @property
     def label(self) -> str:
-        """`hybrid convex 0.5`, `hybrid convex per query`, `hybrid rrf k=60`, `dense` (a bot's
-        dense settings keep a fusion they do not use)."""
+        """`hybrid convex 0.5`, `hybrid convex per query`, `hybrid rrf k=60`, `hybrid dbsf 0.5`,
+        `dense` (a bot's dense settings keep a fusion they do not use)."""
         if self.retrieval_mode != "hybrid":
             return self.retrieval_mode
-        if self.fusion == "convex":
-            weight = "per query" if self.dense_weight is None else f"{self.dense_weight:g}"
-            return f"{self.retrieval_mode} convex {weight}"
         if self.fusion == "rrf" and self.rrf_k is not None:
             return f"{self.retrieval_mode} rrf k={self.rrf_k}"
+        if self.fusion in ("convex", "dbsf", "zscore", "gated"):
+            weight = "per query" if self.dense_weight is None else f"{self.dense_weight:g}"
+            return f"{self.retrieval_mode} {self.fusion} {weight}"
         return self.retrieval_mode
 
 
@@ -269,6 +269,19 @@ class ConfigResult(ApiModel):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Gain(ApiModel):
+    """The best configuration against the KB's current one, case by case by nDCG@10."""
+
+    over: RetrievalConfig
+    wins: int
+    losses: int
+    ties: int
+    difference: float
+    p_value: float
+    significant: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class Evaluation(ApiModel):
     """A kept evaluation of a knowledge base."""
 
@@ -280,6 +293,9 @@ class Evaluation(ApiModel):
     tried: list[ConfigResult] = field(default_factory=list)
     best: RetrievalConfig
     best_scores: Scores
+    # Whether applying the best is offered: a significant gain over the KB's configuration.
+    gain: Gain | None = None
+    offered: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -123,6 +123,14 @@ class SearchSettings(BaseModel):
             "KBs hold it; chunks holding every rare one go first in hybrid fusion (count)."
         ),
     )
+    rare_term_gate: float = Field(
+        default=3.0,
+        gt=0,
+        description=(
+            "Gated hybrid fusion adds the keyword ranking to the semantic one only when the "
+            "keyword retriever's best score reaches this per query term (BM25 score)."
+        ),
+    )
     duplicate_threshold: float = Field(
         default=0.5,
         gt=0,

@@ -1,15 +1,18 @@
-"""Hybrid fusion: one ranking from the dense and the sparse retrievers' rankings (convex or
-reciprocal-rank fusion), with strong signals (rare exact identifiers, a retriever's clear
-winner) placed first. Pure: no I/O. How and why: docs/concepts/search.md."""
+"""Hybrid fusion: one ranking from the dense and the sparse retrievers' rankings (convex,
+reciprocal-rank, distribution-based, z-score or rare-term-gated fusion), with strong signals
+(rare exact identifiers, a retriever's clear winner) placed first. Pure: no I/O. How and why:
+docs/concepts/search.md."""
 
 from __future__ import annotations
 
 import re
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from core.retrieval import FusionMethod
-from core.sparse import identifier_terms
+from core.sparse import content_words, identifier_terms
 from infra.vectorstore.base import Rankings
 
 # Words in straight or typographic double quotes: the asker wants those very words.
@@ -40,6 +43,10 @@ class FusionParams:
     # probe that finds that many cannot tell, and its term does not count as rare).
     rare_max: int = 3
     probe_limit: int = 32
+    # Gated fusion: the keyword ranking joins when its best score per query term reaches this
+    # (BM25 score); `query_terms` is the query's count of distinct content words (`for_query`).
+    rare_gate: float = 3.0
+    query_terms: int = 0
 
 
 @dataclass(frozen=True)
@@ -90,8 +97,12 @@ def dense_weight_for(query: str, params: FusionParams) -> float:
 
 
 def for_query(query: str, params: FusionParams) -> FusionParams:
-    """The parameters with the dense weight this query gets."""
-    return replace(params, dense_weight=dense_weight_for(query, params))
+    """The parameters with the dense weight this query gets, and its count of terms."""
+    return replace(
+        params,
+        dense_weight=dense_weight_for(query, params),
+        query_terms=len(set(content_words(query))),
+    )
 
 
 def fuse(rankings: Rankings, params: FusionParams) -> list[Fused]:
@@ -99,10 +110,7 @@ def fuse(rankings: Rankings, params: FusionParams) -> list[Fused]:
     dense_rank = {point: rank for rank, (point, _) in enumerate(rankings.dense)}
     sparse_rank = {point: rank for rank, (point, _) in enumerate(rankings.sparse)}
     sparse_score = dict(rankings.sparse)
-    if params.method is FusionMethod.RRF:
-        scores = _rrf(rankings, params.rrf_k)
-    else:
-        scores = _convex(rankings, 0.5 if params.dense_weight is None else params.dense_weight)
+    scores = _scores(rankings, params)
     leads = dict.fromkeys(_holding_rare_identifiers(rankings, params), "identifier")
     for point, why in _leads(rankings, params).items():
         leads.setdefault(point, why)
@@ -124,6 +132,24 @@ def fuse(rankings: Rankings, params: FusionParams) -> list[Fused]:
     ]
 
 
+def _scores(rankings: Rankings, params: FusionParams) -> dict[str, float]:
+    """Every ranked point's fused score, 1.0 at best."""
+    weight = 0.5 if params.dense_weight is None else params.dense_weight
+    match params.method:
+        case FusionMethod.RRF:
+            return _rrf(rankings, params.rrf_k)
+        case FusionMethod.DBSF:
+            return _weighted(rankings, weight, _three_sigma, absent_lowest=False)
+        case FusionMethod.ZSCORE:
+            return _scaled_to_best(_weighted(rankings, weight, _standardised, absent_lowest=True))
+        case FusionMethod.GATED:
+            best = rankings.sparse[0][1] if rankings.sparse else 0.0
+            opened = best >= params.rare_gate * max(params.query_terms, 1)
+            return _convex(rankings, weight if opened else 1.0)
+        case _:
+            return _convex(rankings, weight)
+
+
 def _convex(rankings: Rankings, dense_weight: float) -> dict[str, float]:
     scores: dict[str, float] = {}
     for ranking, weight in ((rankings.dense, dense_weight), (rankings.sparse, 1 - dense_weight)):
@@ -135,6 +161,58 @@ def _convex(rankings: Rankings, dense_weight: float) -> dict[str, float]:
     for point, _ in (*rankings.dense, *rankings.sparse):
         scores.setdefault(point, 0.0)
     return scores
+
+
+def _three_sigma(scores: Sequence[float]) -> list[float]:
+    """Distribution-based scaling: (score - (mean - 3 sd)) / (6 sd), within 0..1; a ranking
+    whose scores do not spread scales to 1.0."""
+    if len(scores) < 2 or (deviation := statistics.pstdev(scores)) == 0:
+        return [1.0] * len(scores)
+    low = statistics.fmean(scores) - 3 * deviation
+    return [min(max((score - low) / (6 * deviation), 0.0), 1.0) for score in scores]
+
+
+def _standardised(scores: Sequence[float]) -> list[float]:
+    """z-scores; a ranking whose scores do not spread is all 0."""
+    if len(scores) < 2 or (deviation := statistics.pstdev(scores)) == 0:
+        return [0.0] * len(scores)
+    middle = statistics.fmean(scores)
+    return [(score - middle) / deviation for score in scores]
+
+
+def _weighted(
+    rankings: Rankings,
+    dense_weight: float,
+    scale: Callable[[Sequence[float]], list[float]],
+    *,
+    absent_lowest: bool,
+) -> dict[str, float]:
+    """Each retriever's scores scaled, weighted and summed; a point one retriever did not rank
+    gets 0 from it, or with `absent_lowest` that retriever's lowest scaled score."""
+    parts: list[tuple[dict[str, float], float]] = []
+    for ranking, weight in ((rankings.dense, dense_weight), (rankings.sparse, 1 - dense_weight)):
+        if ranking:
+            scaled = scale([score for _, score in ranking])
+            parts.append((dict(zip((p for p, _ in ranking), scaled, strict=True)), weight))
+    floors = [min(scaled.values()) if absent_lowest else 0.0 for scaled, _ in parts]
+    points = {point for scaled, _ in parts for point in scaled}
+    return {
+        point: sum(
+            weight * scaled.get(point, floor)
+            for (scaled, weight), floor in zip(parts, floors, strict=True)
+        )
+        for point in points
+    }
+
+
+def _scaled_to_best(scores: dict[str, float]) -> dict[str, float]:
+    """Scores moved into 0..1, the best at 1.0 (min-max); all 1.0 if they are all equal."""
+    if not scores:
+        return scores
+    low, high = min(scores.values()), max(scores.values())
+    if high == low:
+        return dict.fromkeys(scores, 1.0)
+    return {point: (score - low) / (high - low) for point, score in scores.items()}
 
 
 def _rrf(rankings: Rankings, k: int) -> dict[str, float]:

@@ -214,6 +214,7 @@ class SearchService:
             lead_ratio=settings.lead_ratio,
             lead_gap=settings.lead_gap,
             rare_max=settings.rare_term_documents,
+            rare_gate=settings.rare_term_gate,
             question_dense_weight=settings.question_dense_weight,
             exact_dense_weight=settings.exact_dense_weight,
             plain_dense_weight=settings.plain_dense_weight,

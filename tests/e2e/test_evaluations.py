@@ -14,7 +14,7 @@ from schemas.domain import Role
 from tests.conftest import RunningPipeline, unique
 from tests.e2e.client import Api
 from tests.e2e.test_mcp import answer, mcp_session
-from tests.factories import KAYAK_SHOP
+from tests.factories import KAYAK_QUESTIONS_IN_OTHER_WORDS, KAYAK_SHOP
 
 pytestmark = pytest.mark.e2e
 
@@ -103,6 +103,9 @@ async def test_an_evaluation_gives_the_figures_a_hand_computation_gives(api: Api
     assert {r["config"]["fusion"] for r in tried if r["config"]["retrieval_mode"] == "hybrid"} == {
         "convex",
         "rrf",
+        "dbsf",
+        "zscore",
+        "gated",
     }
     for result in tried:
         figures = [
@@ -313,17 +316,60 @@ async def test_a_configuration_applied_to_a_bot_is_what_the_bot_searches_with(ap
     assert _ranked(fused["hits"]) == _ranked(like_rrf)
     assert _ranked(fused["hits"]) != _ranked(like_convex)
 
-    # Nothing named: the evaluation's best.
-    best = await _apply(api, kb_id, evaluation["id"], {"target": "bot", "bot_id": bot["id"]})
-    assert best["config"] == evaluation["best"]
-    assert best["scores"] == evaluation["best_scores"]
-    assert best["before"] == rrf["after"]
-    knowledge = (await _bot(api, bot["id"]))["knowledge"]
-    assert knowledge["retrieval_mode"] == evaluation["best"]["retrieval_mode"]
-    for key in ("fusion", "dense_weight", "rrf_k"):
-        if evaluation["best"][key] is not None:
-            assert knowledge[key] == evaluation["best"][key]
-    assert best["after"] == {key: knowledge[key] for key in SERVICE_DEFAULT}
+    # Nothing named: the evaluation's best, which two cases cannot show to be a significant
+    # gain over the bot's settings: refused, saying so, and the bot is left as it was.
+    body = {"target": "bot", "bot_id": bot["id"]}
+    refused = await _apply(api, kb_id, evaluation["id"], body, expect=409)
+    best = evaluation["best"]
+    assert refused["detail"].startswith(f"config: the evaluation's best, {_label(best)}, "), refused
+    assert "nothing was applied" in refused["detail"]
+    assert (await _bot(api, bot["id"]))["knowledge"]["fusion"] == "rrf"
+
+
+async def test_the_best_is_applied_by_itself_only_when_it_is_a_significant_gain(
+    api: Api,
+) -> None:
+    kb_id, ids = await _kb(api)
+    asked = KAYAK_QUESTIONS_IN_OTHER_WORDS
+    cases = [{"query": query, "expected": [ids[page]]} for query, page in asked]
+    # Its searches today are keyword searches: the best is a significant gain over that.
+    response = await api.http.patch(
+        f"/api/v1/knowledge-bases/{kb_id}", json={"default_retrieval": SPARSE}, headers=api.auth
+    )
+    assert response.status_code == 200, response.text
+    evaluation = await _evaluate(api, kb_id, {"cases": cases})
+    assert evaluation["current"] == SPARSE
+    sparse = next(r for r in evaluation["tried"] if r["config"] == SPARSE)
+    assert sparse["per_case"] == [0.0] * len(cases)
+    gain = evaluation["gain"]
+    assert gain["over"] == SPARSE
+    assert (gain["wins"], gain["losses"], gain["ties"]) == (len(cases), 0, 0)
+    assert gain["significant"]
+    assert gain["p_value"] < 0.05
+    assert gain["difference"] == pytest.approx(evaluation["best_scores"]["ndcg_at_10"], abs=1e-3)
+    assert evaluation["offered"] is True
+
+    applied = await _apply(api, kb_id, evaluation["id"], {"target": "kb"})
+    assert (applied["before"], applied["config"]) == (SPARSE, evaluation["best"])
+    assert (await api.kb(kb_id))["default_retrieval"] == applied["after"]
+
+    # Evaluated again with the best as its configuration: nothing better to offer.
+    again = await _evaluate(api, kb_id, {"cases": cases})
+    assert again["current"] == applied["after"]
+    assert again["offered"] is False
+    refused = await _apply(api, kb_id, again["id"], {"target": "kb"}, expect=409)
+    assert "nothing was applied" in refused["detail"]
+    assert (await api.kb(kb_id))["default_retrieval"] == applied["after"]
+
+
+def _label(config: dict[str, Any]) -> str:
+    if config["retrieval_mode"] != "hybrid":
+        return str(config["retrieval_mode"])
+    if config["fusion"] == "rrf":
+        return f"hybrid, RRF k={config['rrf_k']}"
+    names = {"convex": "convex", "dbsf": "DBSF", "zscore": "z-score", "gated": "gated"}
+    weight = "per query" if config["dense_weight"] is None else config["dense_weight"]
+    return f"hybrid, {names[config['fusion']]} {weight}"
 
 
 async def test_a_configuration_applied_to_a_kb_is_what_peoples_searches_of_it_use(

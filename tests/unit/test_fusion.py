@@ -10,6 +10,7 @@ from services.search.fusion import (
     FusionParams,
     QueryKind,
     dense_weight_for,
+    for_query,
     fuse,
     query_kind,
 )
@@ -187,3 +188,62 @@ def test_a_dense_weight_that_is_set_is_used_for_every_query() -> None:
     params = FusionParams(dense_weight=0.6, question_dense_weight=0.9, exact_dense_weight=0.1)
     assert dense_weight_for("how do I stop a package from being upgraded", params) == 0.6
     assert dense_weight_for("--no-hardlinks", params) == 0.6
+
+
+# Close races (no lead) where the methods disagree: "steady" is second in both rankings, "spike"
+# first in the sparse one by a little and nowhere in the dense one.
+RACE = Rankings(
+    dense=[("top", 0.80), ("steady", 0.79), ("low", 0.70), ("lowest", 0.69)],
+    sparse=[("spike", 9.5), ("steady", 9.0), ("top", 4.0), ("far", 1.0)],
+)
+
+
+def test_dbsf_scales_each_ranking_by_its_mean_and_three_deviations() -> None:
+    params = FusionParams(method=FusionMethod.DBSF, dense_weight=0.5)
+    fused = {f.point_id: f.score for f in fuse(RACE, params)}
+
+    def scaled(scores: list[float], score: float) -> float:
+        mean = sum(scores) / len(scores)
+        deviation = (sum((s - mean) ** 2 for s in scores) / len(scores)) ** 0.5
+        return (score - (mean - 3 * deviation)) / (6 * deviation)
+
+    dense, sparse = [0.80, 0.79, 0.70, 0.69], [9.5, 9.0, 4.0, 1.0]
+    assert fused["steady"] == pytest.approx(
+        0.5 * scaled(dense, 0.79) + 0.5 * scaled(sparse, 9.0), abs=1e-6
+    )
+    # A point one retriever did not rank gets nothing from it (as Qdrant's DBSF).
+    assert fused["spike"] == pytest.approx(0.5 * scaled(sparse, 9.5), abs=1e-6)
+    assert _order(RACE, params)[0] == "steady"
+
+
+def test_zscore_standardises_each_ranking_and_puts_the_best_at_one() -> None:
+    params = FusionParams(method=FusionMethod.ZSCORE, dense_weight=0.5)
+    fused = fuse(RACE, params)
+    assert fused[0].point_id == "steady"
+    assert fused[0].score == 1.0
+    assert min(f.score for f in fused) == 0.0
+    # Weighted towards the semantic side, its own best comes first.
+    semantic = FusionParams(method=FusionMethod.ZSCORE, dense_weight=0.9)
+    assert _order(RACE, semantic)[0] == "top"
+
+
+def test_gated_fusion_is_the_semantic_ranking_unless_the_query_holds_rare_terms() -> None:
+    # The keyword best, 9.5, over three query terms: 3.17 a term.
+    closed = FusionParams(method=FusionMethod.GATED, dense_weight=0.5, rare_gate=3.5, query_terms=3)
+    assert _order(RACE, closed)[:4] == ["top", "steady", "low", "lowest"]
+    opened = FusionParams(method=FusionMethod.GATED, dense_weight=0.5, rare_gate=3.0, query_terms=3)
+    convex = FusionParams(method=FusionMethod.CONVEX, dense_weight=0.5)
+    assert _order(RACE, opened) == _order(RACE, convex)
+
+
+def test_the_gate_counts_a_querys_distinct_content_words() -> None:
+    params = for_query("Rotating the rotated logs of nginx", FusionParams())
+    assert params.query_terms == 3
+
+
+@pytest.mark.parametrize("method", [FusionMethod.DBSF, FusionMethod.ZSCORE])
+def test_score_fusions_take_rankings_without_spread_or_one_side(method: FusionMethod) -> None:
+    params = FusionParams(method=method, dense_weight=0.5)
+    flat = Rankings(dense=[("a", 0.5), ("b", 0.5)], sparse=[])
+    assert {f.point_id for f in fuse(flat, params)} == {"a", "b"}
+    assert fuse(Rankings(dense=[], sparse=[]), params) == []

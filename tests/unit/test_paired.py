@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from benchmarks.paired import bootstrap_interval, compare
+from core.paired import bootstrap_interval, compare
 
 
 def test_the_interval_holds_the_mean_and_narrows_with_more_questions() -> None:

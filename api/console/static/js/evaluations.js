@@ -50,11 +50,13 @@ export function renderEvaluations(container, kb) {
 
 /** A configuration in words: "hybrid, convex 0.5", "hybrid, convex per query",
  * "hybrid, RRF k=60", "dense". */
+const FUSION_NAMES = { convex: "convex", dbsf: "DBSF", zscore: "z-score", gated: "gated" };
+
 function label(config) {
   if (config.retrieval_mode !== "hybrid" || !config.fusion) return config.retrieval_mode;
   return config.fusion === "rrf"
     ? `hybrid, RRF k=${config.rrf_k}`
-    : `hybrid, convex ${config.dense_weight ?? "per query"}`;
+    : `hybrid, ${FUSION_NAMES[config.fusion]} ${config.dense_weight ?? "per query"}`;
 }
 
 const same = (a, b) => label(a) === label(b);
@@ -79,13 +81,14 @@ function evaluation(run, apply) {
   const best = run.best;
   const settings = { retrieval_mode: best.retrieval_mode };
   if (best.fusion) settings.fusion = best.fusion;
-  if (best.fusion === "convex") settings.dense_weight = best.dense_weight;
+  if (best.fusion && best.fusion !== "rrf") settings.dense_weight = best.dense_weight;
   if (best.fusion === "rrf") settings.rrf_k = best.rrf_k;
   return h("section", { class: "card", id: `evaluation-${run.id}` },
     h("h2", { text: `Evaluation of ${when(run.created_at)}` }),
     h("p", {}, `${run.case_count} cases, k = ${run.k}. A bot should use `,
       h("strong", { id: "best-config", text: label(best) }),
       ": set its knowledge to ", h("code", { text: JSON.stringify(settings) }), "."),
+    h("p", { id: "best-gain", class: run.offered ? "" : "hint", text: gainText(run) }),
     apply,
     h("h3", { text: "Scores per configuration" }),
     h("table", { class: "grid", id: "scores" },
@@ -103,6 +106,22 @@ function evaluation(run, apply) {
     Object.entries(run.modes).map(([mode, result]) => misses(mode, result, run.k)));
 }
 
+/** Whether the best is a significant gain over the KB's configuration when it was run. */
+function gainText(run) {
+  const gain = run.gain;
+  if (!gain) return "This run keeps no per-case figures, so whether its best is a significant "
+    + "gain over the current configuration is not known: run it again.";
+  const cases = gain.wins + gain.losses + gain.ties;
+  const sign = gain.difference >= 0 ? "+" : "";
+  const told = `Against ${label(gain.over)}, what this knowledge base's searches used: nDCG@10 `
+    + `${sign}${fixed(gain.difference)}, better in ${gain.wins}, worse in ${gain.losses} and `
+    + `alike in ${gain.ties} of ${cases} cases, p = ${fixed(gain.p_value)}. `;
+  if (run.offered) return told + "A significant gain: applying it is offered below.";
+  if (same(run.best, gain.over)) return told + "The best is the current configuration.";
+  return told + "Not a significant gain (that takes p < 0.05): keep the current configuration; the "
+    + "best is not offered, though any configuration can still be applied by name.";
+}
+
 /** What people's searches of the KB use when they name no mode. */
 function kbDefault(kb) {
   return kb.default_retrieval
@@ -111,13 +130,16 @@ function kbDefault(kb) {
 }
 
 /**
- * The Apply control: one of the run's configurations (its best first chosen) to a bot with
+ * The Apply control: one of the run's configurations (its best first chosen when it is a
+ * significant gain, else the current one) to a bot with
  * the KB attached (its knowledge settings) or as the KB's default for people's searches; the
  * outcome, or the API's refusal, is shown under it.
  */
 function applyForm(kb, run, bots) {
+  // The best is chosen when it is a significant gain; else the configuration the KB used.
+  const chosen = run.offered || !run.current ? run.best : run.current;
   const config = h("select", { id: "apply-config" }, run.tried.map((result, index) =>
-    h("option", { value: index, selected: same(result.config, run.best),
+    h("option", { value: index, selected: same(result.config, chosen),
       text: `${label(result.config)} (nDCG@10 ${fixed(result.scores.ndcg_at_10)})` })));
   const target = h("select", { id: "apply-target" },
     h("option", { value: "kb", text: "This knowledge base's default (people's searches)" }),

@@ -1,14 +1,14 @@
 """Telling a difference from noise on a question set: a 95% bootstrap interval for a mean, and
-two modes compared paired, question by question.
+two configurations compared paired, question by question.
 
-The quality benchmark asks every question of a set in every mode, so two modes' scores are
-paired by question. A paired comparison counts the questions one mode answers better (wins),
-worse (losses) and alike, and tests the mean difference with a randomisation test: under "the
-two modes are interchangeable", each question's difference is as likely positive as negative,
-so the p-value is the share of random sign flips whose mean difference is at least as far from
-zero as the one observed (two-sided; Smucker, Allan and Carterette 2007 recommend it for
-retrieval evaluation). A difference is called significant at p < 0.05. Both use a fixed seed,
-so the same scores always give the same figures.
+The quality benchmark and a KB's evaluation ask every question in every configuration, so two
+configurations' scores are paired by question. A paired comparison counts the questions one
+answers better (wins), worse (losses) and alike, and tests the mean difference with a
+randomisation test: under "the two are interchangeable", each question's difference is as
+likely positive as negative, so the p-value is the share of random sign flips whose mean
+difference is at least as far from zero as the one observed (two-sided; Smucker, Allan and
+Carterette 2007 recommend it for retrieval evaluation). A difference is called significant at
+p < 0.05. Both use a fixed seed, so the same scores always give the same figures.
 """
 
 from __future__ import annotations
