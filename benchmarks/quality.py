@@ -76,6 +76,7 @@ import pytrec_eval
 
 from benchmarks.fixture_set import QUESTIONS as FIXTURE_QUESTIONS
 from benchmarks.fixture_set import documents as fixture_documents
+from benchmarks.fusion_choice import best_variant, cross_validated
 from benchmarks.ingest import SECRET, TOKEN
 from benchmarks.judging import (
     PASSAGE_THRESHOLD,
@@ -95,8 +96,10 @@ from core.paired import bootstrap_interval, compare
 
 MODES = ("dense", "sparse", "hybrid")
 # With `--fusions`, more hybrid configurations are asked beside the three modes, each under a
-# name of its own (`hybrid_convex0.6`, `hybrid_rrf60`): how fusion defaults are chosen.
-FUSION_NAME = re.compile(r"^(convex|rrf):(\d+(?:\.\d+)?)$")
+# name of its own (`hybrid_convex0.6`, `hybrid_rrf60`, `hybrid_dbsf`): how fusion is chosen.
+# `METHOD:VALUE` is a dense weight (an RRF k for `rrf`); a method alone takes the weight per
+# query (k 60 for `rrf`).
+FUSION_NAME = re.compile(r"^(convex|rrf|dbsf|zscore|gated)(?::(\d+(?:\.\d+)?))?$")
 SETS = ("manpages", "multiformat", "exact", "paraphrase")
 # Sets that can be asked for, beside the default ones.
 ALL_SETS = (*SETS, "fixtures")
@@ -367,16 +370,25 @@ def wait_indexed(admin: httpx.Client, kb: str) -> dict[str, int]:
 
 def fusion_modes(specs: list[str]) -> dict[str, dict[str, Any]]:
     """The modes asked: the three retrieval modes with the service's defaults, then a hybrid
-    one per `--fusions` entry (`convex:<dense weight>` or `rrf:<k>`), by name."""
+    one per `--fusions` entry (`METHOD[:VALUE]`, `FUSION_NAME`), by name."""
     modes: dict[str, dict[str, Any]] = {mode: {"retrieval_mode": mode} for mode in MODES}
     for spec in specs:
         match = FUSION_NAME.match(spec)
         if match is None:
-            fail(f"--fusions {spec!r}: expected convex:<dense weight> or rrf:<k>")
+            fail(
+                f"--fusions {spec!r}: expected convex, dbsf, zscore or gated, each with an "
+                "optional :<dense weight>, or rrf with an optional :<k>"
+            )
             continue
         method, value = match.groups()
-        knob = {"dense_weight": float(value)} if method == "convex" else {"rrf_k": int(value)}
-        modes[f"hybrid_{method}{value}"] = {"retrieval_mode": "hybrid", "fusion": method, **knob}
+        knob: dict[str, Any] = {}
+        if value is not None:
+            knob = {"rrf_k": int(value)} if method == "rrf" else {"dense_weight": float(value)}
+        modes[f"hybrid_{method}{value or ''}"] = {
+            "retrieval_mode": "hybrid",
+            "fusion": method,
+            **knob,
+        }
     return modes
 
 
@@ -595,7 +607,8 @@ def main() -> None:
         nargs="*",
         default=[],
         metavar="METHOD:VALUE",
-        help="more hybrid configurations to compare: convex:<dense weight>, rrf:<k>",
+        help="more hybrid configurations to compare: convex, dbsf, zscore, gated (each with an "
+        "optional :<dense weight>; alone, the weight per query), rrf (optional :<k>)",
     )
     add_results_option(parser)
     args = parser.parse_args()
@@ -702,17 +715,26 @@ def main() -> None:
             figures = evaluate(client, run, pages, dump, modes)
             described("paraphrase_", figures, results)
             questions = paraphrase["questions"]
-            for split in ("tune", "test"):
-                part = figures.subset({q for q, v in questions.items() if v["split"] == split})
+            corpus_of = {qid: q["corpus"] for qid, q in questions.items()}
+            parts = {
+                **{split: {q for q, v in questions.items() if v["split"] == split}
+                   for split in ("tune", "test")},
+                **{corpus: {q for q, c in corpus_of.items() if c == corpus}
+                   for corpus in sorted(set(corpus_of.values()))},
+            }  # fmt: skip
+            for name, chosen in parts.items():
+                part = figures.subset(chosen)
                 for mode, means in part.means.items():
                     print(
-                        f"paraphrase/{split} [{mode}]: recall@4 {means['recall4']:.4f}, "
+                        f"paraphrase/{name} [{mode}]: recall@4 {means['recall4']:.4f}, "
                         f"recall@10 {means['recall10']:.4f}, MRR@10 {means['mrr10']:.4f}, "
                         f"nDCG@10 {means['ndcg10']:.4f}"
                     )
-                described(f"paraphrase_{split}_", part, results)
-                results[f"paraphrase_{split}_misses4_hybrid"] = part.misses4["hybrid"]
+                described(f"paraphrase_{name}_", part, results)
+                if name in ("tune", "test"):
+                    results[f"paraphrase_{name}_misses4_hybrid"] = part.misses4["hybrid"]
             results["paraphrase_queries"] = len(questions)
+            results["fusion_choice"] = fusion_choice(figures, corpus_of, parts["tune"])
     results["goals"] = goals(results, sets)
     results["total_s"] = round(time.time() - begun)
     for goal, met in results["goals"].items():
@@ -723,6 +745,26 @@ def main() -> None:
     print(json.dumps(results))
     # The fixtures set alone is the tiny run, however it was asked for.
     publish("quality", results, tiny=sets == {"fixtures"}, results_dir=args.results_dir)
+
+
+def fusion_choice(figures: Figures, corpus_of: dict[str, str], tune: set[str]) -> dict[str, Any]:
+    """Which hybrid configuration the paraphrase set chooses (`benchmarks.fusion_choice`):
+    cross-validated across its corpora, each held out in turn, and on the tuning part alone,
+    the choice the test part reports."""
+    variants = [mode for mode in figures.per_query if mode.startswith("hybrid")]
+    folds = cross_validated(figures.per_query, variants, corpus_of, list(METRICS))
+    chosen = best_variant(figures.per_query, variants, tune)
+    for fold in folds:
+        print(
+            f"fusion, {fold.held_out} held out: {fold.chosen} chosen on the others, "
+            f"nDCG@10 {fold.figures['ndcg10']:.4f} (dense {fold.dense['ndcg10']:.4f})"
+        )
+    print(f"fusion chosen on the tuning part: {chosen}")
+    return {
+        "variants": variants,
+        "chosen_on_tune": chosen,
+        "cross_validated": [fold.as_json() for fold in folds],
+    }
 
 
 def goals(results: dict[str, Any], sets: set[str]) -> dict[str, bool]:
@@ -741,12 +783,18 @@ def goals(results: dict[str, Any], sets: set[str]) -> dict[str, bool]:
         )
     if "paraphrase" in sets:
         hybrid = results["paraphrase_test_recall4_hybrid"]
-        met["paraphrase: test hybrid recall@4 >= 0.92"] = hybrid >= 0.92
+        met["paraphrase: test hybrid recall@4 >= 0.80"] = hybrid >= 0.80
         met["paraphrase: test hybrid recall@4 >= dense + 0.03"] = (
             hybrid >= results["paraphrase_test_recall4_dense"] + 0.03
         )
-        met["paraphrase: test hybrid recall@4 >= sparse + 0.05"] = (
-            hybrid >= results["paraphrase_test_recall4_sparse"] + 0.05
+        for metric in METRICS:
+            met[f"paraphrase: test hybrid {metric} >= dense"] = (
+                results[f"paraphrase_test_{metric}_hybrid"]
+                >= results[f"paraphrase_test_{metric}_dense"]
+            )
+        against = results["paired"]["paraphrase_test: hybrid vs dense"]
+        met["paraphrase: test hybrid has no significant loss to dense"] = not any(
+            p["significant"] and p["difference"] < 0 for p in against.values()
         )
     if "exact" in sets:
         met["exact: hybrid MRR@10 >= sparse MRR@10"] = (
@@ -755,6 +803,7 @@ def goals(results: dict[str, Any], sets: set[str]) -> dict[str, bool]:
         met["exact: every identifier's chunk in the hybrid top 4"] = (
             results["exact_misses_hybrid_top4"] == 0
         )
+        met["exact: hybrid MRR@10 = 1.0"] = results["exact_mrr10_hybrid"] >= 1.0
     return met
 
 

@@ -66,7 +66,7 @@ METRICS = {"recall4": "recall@4", "recall10": "recall@10", "mrr10": "MRR@10", "n
 # (`hybrid_convex0.6`, `hybrid_rrf60`).
 QUALITY_KEY = re.compile(
     r"^(?P<set>(?:[a-z]+_)*?)(?P<metric>recall4|recall10|mrr10|ndcg10)"
-    r"_(?P<mode>dense|sparse|hybrid(?:_[a-z]+[0-9.]+)?)$"
+    r"_(?P<mode>dense|sparse|hybrid(?:_[a-z]+[0-9.]*)?)$"
 )
 
 

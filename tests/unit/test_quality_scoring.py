@@ -100,13 +100,19 @@ def test_the_dump_marks_copies_of_a_better_hit_from_another_document() -> None:
 
 
 def test_fusions_name_extra_hybrid_modes_beside_the_three() -> None:
-    modes = fusion_modes(["convex:0.6", "rrf:20"])
+    modes = fusion_modes(["convex:0.6", "rrf:20", "dbsf", "zscore:0.7", "gated"])
+    hybrid = {"retrieval_mode": "hybrid"}
     assert modes == {
         "dense": {"retrieval_mode": "dense"},
         "sparse": {"retrieval_mode": "sparse"},
-        "hybrid": {"retrieval_mode": "hybrid"},
-        "hybrid_convex0.6": {"retrieval_mode": "hybrid", "fusion": "convex", "dense_weight": 0.6},
-        "hybrid_rrf20": {"retrieval_mode": "hybrid", "fusion": "rrf", "rrf_k": 20},
+        "hybrid": hybrid,
+        "hybrid_convex0.6": {**hybrid, "fusion": "convex", "dense_weight": 0.6},
+        "hybrid_rrf20": {**hybrid, "fusion": "rrf", "rrf_k": 20},
+        # A method alone: the dense weight chosen per query.
+        "hybrid_dbsf": {**hybrid, "fusion": "dbsf"},
+        "hybrid_zscore0.7": {**hybrid, "fusion": "zscore", "dense_weight": 0.7},
+        "hybrid_gated": {**hybrid, "fusion": "gated"},
     }
-    with pytest.raises(SystemExit):
-        fusion_modes(["dbsf:1"])
+    for wrong in ("borda:1", "dbsf:x", "convex:"):
+        with pytest.raises(SystemExit):
+            fusion_modes([wrong])
