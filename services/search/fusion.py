@@ -97,11 +97,13 @@ def dense_weight_for(query: str, params: FusionParams) -> float:
 
 
 def for_query(query: str, params: FusionParams) -> FusionParams:
-    """The parameters with the dense weight this query gets, and its count of terms."""
+    """The parameters with the dense weight this query gets, and for gated fusion its count of
+    terms (the only fusion that reads it: no other search pays for counting)."""
+    gated = params.method is FusionMethod.GATED
     return replace(
         params,
         dense_weight=dense_weight_for(query, params),
-        query_terms=len(set(content_words(query))),
+        query_terms=len(set(content_words(query))) if gated else 0,
     )
 
 

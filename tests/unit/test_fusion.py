@@ -237,8 +237,9 @@ def test_gated_fusion_is_the_semantic_ranking_unless_the_query_holds_rare_terms(
 
 
 def test_the_gate_counts_a_querys_distinct_content_words() -> None:
-    params = for_query("Rotating the rotated logs of nginx", FusionParams())
-    assert params.query_terms == 3
+    gated = FusionParams(method=FusionMethod.GATED)
+    assert for_query("Rotating the rotated logs of nginx", gated).query_terms == 3
+    assert for_query("Rotating the rotated logs of nginx", FusionParams()).query_terms == 0
 
 
 @pytest.mark.parametrize("method", [FusionMethod.DBSF, FusionMethod.ZSCORE])
