@@ -62,7 +62,9 @@ object: among others
 `points_of_no_uploaded_document`, `sources_searchable_twice`, `documents`, `requests`,
 `max_rss_growth_pct`,
 `rss_growth_pct`, `private_growth_pct` (from the warm-up's end to the load's end: with
-`--warmup-minutes 20 --minutes 60`, the last hour), `rss_mb_per_minute` and
+`--warmup-minutes 20 --minutes 60`, the last hour), `rss_level_growth_pct` and
+`private_level_growth_pct` (the median of the measured minutes' last ten over that of their
+first ten: a figure that swings within a bound reads level), `rss_mb_per_minute` and
 `private_mb_per_minute` (every minute, by process), `mapped_growth_mb`, `cpu_pct_of_a_core`,
 `p95_ms_upload`, `p95_ms_search`, their per-minute lists, `search_p95_drift` (the search p95
 of the last five minutes over that of the first five: how much searches slowed as the store
@@ -82,11 +84,12 @@ import os
 import random
 import re
 import signal
+import statistics
 import tempfile
 import time
 import tracemalloc
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -978,6 +981,16 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
     print(
         f"{'soak (load gen.)':<17} {'':>12} {'':>11} {'':>9} {cpu['soak (load generator)']:>16.1f}"
     )
+    levels = {
+        "RSS": level_growth(per_minute(soak.rss), warmup, len(measured)),
+        "private": level_growth(per_minute(soak.anon), warmup, len(measured)),
+    }
+    for kind, growths in levels.items():
+        if growths:
+            print(
+                f"{kind} level growth, median of the last {LEVEL_MINUTES} minutes over the "
+                f"first {LEVEL_MINUTES}, %: {growths}"
+            )
     mapped_growth = print_attribution(soak)
     print(f"\nrequests: {dict(totals)}")
     print(f"documents: {documents}; live reference codes searched: {soak.live_probes['asked']}")
@@ -1031,6 +1044,8 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         # Every minute's memory by process, the warm-up's included: whether it levels off.
         "rss_mb_per_minute": per_minute(soak.rss),
         "private_mb_per_minute": per_minute(soak.anon),
+        "rss_level_growth_pct": levels["RSS"],
+        "private_level_growth_pct": levels["private"],
         "p95_ms_search_per_minute": [rounded(percentile(m.search_ms, 95)) for m in measured],
         "search_p95_drift": drift(measured),
         "search_drift_by_step": drift_by_step(measured),
@@ -1043,6 +1058,31 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
 
 # The minutes at each end of the load whose search latencies `drift` compares.
 DRIFT_MINUTES = 5
+
+
+# Minutes at each end of the measured hour whose medians `level_growth` compares.
+LEVEL_MINUTES = 10
+
+
+def level_growth(
+    series: Mapping[str, Sequence[float]], warmup: int, minutes: int, span: int = LEVEL_MINUTES
+) -> dict[str, float]:
+    """Per process, how much its level grew over the measured minutes, in percent: the median
+    of their last `span` minutes over the median of their first `span` (`series`: a figure
+    every minute from the start, the warm-up's included). Unlike the end against the start, a
+    figure that swings within a bound (the store's write-ahead log fills its 32 MB segment and
+    leaves memory at each rotation) reads as level wherever in the swing the hour begins and
+    ends."""
+    growth = {}
+    for name, values in series.items():
+        measured = list(values[warmup : warmup + minutes])
+        if len(measured) < 2 * span:
+            continue
+        first = statistics.median(measured[:span])
+        last = statistics.median(measured[-span:])
+        if first > 0:
+            growth[name] = round((last - first) / first * 100, 1)
+    return growth
 
 
 def per_minute(snapshots: dict[str, dict[str, float]]) -> dict[str, list[float]]:
