@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -28,6 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from benchmarks.levels import level_growth
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS_RESULTS = REPO / "docs" / "benchmarks" / "results"
@@ -89,6 +92,7 @@ def write_results(
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; one of {', '.join(BENCHMARKS)}")
     directory.mkdir(parents=True, exist_ok=True)
+    figures = with_derived(name, figures)
     for old in directory.glob(f"{name}-*.png"):
         if not _plot_of_another(name, old.name):
             old.unlink()
@@ -179,6 +183,21 @@ def exit_if_data_was_lost(name: str, problems: Sequence[str]) -> None:
 
 
 # -- plots ---------------------------------------------------------------------------------------
+
+
+def with_derived(name: str, figures: Mapping[str, Any]) -> dict[str, Any]:
+    """The figures, with those a run made before they were printed derived from its own
+    series: a soak's level growth (`benchmarks.levels`) from its per-minute memory."""
+    figures = dict(figures)
+    if name in ("soak", "soak-plateau") and "private_mb_per_minute" in figures:
+        warmup = int(figures.get("warmup_minutes") or 0)
+        minutes = math.ceil(float(figures.get("minutes") or 0))
+        for kind in ("rss", "private"):
+            key = f"{kind}_level_growth_pct"
+            if key not in figures:
+                series = figures[f"{kind}_mb_per_minute"]
+                figures[key] = level_growth(series, warmup, minutes)
+    return figures
 
 
 def draw_plots(name: str, figures: Mapping[str, Any], directory: Path) -> list[str]:

@@ -84,12 +84,11 @@ import os
 import random
 import re
 import signal
-import statistics
 import tempfile
 import time
 import tracemalloc
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -104,6 +103,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from benchmarks import memory
 from benchmarks.ingest import SECRET, TOKEN
+from benchmarks.levels import LEVEL_MINUTES, level_growth
 from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
 from benchmarks.stack import RECORD_STAGES, announce, bench_stack
 from core.filters import chunks_where
@@ -1058,31 +1058,6 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
 
 # The minutes at each end of the load whose search latencies `drift` compares.
 DRIFT_MINUTES = 5
-
-
-# Minutes at each end of the measured hour whose medians `level_growth` compares.
-LEVEL_MINUTES = 10
-
-
-def level_growth(
-    series: Mapping[str, Sequence[float]], warmup: int, minutes: int, span: int = LEVEL_MINUTES
-) -> dict[str, float]:
-    """Per process, how much its level grew over the measured minutes, in percent: the median
-    of their last `span` minutes over the median of their first `span` (`series`: a figure
-    every minute from the start, the warm-up's included). Unlike the end against the start, a
-    figure that swings within a bound (the store's write-ahead log fills its 32 MB segment and
-    leaves memory at each rotation) reads as level wherever in the swing the hour begins and
-    ends."""
-    growth = {}
-    for name, values in series.items():
-        measured = list(values[warmup : warmup + minutes])
-        if len(measured) < 2 * span:
-            continue
-        first = statistics.median(measured[:span])
-        last = statistics.median(measured[-span:])
-        if first > 0:
-            growth[name] = round((last - first) / first * 100, 1)
-    return growth
 
 
 def per_minute(snapshots: dict[str, dict[str, float]]) -> dict[str, list[float]]:

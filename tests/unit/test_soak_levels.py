@@ -3,7 +3,8 @@ instant)."""
 
 from __future__ import annotations
 
-from benchmarks.soak import level_growth
+from benchmarks.levels import level_growth
+from benchmarks.results import with_derived
 
 
 def test_a_bounded_swing_reads_level_wherever_the_hour_begins_and_ends() -> None:
@@ -20,3 +21,19 @@ def test_a_climb_reads_as_growth_and_short_or_empty_series_are_left_out() -> Non
     # Median of minutes 0-9 is 104.5, of minutes 20-29 124.5.
     assert level_growth({"worker": climb}, warmup=0, minutes=30) == {"worker": 19.1}
     assert level_growth({"worker": climb[:15], "idle": [0.0] * 30}, warmup=0, minutes=30) == {}
+
+
+def test_a_soak_published_without_level_figures_gets_them_from_its_own_series() -> None:
+    figures = {
+        "warmup_minutes": 0,
+        "minutes": 30.0,
+        "rss_mb_per_minute": {"api": [100.0 + minute for minute in range(30)]},
+        "private_mb_per_minute": {"api": [50.0] * 30},
+    }
+    derived = with_derived("soak-plateau", figures)
+    assert derived["rss_level_growth_pct"] == {"api": 19.1}
+    assert derived["private_level_growth_pct"] == {"api": 0.0}
+    # Figures the run printed itself are kept; other benchmarks are left as they are.
+    kept = with_derived("soak", {**figures, "private_level_growth_pct": {"api": 1.0}})
+    assert kept["private_level_growth_pct"] == {"api": 1.0}
+    assert "rss_level_growth_pct" not in with_derived("chaos", figures)
