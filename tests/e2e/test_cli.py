@@ -465,9 +465,14 @@ def test_eval_applies_the_best_only_when_it_is_a_significant_gain(cli: Cli, tmp_
 
     with admin:
         attached, unattached = bot([kb_id]), bot([])
-        sparse = {"default_retrieval": {"retrieval_mode": "sparse"}}
-        patched = admin.patch(f"/api/v1/knowledge-bases/{kb_id}", json=sparse)
-        assert patched.status_code == 200, patched.text
+        # The KB's searches made keyword searches: a sparse configuration applied by name.
+        body = {"cases": [json.loads(line) for line in cases.read_text().splitlines()]}
+        first = admin.post(f"/api/v1/knowledge-bases/{kb_id}/evaluations", json=body, timeout=120)
+        assert first.status_code == 201, first.text
+        sparse = {"target": "kb", "config": {"retrieval_mode": "sparse"}}
+        path = f"/api/v1/knowledge-bases/{kb_id}/evaluations/{first.json()['id']}/apply"
+        applied = admin.post(path, json=sparse)
+        assert applied.status_code == 200, applied.text
 
         # As the KB's default: its searches are keyword searches, which find none of these
         # questions; the best is a significant gain over that, said, applied and used.

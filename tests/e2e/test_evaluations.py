@@ -332,11 +332,10 @@ async def test_the_best_is_applied_by_itself_only_when_it_is_a_significant_gain(
     kb_id, ids = await _kb(api)
     asked = KAYAK_QUESTIONS_IN_OTHER_WORDS
     cases = [{"query": query, "expected": [ids[page]]} for query, page in asked]
-    # Its searches today are keyword searches: the best is a significant gain over that.
-    response = await api.http.patch(
-        f"/api/v1/knowledge-bases/{kb_id}", json={"default_retrieval": SPARSE}, headers=api.auth
-    )
-    assert response.status_code == 200, response.text
+    # Its searches made keyword searches (an evaluation's sparse configuration applied by
+    # name): the best is a significant gain over that.
+    first = await _evaluate(api, kb_id, {"cases": cases})
+    await _apply(api, kb_id, first["id"], {"target": "kb", "config": SPARSE})
     evaluation = await _evaluate(api, kb_id, {"cases": cases})
     assert evaluation["current"] == SPARSE
     sparse = next(r for r in evaluation["tried"] if r["config"] == SPARSE)
@@ -353,11 +352,9 @@ async def test_the_best_is_applied_by_itself_only_when_it_is_a_significant_gain(
     assert (applied["before"], applied["config"]) == (SPARSE, evaluation["best"])
     assert (await api.kb(kb_id))["default_retrieval"] == applied["after"]
 
-    # Evaluated again with the best as its configuration: nothing better to offer.
-    again = await _evaluate(api, kb_id, {"cases": cases})
-    assert again["current"] == applied["after"]
-    assert again["offered"] is False
-    refused = await _apply(api, kb_id, again["id"], {"target": "kb"}, expect=409)
+    # Asked again, the best is the knowledge base's configuration now: nothing is applied.
+    refused = await _apply(api, kb_id, evaluation["id"], {"target": "kb"}, expect=409)
+    assert "is already the knowledge base's configuration" in refused["detail"]
     assert "nothing was applied" in refused["detail"]
     assert (await api.kb(kb_id))["default_retrieval"] == applied["after"]
 
