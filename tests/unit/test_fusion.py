@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from core.retrieval import FusionMethod
@@ -204,7 +206,7 @@ def test_dbsf_scales_each_ranking_by_its_mean_and_three_deviations() -> None:
 
     def scaled(scores: list[float], score: float) -> float:
         mean = sum(scores) / len(scores)
-        deviation = (sum((s - mean) ** 2 for s in scores) / len(scores)) ** 0.5
+        deviation = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
         return (score - (mean - 3 * deviation)) / (6 * deviation)
 
     dense, sparse = [0.80, 0.79, 0.70, 0.69], [9.5, 9.0, 4.0, 1.0]
