@@ -3,10 +3,9 @@
 Qdrant scores sparse vectors by dot product and, with the `idf` modifier on the collection,
 multiplies each query term by its inverse document frequency. So a document's vector holds
 BM25's term-frequency part (saturated, length-normalised) and a query's vector holds 1 for each
-of its terms: the product is BM25. The frequencies are counted over the query's own scope (its
-KBs' active chunks that its reader may read; the stores pass the scope as the IDF corpus), never
-over the whole store: another tenant's or another KB's chunks, hidden older versions and
-deleted chunks do not weigh on a search.
+of its terms: the product is BM25. The frequencies are counted over the searching tenant's
+chunks (the stores pass `SearchScope.term_corpus` as the IDF corpus), never over the whole
+store: another tenant's chunks and deleted ones do not weigh on a search.
 
 Tokens: text is NFKC-normalised and lower-cased; English words lose their stop words and are
 stemmed (Snowball); Chinese, Japanese and Korean runs, written without spaces, become character

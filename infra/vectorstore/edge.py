@@ -363,12 +363,11 @@ class EdgeVectorStore:
             sparse = _sparse_query(query.sparse)
             if sparse is None:
                 return []
-            selector = edge_filter(query.scope.filter())
             request = qe.QueryRequest(
                 limit=query.limit,
                 query=sparse,
-                filter=selector,
-                params=_within(selector),
+                filter=edge_filter(query.scope.filter()),
+                params=_within(query.scope),
                 with_payload=True,
             )
         else:
@@ -390,7 +389,7 @@ class EdgeVectorStore:
         if not parts:
             return Rankings([], [])
         selector = edge_filter(query.scope.filter())
-        corpus = _within(selector)
+        corpus = _within(query.scope)
         requests = []
         for part, term in parts:
             if part is RankPart.DENSE:
@@ -610,10 +609,10 @@ def _dense_query(vector: NDArray[np.float32]) -> qe.Query:
     return qe.Query.Nearest(vector.tolist(), using=DENSE_VECTOR)
 
 
-def _within(selector: qe.Filter) -> qe.SearchParams:
-    """A sparse query's parameters: its terms' IDF counted over the chunks in its scope alone
-    (`core.sparse`), not over the whole store."""
-    return qe.SearchParams(idf=qe.IdfParams(corpus=selector))
+def _within(scope: SearchScope) -> qe.SearchParams:
+    """A sparse query's parameters: its terms' IDF counted over its tenant's chunks
+    (`SearchScope.term_corpus`), not over the whole store."""
+    return qe.SearchParams(idf=qe.IdfParams(corpus=edge_filter(scope.term_corpus())))
 
 
 def _sparse_query(sparse: SparseVector | None) -> qe.Query | None:

@@ -281,14 +281,13 @@ class QdrantServerStore:
             sparse = _sparse_vector(query.sparse)
             if sparse is None:
                 return []
-            selector = qdrant_filter(query.scope.filter())
             async with _qdrant_errors():
                 response = await self._client.query_points(
                     self._collection,
                     query=sparse,
                     using=SPARSE_VECTOR,
-                    query_filter=selector,
-                    search_params=_within(selector),
+                    query_filter=qdrant_filter(query.scope.filter()),
+                    search_params=_within(query.scope),
                     limit=query.limit,
                     with_payload=True,
                 )
@@ -329,7 +328,7 @@ class QdrantServerStore:
                     query=_sparse_vector(query.sparse),
                     using=SPARSE_VECTOR,
                     filter=selector,
-                    params=_within(selector),
+                    params=_within(query.scope),
                     limit=query.depth,
                 )
             else:
@@ -426,10 +425,10 @@ def _qdrant_condition(condition: Condition) -> qm.Condition:
             return qdrant_filter(condition)
 
 
-def _within(selector: qm.Filter) -> qm.SearchParams:
-    """A sparse query's parameters: its terms' IDF counted over the chunks in its scope alone
-    (`core.sparse`), not over the whole collection."""
-    return qm.SearchParams(idf=qm.IdfCorpusParams(corpus=selector))
+def _within(scope: SearchScope) -> qm.SearchParams:
+    """A sparse query's parameters: its terms' IDF counted over its tenant's chunks
+    (`SearchScope.term_corpus`), not over the whole collection."""
+    return qm.SearchParams(idf=qm.IdfCorpusParams(corpus=qdrant_filter(scope.term_corpus())))
 
 
 def _sparse_vector(sparse: SparseVector | None) -> qm.SparseVector | None:

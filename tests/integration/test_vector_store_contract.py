@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -452,12 +451,11 @@ async def test_a_sparse_ranking_ranks_by_bm25_alone_within_the_scope(store: Vect
     assert (await store.rank(sparse("hold", SearchScope("t1", (), EVERYONE)))).sparse == []
 
 
-async def test_sparse_scores_count_term_statistics_within_the_scope_alone(
+async def test_sparse_scores_count_term_statistics_within_the_tenant_alone(
     store: VectorStore,
 ) -> None:
-    """A term's IDF is counted over the chunks the search may read: another tenant's chunks,
-    another KB's, hidden or unreadable ones and deleted ones do not move a score; the scope's
-    own chunks do, at once."""
+    """A term's IDF is counted over the searching tenant's chunks: another tenant's chunks and
+    deleted ones do not move a score; the tenant's own chunks do, at once, in any of its KBs."""
     encoder = SparseEncoder()
     await store.upsert(
         [
@@ -480,17 +478,22 @@ async def test_sparse_scores_count_term_statistics_within_the_scope_alone(
         chunk_point_id("doc_both", 0),
         chunk_point_id("doc_router", 0),
     ]
-    crowd = [_text_point(f"crowd_{i}", "fan fan router", 100 + i, tenant="t2") for i in range(60)]
-    crowd += [_text_point(f"kb2_{i}", "the router fan", 200 + i, kb="kb2") for i in range(20)]
-    hidden = _text_point("doc_hidden", "router fan", 300)
-    unreadable = _text_point("doc_unreadable", "router fan", 301)
-    crowd.append(replace(hidden, payload=hidden.payload.model_copy(update={"active": False})))
-    crowd.append(
-        replace(unreadable, payload=unreadable.payload.model_copy(update={"readers": ["hr"]}))
+    assert before[1] == before[0]
+    await store.upsert(
+        [_text_point(f"crowd_{i}", "fan fan router", 100 + i, tenant="t2") for i in range(60)]
     )
-    await store.upsert(crowd)
     assert await scores() == before
     await store.delete(Filter(must=(Match("tenant_id", "t2"),)))
+    assert await scores() == before
+
+    # The tenant's other KB holds the terms too: they are less rare in the tenant, until the KB
+    # is deleted.
+    await store.upsert(
+        [_text_point(f"kb2_{i}", "the router fan", 200 + i, kb="kb2") for i in range(20)]
+    )
+    shared = await scores()
+    assert [point for point, _ in shared[0]] == [point for point, _ in before[0]]
+    assert shared[0][0][1] < before[0][0][1]
     await store.delete(chunks_of_kb("t1", "kb2"))
     assert await scores() == before
 
