@@ -93,11 +93,12 @@ def write_results(
         raise ValueError(f"unknown benchmark {name!r}; one of {', '.join(BENCHMARKS)}")
     directory.mkdir(parents=True, exist_ok=True)
     figures = with_derived(name, figures)
+    # Before the plots replace the last run's: they are tracked files, not uncommitted changes.
+    head, dirty = _checkout()
     for old in directory.glob(f"{name}-*.png"):
         if not _plot_of_another(name, old.name):
             old.unlink()
     plots = draw_plots(name, figures, directory)
-    head, dirty = _checkout()
     record: dict[str, Any] = {
         "benchmark": name,
         "date": (date or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

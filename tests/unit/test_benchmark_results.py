@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,28 @@ def test_a_new_run_replaces_the_plots_of_the_last_one(tmp_path: Path) -> None:
         "search-latency-distinct-1m.png",
         "search-user-form-old.png",  # another benchmark's
     ]
+
+
+def test_a_run_from_a_clean_checkout_is_not_dirty_for_replacing_its_own_plots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The results directory is tracked: the new run's plots replacing the last run's are not
+    uncommitted changes of the code that ran (a few git calls, well under a second)."""
+    repo = tmp_path / "repo"
+    published = repo / "results"
+    results.write_results("search", search_figures(), directory=published)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git[:3], "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "last run"], check=True)
+    monkeypatch.setattr(results, "REPO", repo)
+
+    written = results.write_results("search", search_figures(("_1m",)), directory=published)
+
+    assert json.loads(written.read_text())["dirty"] is False
+    (repo / "results" / "search.json").write_text("{}")
+    written = results.write_results("search", search_figures(), directory=repo / "other")
+    assert json.loads(written.read_text())["dirty"] is True
 
 
 def test_a_store_measured_uncached_only_is_still_plotted(tmp_path: Path) -> None:
