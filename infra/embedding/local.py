@@ -41,6 +41,11 @@ class SentenceTransformerEmbedder:
         # Nothing may be fetched from a model hub at run time.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        # oneDNN keeps a compiled primitive per input shape met (up to 1,024), and a batch's
+        # shape is its rows by its longest text: the worker's memory in use stepped up with
+        # each new shape until the cache was full. Without the cache it stays level, at the
+        # same throughput (`benchmarks/embed_memory.py`).
+        os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "0")
         import torch
         from sentence_transformers import SentenceTransformer
 

@@ -263,3 +263,21 @@ def test_large_inputs_reports_each_process_of_its_stack(
     figures = last_json("large_inputs", runs["large_inputs"].result())["pdf_2_pages"]
     assert {"input_mb", "chunks", "seconds", "peak_rss_mb"} <= set(figures)
     assert {"api", "embed-1"} <= set(figures["peak_rss_mb"])
+
+
+def test_the_embed_memory_check_compares_both_capacities() -> None:
+    """The document embedder's memory check, three batches per capacity (no stack: two
+    processes loading the model, about 25 s)."""
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks.embed_memory", "--rounds", "1", "--batches", "3"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    figures = json.loads(run.stdout.strip().splitlines()[-1])
+    for capacity in (1024, 0):
+        assert figures[f"texts_per_s_cache{capacity}"] > 0, figures
+        assert figures[f"in_use_mb_end_cache{capacity}"] > 0, figures
