@@ -143,6 +143,11 @@ BENCHMARKS: dict[str, tuple[str, list[str], set[str]]] = {
 def run_benchmark(name: str) -> subprocess.CompletedProcess[str]:
     """Runs one benchmark at its tiny size, as its docstring says."""
     module, arguments, _ = BENCHMARKS[name]
+    return run_module(module, arguments)
+
+
+def run_module(module: str, arguments: list[str]) -> subprocess.CompletedProcess[str]:
+    """Runs `python -m benchmarks.<module>` from the repository's root, as a user does."""
     return subprocess.run(
         [sys.executable, "-m", f"benchmarks.{module}", *arguments],
         cwd=REPO,
@@ -268,14 +273,7 @@ def test_large_inputs_reports_each_process_of_its_stack(
 def test_the_embed_memory_check_compares_both_capacities() -> None:
     """The document embedder's memory check, three batches per capacity (no stack: two
     processes loading the model, about 25 s)."""
-    run = subprocess.run(
-        [sys.executable, "-m", "benchmarks.embed_memory", "--rounds", "1", "--batches", "3"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-    )
+    run = run_module("embed_memory", ["--rounds", "1", "--batches", "3"])
     assert run.returncode == 0, run.stderr[-3000:]
     figures = json.loads(run.stdout.strip().splitlines()[-1])
     for capacity in (1024, 0):
