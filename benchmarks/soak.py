@@ -65,7 +65,10 @@ object: among others
 `--warmup-minutes 20 --minutes 60`, the last hour), `rss_level_growth_pct` and
 `private_level_growth_pct` (the median of the measured minutes' last ten over that of their
 first ten: a figure that swings within a bound reads level), `rss_mb_per_minute` and
-`private_mb_per_minute` (every minute, by process), `mapped_growth_mb`, `cpu_pct_of_a_core`,
+`private_mb_per_minute` (every minute, by process), `api_allocators_per_minute` and
+`api_allocators_level_growth_pct` (what the API's malloc holds by kind, in MB, and its Python
+blocks, in thousands, from its `/metrics`: live growth told from fragmentation),
+`mapped_growth_mb`, `cpu_pct_of_a_core`,
 `p95_ms_upload`, `p95_ms_search`, their per-minute lists, `search_p95_drift` (the search p95
 of the last five minutes over that of the first five: how much searches slowed as the store
 grew and churned; the halves of a shorter run), `search_drift_by_step` (each step's p95 at both
@@ -97,6 +100,7 @@ from typing import Any
 
 import docx
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -344,6 +348,9 @@ class Soak:
         self.rss: dict[str, dict[str, float]] = {}
         self.anon: dict[str, dict[str, float]] = {}
         self.cpu: dict[str, dict[str, float]] = {}
+        # The API's allocators every minute, from its /metrics: malloc's kinds and Python's
+        # live blocks (whether what grows is live or fragmentation).
+        self.allocators: dict[str, dict[str, float]] = {}
         # At `start` and `end`: every process's mappings, and its tracemalloc snapshot's path.
         self.mappings: dict[str, dict[str, memory.Mappings]] = {}
         self.traces: dict[str, dict[str, Path]] = {}
@@ -708,6 +715,7 @@ class Soak:
             await asyncio.sleep(max(0.0, at - time.monotonic()))
             label = f"minute {k}"
             self.snapshot(label)
+            await self.sample_allocators(label)
             self.print_minute(k - 1, warmup)
             if k == warmup:
                 self.rss["start"], self.cpu["start"] = self.rss[label], self.cpu[label]
@@ -719,6 +727,22 @@ class Soak:
                 self.anon["end"] = self.anon[label]
                 await self.attribute("end")
                 return
+
+    async def sample_allocators(self, label: str) -> None:
+        """Records, under `label`, what the API's malloc holds by kind (MB) and its Python
+        blocks (thousands), from its /metrics (nothing if it does not answer)."""
+        try:
+            answer = await self.http.get("/metrics", timeout=10)
+        except httpx.HTTPError:
+            return
+        figures: dict[str, float] = {}
+        for family in text_string_to_metric_families(answer.text):
+            for sample in family.samples:
+                if sample.name == "ragline_malloc_bytes":
+                    figures[f"malloc {sample.labels['kind']}"] = sample.value / 2**20
+                elif sample.name == "ragline_python_allocated_blocks":
+                    figures["python blocks (k)"] = sample.value / 1000
+        self.allocators[label] = figures
 
     def print_minute(self, index: int, warmup: int) -> None:
         """One row of the per-minute table, and the RSS of every process."""
@@ -739,6 +763,8 @@ class Soak:
             print(f"       errors: {dict(m.errors)}", flush=True)
         rss = self.rss[f"minute {index + 1}"]
         print("       RSS MB: " + ", ".join(f"{k} {v:.0f}" for k, v in rss.items()), flush=True)
+        held = self.allocators.get(f"minute {index + 1}", {})
+        print("       API: " + ", ".join(f"{k} {v:.1f}" for k, v in held.items()), flush=True)
 
     async def run(self) -> None:
         """Warm-up and soak at the fixed rates, then the grace period."""
@@ -984,6 +1010,7 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
     levels = {
         "RSS": level_growth(per_minute(soak.rss), warmup, len(measured)),
         "private": level_growth(per_minute(soak.anon), warmup, len(measured)),
+        "API allocators": level_growth(per_minute(soak.allocators), warmup, len(measured)),
     }
     for kind, growths in levels.items():
         if growths:
@@ -1046,6 +1073,8 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "private_mb_per_minute": per_minute(soak.anon),
         "rss_level_growth_pct": levels["RSS"],
         "private_level_growth_pct": levels["private"],
+        "api_allocators_per_minute": per_minute(soak.allocators),
+        "api_allocators_level_growth_pct": levels["API allocators"],
         "p95_ms_search_per_minute": [rounded(percentile(m.search_ms, 95)) for m in measured],
         "search_p95_drift": drift(measured),
         "search_drift_by_step": drift_by_step(measured),

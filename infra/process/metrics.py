@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import sys
+
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+from infra.process.malloc import MALLOC_KINDS, malloc_figure
 
 STAGE_DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 SEARCH_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
@@ -183,3 +188,18 @@ VECTOR_STORE_OPTIMIZATIONS = Counter(
 )
 for _trigger in ("idle", "interval"):
     VECTOR_STORE_OPTIMIZATIONS.labels(_trigger)
+MALLOC_BYTES = Gauge(
+    "ragline_malloc_bytes",
+    "What the C allocator (glibc's malloc) holds, summed over its arenas, by kind: in_use "
+    "(live native allocations and Python's large objects), free (freed, kept by malloc), heap "
+    "(its arenas), mmapped (large blocks, each mapped on its own). A rising in_use is live "
+    "memory growing; a rising heap with in_use level is fragmentation.",
+    ["kind"],
+)
+for _kind in MALLOC_KINDS if malloc_figure("heap") else ():  # glibc's figures, if any
+    MALLOC_BYTES.labels(_kind).set_function(functools.partial(malloc_figure, _kind))
+PYTHON_BLOCKS = Gauge(
+    "ragline_python_allocated_blocks",
+    "Memory blocks the Python interpreter holds (`sys.getallocatedblocks`): its live objects.",
+)
+PYTHON_BLOCKS.set_function(sys.getallocatedblocks)

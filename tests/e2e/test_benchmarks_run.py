@@ -200,6 +200,10 @@ def test_the_soak_loses_nothing_and_answers_every_request(
     assert figures["documents"]["failed_unexpectedly"] == 0, figures["documents"]
     assert figures["requests"]["search_bot"] > 0, figures["requests"]
     assert figures["requests"]["delete"] > 0, figures["requests"]
+    # What the API's allocators held, read from its /metrics every minute.
+    held = figures["api_allocators_per_minute"]
+    assert min(held["malloc in_use"]) > 10, held
+    assert min(held["python blocks (k)"]) > 100, held
 
 
 def test_the_chaos_soak_loses_nothing_while_parts_are_killed_and_frozen(

@@ -11,6 +11,9 @@ import sys
 import threading
 from pathlib import Path
 
+from prometheus_client import REGISTRY
+
+import infra.process.metrics  # noqa: F401  (defines the gauges read below)
 from infra.process.malloc import malloc_info, release_free_memory, releasing_free_memory
 
 MB = 1024 * 1024
@@ -89,3 +92,27 @@ def test_freed_memory_kept_by_a_threads_arena_is_given_back() -> None:
 
 def test_a_process_gives_free_memory_back_by_itself_while_it_runs() -> None:
     _in_a_new_process("freed_memory_is_given_back_by_itself")
+
+
+def test_the_metrics_show_what_malloc_and_the_interpreter_hold() -> None:
+    """What ops read to tell live growth from fragmentation (in this process: milliseconds)."""
+
+    def held() -> dict[str, float]:
+        names = {f'kind="{k}"': k for k in ("in_use", "mmapped", "free")}
+        figures = {"blocks": REGISTRY.get_sample_value("ragline_python_allocated_blocks") or 0}
+        for kind in names.values():
+            figures[kind] = REGISTRY.get_sample_value("ragline_malloc_bytes", {"kind": kind}) or 0
+        return figures
+
+    before = held()
+    kept = [bytearray(100_000) for _ in range(500)]
+    objects = [object() for _ in range(20_000)]
+    during = held()
+    del kept, objects
+    after = held()
+
+    live = (during["in_use"] + during["mmapped"]) - (before["in_use"] + before["mmapped"])
+    assert live > 45 * MB, (before, during)
+    assert during["blocks"] - before["blocks"] >= 20_000
+    assert (after["in_use"] + after["mmapped"]) - (before["in_use"] + before["mmapped"]) < 5 * MB
+    assert after["blocks"] - before["blocks"] < 1_000
