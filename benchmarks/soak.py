@@ -739,9 +739,9 @@ class Soak:
         for family in text_string_to_metric_families(answer.text):
             for sample in family.samples:
                 if sample.name == "ragline_malloc_bytes":
-                    figures[f"malloc {sample.labels['kind']}"] = sample.value / 2**20
+                    figures[f"malloc_{sample.labels['kind']}_mb"] = sample.value / 2**20
                 elif sample.name == "ragline_python_allocated_blocks":
-                    figures["python blocks (k)"] = sample.value / 1000
+                    figures["python_blocks_k"] = sample.value / 1000
         self.allocators[label] = figures
 
     def print_minute(self, index: int, warmup: int) -> None:

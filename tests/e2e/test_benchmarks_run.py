@@ -202,8 +202,8 @@ def test_the_soak_loses_nothing_and_answers_every_request(
     assert figures["requests"]["delete"] > 0, figures["requests"]
     # What the API's allocators held, read from its /metrics every minute.
     held = figures["api_allocators_per_minute"]
-    assert min(held["malloc in_use"]) > 10, held
-    assert min(held["python blocks (k)"]) > 100, held
+    assert min(held["malloc_in_use_mb"]) > 10, held
+    assert min(held["python_blocks_k"]) > 100, held
 
 
 def test_the_chaos_soak_loses_nothing_while_parts_are_killed_and_frozen(
