@@ -61,14 +61,6 @@ def malloc_info() -> dict[str, int]:
     }
 
 
-MALLOC_KINDS = ("heap", "mmapped", "in_use", "free")
-
-
-def malloc_figure(kind: str) -> float:
-    """One of `malloc_info`'s figures (one of `MALLOC_KINDS`), in bytes; 0 without glibc."""
-    return float(malloc_info().get(kind, 0))
-
-
 def release_free_memory() -> bool:
     """Gives the free pages of every malloc arena back to the system; whether any were."""
     libc = _libc()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import functools
 import sys
+from collections.abc import Iterator
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
-from infra.process.malloc import MALLOC_KINDS, malloc_figure
+from infra.process.malloc import malloc_info
 
 STAGE_DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 SEARCH_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
@@ -188,16 +190,32 @@ VECTOR_STORE_OPTIMIZATIONS = Counter(
 )
 for _trigger in ("idle", "interval"):
     VECTOR_STORE_OPTIMIZATIONS.labels(_trigger)
-MALLOC_BYTES = Gauge(
-    "ragline_malloc_bytes",
-    "What the C allocator (glibc's malloc) holds, summed over its arenas, by kind: in_use "
-    "(live native allocations and Python's large objects), free (freed, kept by malloc), heap "
-    "(its arenas), mmapped (large blocks, each mapped on its own). A rising in_use is live "
-    "memory growing; a rising heap with in_use level is fragmentation.",
-    ["kind"],
-)
-for _kind in MALLOC_KINDS if malloc_figure("heap") else ():  # glibc's figures, if any
-    MALLOC_BYTES.labels(_kind).set_function(functools.partial(malloc_figure, _kind))
+
+
+class MallocCollector(Collector):
+    """`ragline_malloc_bytes{kind}`: malloc's figures, read once per scrape (none without
+    glibc)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        info = malloc_info()
+        if not info:
+            return
+        family = GaugeMetricFamily(
+            "ragline_malloc_bytes",
+            "What the C allocator (glibc's malloc) holds, summed over its arenas, by kind: "
+            "in_use (live native allocations and Python's large objects), free (freed, kept by "
+            "malloc), heap (its arenas), mmapped (large blocks, each mapped on its own). A "
+            "rising in_use is live memory growing; a rising heap with in_use level is "
+            "fragmentation.",
+            labels=["kind"],
+        )
+        for kind, value in info.items():
+            family.add_metric([kind], value)
+        yield family
+
+
+REGISTRY.register(MallocCollector())
+
 PYTHON_BLOCKS = Gauge(
     "ragline_python_allocated_blocks",
     "Memory blocks the Python interpreter holds (`sys.getallocatedblocks`): its live objects.",

@@ -98,9 +98,8 @@ def test_the_metrics_show_what_malloc_and_the_interpreter_hold() -> None:
     """What ops read to tell live growth from fragmentation (in this process: milliseconds)."""
 
     def held() -> dict[str, float]:
-        names = {f'kind="{k}"': k for k in ("in_use", "mmapped", "free")}
         figures = {"blocks": REGISTRY.get_sample_value("ragline_python_allocated_blocks") or 0}
-        for kind in names.values():
+        for kind in ("in_use", "mmapped", "free"):
             figures[kind] = REGISTRY.get_sample_value("ragline_malloc_bytes", {"kind": kind}) or 0
         return figures
 
