@@ -283,3 +283,18 @@ def test_the_embed_memory_check_compares_both_capacities() -> None:
     for capacity in (1024, 0):
         assert figures[f"texts_per_s_cache{capacity}"] > 0, figures
         assert figures[f"in_use_mb_end_cache{capacity}"] > 0, figures
+
+
+def test_the_store_churn_check_reports_both_modes() -> None:
+    """The embedded store churned at a constant number of live documents, optimised and never
+    (no stack: two processes, about 3 s)."""
+    run = run_module(
+        "store_churn", ["--live", "10", "--rounds", "60", "--every", "10", "--optimize-every", "5"]
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    figures = json.loads(run.stdout.strip().splitlines()[-1])
+    for mode in ("optimised", "never"):
+        assert figures[f"samples_{mode}"] == 4, figures  # after churns 20: 30, 40, 50, 60
+        least, most = figures[f"in_use_mb_band_second_half_{mode}"]
+        assert 0 < least <= most, figures
+        assert f"private_mb_top_growth_pct_{mode}" in figures, figures
