@@ -60,7 +60,7 @@ def _fuzz(stack: RunningPipeline, world: World, caller: Caller) -> FuzzReport:
 
 def test_what_the_fuzzer_found_stays_fixed(stack: RunningPipeline, world: World) -> None:
     admin = {"Authorization": f"Bearer {world.admin_token}"}
-    kb_id = world.live["kb_id"][0]
+    kb_id = world.targets.live["kb_id"][0]
     with httpx.Client(base_url=stack.url, timeout=30, headers=admin) as http:
         # A file name beyond Latin-1 (sent as UTF-8) was a 500; it arrives as it was sent.
         name = "説明書 Übersicht.txt"
@@ -72,7 +72,7 @@ def test_what_the_fuzzer_found_stays_fixed(stack: RunningPipeline, world: World)
         assert upload.json()["filename"] == name
 
         # A null in a bot's knowledge patch was a 500; now a 422 naming the fields.
-        bot = f"/api/v1/bots/{world.live['bot_id'][0]}"
+        bot = f"/api/v1/bots/{world.targets.live['bot_id'][0]}"
         patched = http.patch(bot, json={"knowledge": {"enabled": None, "top_k": None}})
         assert patched.status_code == 422, patched.text
         assert "enabled, top_k may not be null" in patched.json()["detail"]
@@ -80,7 +80,7 @@ def test_what_the_fuzzer_found_stays_fixed(stack: RunningPipeline, world: World)
         assert limitless.status_code == 200, limitless.text
 
         # A blank replacement of a record was a 500; now a 422 naming the field.
-        record = f"/api/v1/knowledge-bases/{kb_id}/documents/{world.live['document_id'][0]}"
+        record = f"/api/v1/knowledge-bases/{kb_id}/documents/{world.targets.live['document_id'][0]}"
         blank = http.put(record, json={"content": "  "})
         assert blank.status_code == 422, blank.text
         assert blank.json()["detail"].startswith("content:")
