@@ -3,20 +3,22 @@ KB churns it: whether its memory follows the documents it holds or the documents
 The store optimised as it is in service, and never optimised, side by side in one run.
 
     .venv/bin/python -m benchmarks.store_churn [--live 800] [--rounds 6000] [--searches 1]
-                                               [--optimize-every 50] [--every 250]
+                                               [--searchers 0] [--optimize-every 50] [--every 250]
 
 Each round writes a new document's chunks (150 words, and a reference code no other document
 has, so that every document brings sparse terms never seen before) and publishes it, runs
 `--searches` hybrid searches (a random document's code and four words: dense, sparse and probe
-queries) and reads their best chunks, then deletes the oldest document, so that `--live`
+queries) and reads their best chunks (`--searchers` more search throughout, beside the
+writes, as the API's searches do), then deletes the oldest document, so that `--live`
 documents stay live. In service the store optimises once writes pause and at least every two
 minutes while they never do (`EdgeVectorStore`); here the optimised mode calls `optimize()`
 every `--optimize-every` rounds, the other never does. Each mode runs in a process of its own
 (malloc's figures are per process) and prints, every `--every` rounds, malloc's memory in use
 (`mallinfo2`, after handing free pages back), the private memory and Python's live blocks.
-The last line printed is one JSON object: per mode, the band each of the first two swings
-within in each half of the samples taken once the live documents have turned over twice, and
-how far the band's top moved (`figures`). What a run showed: docs/benchmarks/soak.md.
+The last line printed is one JSON object: per mode, the band (least, most) of malloc's memory
+in use and of the private memory in each half of the samples taken once the live documents
+have turned over twice, and how far each band's top moved (`figures`). What runs showed:
+docs/benchmarks/soak.md.
 """
 
 from __future__ import annotations
@@ -86,6 +88,23 @@ async def churn(args: argparse.Namespace, optimised: bool) -> list[dict[str, flo
             )
         return made
 
+    async def search(store: EdgeVectorStore, newest: int) -> None:
+        """A hybrid search for a random document's code and four words; its best chunks read."""
+        text = f"REF-{rng.randrange(newest + 1):06d}-0 " + " ".join(rng.choices(WORDS, k=4))
+        probes = tuple(term_index(term) for term in identifier_terms(text))
+        query = RankQuery(
+            scope, unit(), 40, RetrievalMode.HYBRID,
+            sparse=encoder.query(text), probes=probes, probe_limit=50,
+        )  # fmt: skip
+        rankings = await store.rank(query)
+        await store.read(scope, [point for point, _ in rankings.dense[:10]])
+
+    async def searcher(store: EdgeVectorStore, newest: list[int], stop: asyncio.Event) -> None:
+        """Searches beside the writes until stopped."""
+        while not stop.is_set():
+            await search(store, newest[0])
+            await asyncio.sleep(0)
+
     samples = []
     with tempfile.TemporaryDirectory() as tmp:
         # The store's own optimiser never triggers: the rounds decide when to optimise.
@@ -94,22 +113,19 @@ async def churn(args: argparse.Namespace, optimised: bool) -> list[dict[str, flo
             Path(tmp) / "store", DIMENSIONS, optimize_idle_s=never, optimize_every_s=never
         )
         await store.ensure_collection()
+        newest, stop = [0], asyncio.Event()
+        searchers = [
+            asyncio.create_task(searcher(store, newest, stop)) for _ in range(args.searchers)
+        ]
         for doc in range(args.live + args.rounds):
             await store.upsert(points(doc))
             published = PublishedDocument(
                 "t1", "kb1", f"doc{doc}", f"file:{doc}", 1, CHUNKS, readers
             )
             await store.publish_document(published)
+            newest[0] = doc
             for _ in range(args.searches):
-                text = f"REF-{rng.randrange(doc + 1):06d}-0 " + " ".join(rng.choices(WORDS, k=4))
-                probes = tuple(term_index(term) for term in identifier_terms(text))
-                vector = unit()
-                query = RankQuery(
-                    scope, vector, 40, RetrievalMode.HYBRID,
-                    sparse=encoder.query(text), probes=probes, probe_limit=50,
-                )  # fmt: skip
-                rankings = await store.rank(query)
-                await store.read(scope, [point for point, _ in rankings.dense[:10]])
+                await search(store, doc)
             if doc < args.live:
                 continue
             await store.delete(chunks_of_document("t1", f"doc{doc - args.live}"))
@@ -129,6 +145,8 @@ async def churn(args: argparse.Namespace, optimised: bool) -> list[dict[str, flo
                 }
                 print(json.dumps(sample), file=sys.stderr, flush=True)
                 samples.append(sample)
+        stop.set()
+        await asyncio.gather(*searchers)
         await store.close()
     return samples
 
@@ -157,6 +175,7 @@ def main() -> None:
     parser.add_argument("--live", type=int, default=800, help="documents kept live")
     parser.add_argument("--rounds", type=int, default=6000, help="documents churned")
     parser.add_argument("--searches", type=int, default=1, help="searches per round")
+    parser.add_argument("--searchers", type=int, default=0, help="searching beside the writes")
     parser.add_argument("--optimize-every", type=int, default=50, help="rounds per optimisation")
     parser.add_argument("--every", type=int, default=250, help="rounds per sample")
     parser.add_argument("--seed", type=int, default=7)

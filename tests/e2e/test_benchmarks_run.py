@@ -288,9 +288,8 @@ def test_the_embed_memory_check_compares_both_capacities() -> None:
 def test_the_store_churn_check_reports_both_modes() -> None:
     """The embedded store churned at a constant number of live documents, optimised and never
     (no stack: two processes, about 3 s)."""
-    run = run_module(
-        "store_churn", ["--live", "10", "--rounds", "60", "--every", "10", "--optimize-every", "5"]
-    )
+    arguments = "--live 10 --rounds 60 --every 10 --optimize-every 5 --searchers 1"
+    run = run_module("store_churn", arguments.split())
     assert run.returncode == 0, run.stderr[-3000:]
     figures = json.loads(run.stdout.strip().splitlines()[-1])
     for mode in ("optimised", "never"):
