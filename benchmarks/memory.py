@@ -30,6 +30,38 @@ _TRACE_NOISE = (tracemalloc.__file__, "<frozen importlib._bootstrap>", "<unknown
 Mappings = dict[str, dict[str, int]]
 
 
+def descendants(pid: int) -> list[int]:
+    """The pids of a process's descendants (from /proc)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def process_tree_rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of a process and its descendants, in MB: all of it (`VmRSS`), or only
+    its private memory (`RssAnon`: without the pages of files it maps, such as the vector
+    store's segment files, which the kernel can drop and read again)."""
+    total_kb = 0
+    for one in (pid, *descendants(pid)):
+        try:
+            status = Path(f"/proc/{one}/status").read_text()
+        except OSError:
+            continue
+        match = re.search(rf"{field}:\s+(\d+) kB", status)
+        total_kb += int(match.group(1)) if match else 0
+    return round(total_kb / 1024, 1)
+
+
 def parse_smaps(text: str) -> Mappings:
     """The kB of each of `FIELDS`, and the count of mappings (`mappings`), summed by mapping
     name (a file's path, `[heap]`, `[stack]`..., `[anon]` for the unnamed)."""

@@ -263,38 +263,6 @@ class Corpus:
         return out.getvalue()
 
 
-def _children(pid: int) -> list[int]:
-    """The pids of a process's descendants (from /proc)."""
-    parents: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        kids = parents.get(todo.pop(), [])
-        found += kids
-        todo += kids
-    return found
-
-
-def process_tree_rss_mb(pid: int, field: str = "VmRSS") -> float:
-    """Resident memory of a process and its descendants, in MB: all of it (`VmRSS`), or only
-    its private memory (`RssAnon`: without the pages of files it maps, such as the vector
-    store's segment files, which the kernel can drop and read again)."""
-    total_kb = 0
-    for one in (pid, *_children(pid)):
-        try:
-            status = Path(f"/proc/{one}/status").read_text()
-        except OSError:
-            continue
-        match = re.search(rf"{field}:\s+(\d+) kB", status)
-        total_kb += int(match.group(1)) if match else 0
-    return round(total_kb / 1024, 1)
-
-
 def process_cpu_s(pid: int) -> float:
     """CPU seconds (user + system) a process has used, its waited-for children included."""
     try:
@@ -665,8 +633,8 @@ class Soak:
     def snapshot(self, label: str) -> None:
         """Records every process's RSS and CPU seconds under `label`."""
         procs = [*self.services.processes, *self.pipeline.processes]
-        self.rss[label] = {p.name: process_tree_rss_mb(p.pid) for p in procs}
-        self.anon[label] = {p.name: process_tree_rss_mb(p.pid, "RssAnon") for p in procs}
+        self.rss[label] = {p.name: memory.process_tree_rss_mb(p.pid) for p in procs}
+        self.anon[label] = {p.name: memory.process_tree_rss_mb(p.pid, "RssAnon") for p in procs}
         self.cpu[label] = {p.name: process_cpu_s(p.pid) for p in procs}
         self.cpu[label]["soak (load generator)"] = process_cpu_s(os.getpid())
         self.cpu[label]["_wall"] = time.monotonic()
@@ -681,7 +649,7 @@ class Soak:
         time, start tracing: `infra.process.memory_trace`)."""
         procs = [*self.services.processes, *self.pipeline.processes]
         self.mappings[label] = {
-            p.name: memory.tree_mappings([p.pid, *_children(p.pid)]) for p in procs
+            p.name: memory.tree_mappings([p.pid, *memory.descendants(p.pid)]) for p in procs
         }
         if self.args.trace_memory:
             pids = {p.name: p.pid for p in self.pipeline.processes}

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import subprocess
 import sys
@@ -42,16 +43,9 @@ CHUNKS = 3
 DIMENSIONS = 384
 
 
-def private_mb() -> float:
-    """This process's private (anonymous) resident memory, in MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 async def churn(args: argparse.Namespace, optimised: bool) -> list[dict[str, float]]:
     """Runs the rounds on a fresh store in this process; one sample every `args.every`."""
+    from benchmarks.memory import process_tree_rss_mb
     from core.copies import copy_signature
     from core.filters import SearchScope, chunks_of_document
     from core.retrieval import RetrievalMode
@@ -140,7 +134,7 @@ async def churn(args: argparse.Namespace, optimised: bool) -> list[dict[str, flo
                     "in_use_mb": round(held["in_use"] / 2**20, 1),
                     "heap_mb": round(held["heap"] / 2**20, 1),
                     "mmapped_mb": round(held["mmapped"] / 2**20, 1),
-                    "private_mb": round(private_mb(), 1),
+                    "private_mb": process_tree_rss_mb(os.getpid(), "RssAnon"),
                     "python_blocks_k": sys.getallocatedblocks() // 1000,
                 }
                 print(json.dumps(sample), file=sys.stderr, flush=True)
