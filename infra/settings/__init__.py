@@ -71,13 +71,13 @@ class Settings(BaseSettings):
     )
     metrics_host: str = Field(
         default="127.0.0.1",
-        description="Address of a worker process's Prometheus endpoint.",
+        description="Address of a worker's or the store process's Prometheus endpoint.",
     )
     metrics_port: int = Field(
         default=0,
         ge=0,
         le=65535,
-        description="Port of a worker process's Prometheus endpoint (0: no endpoint).",
+        description="Port of a worker's or the store process's Prometheus endpoint (0: none).",
     )
     release_free_memory_every_s: float = Field(
         default=10.0,
