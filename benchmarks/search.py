@@ -115,8 +115,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -990,20 +988,11 @@ def measure_store_process(
     """The same store served by a process of its own (`python -m ragline.store`), the API
     reaching it over its socket: uncached searches at concurrency 1 and 32, beside the API
     process holding it (`*_store_process_uncached_c1`, `*_store_process_uncached_c32` keys)."""
-    socket = run.work / name / "store.sock"
-    served = {**env, "RAGLINE_QDRANT__STORE_SOCKET": str(socket)}
-    log = (run.work / name / "store-process.log").open("ab")
-    store = subprocess.Popen(
-        [sys.executable, "-m", "ragline.store"], env=served, stdout=log, stderr=log
-    )
+    served = {**env, "RAGLINE_QDRANT__STORE_SOCKET": str(run.work / name / "store.sock")}
     port = free_port()
     pipeline = Pipeline(run.work / name, served, api_port=port)
     try:
-        deadline = time.monotonic() + 120
-        while not socket.exists():
-            if store.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the store process did not start (see {log.name})")
-            time.sleep(0.1)
+        pipeline.start_store()
         pipeline.start(workers=False)
         bot_id, _ = create_bot(pipeline.api_url, kb_ids)
         fresh = iter(store_process_questions(run.material.questions, run.scale))
@@ -1017,9 +1006,6 @@ def measure_store_process(
         return summarise(figures)
     finally:
         pipeline.stop()
-        store.terminate()
-        store.wait(timeout=30)
-        log.close()
 
 
 def create_bot(api_url: str, kb_ids: list[str]) -> tuple[str, str]:

@@ -26,6 +26,7 @@ whose delete was answered before the search was sent. Every document is polled u
     .venv/bin/python -m benchmarks.soak [--minutes 30] [--upload-rate 0.5] [--search-rate 1]
                                         [--delete-rate 0.4] [--warmup-minutes 2] [--grace-s 300]
                                         [--min-indexed 30] [--trace-memory FRAMES]
+                                        [--store-process]
     .venv/bin/python -m benchmarks.soak --tiny    # 18 s of load, no warm-up (`make test`)
 
 Defaults: 0.5 uploads/s (about 0.6 documents and 1.7 chunks a second), 0.4 deletes/s, 1
@@ -40,6 +41,10 @@ minutes, and its first uploads take every kind in turn: by its end every process
 its model and parsers and been through every code path, and caches and allocators have
 reached their working size. The start RSS is taken when the warm-up ends, the end RSS when the
 load stops, both under load, so loading is not counted as growth.
+
+With `--store-process` the embedded vector store is served by a process of its own
+(`python -m ragline.store`, the API and its index stage reaching it over a Unix socket), so
+that the store's engine and the API's own work show their memory apart.
 
 Printed: the RSS, the private memory (RSS without the pages of mapped files, such as the vector
 store's segments, which the kernel may drop) and the CPU of every process of the stack at start
@@ -68,6 +73,8 @@ first ten: a figure that swings within a bound reads level), `rss_mb_per_minute`
 `private_mb_per_minute` (every minute, by process), `api_allocators_per_minute` and
 `api_allocators_level_growth_pct` (what the API's malloc holds by kind, in MB, and its Python
 blocks, in thousands, from its `/metrics`: live growth told from fragmentation),
+`allocators_level_growth_pct` (the same, by Ragline process: each worker and the store process
+serve theirs on their metrics port),
 `mapped_growth_mb`, `cpu_pct_of_a_core`,
 `p95_ms_upload`, `p95_ms_search`, their per-minute lists, `search_p95_drift` (the search p95
 of the last five minutes over that of the first five: how much searches slowed as the store
@@ -316,9 +323,10 @@ class Soak:
         self.rss: dict[str, dict[str, float]] = {}
         self.anon: dict[str, dict[str, float]] = {}
         self.cpu: dict[str, dict[str, float]] = {}
-        # The API's allocators every minute, from its /metrics: malloc's kinds and Python's
-        # live blocks (whether what grows is live or fragmentation).
-        self.allocators: dict[str, dict[str, float]] = {}
+        # Every Ragline process's allocators every minute, by process and minute, from its
+        # /metrics: malloc's kinds and Python's live blocks (whether what grows is live or
+        # fragmentation).
+        self.allocators: dict[str, dict[str, dict[str, float]]] = {}
         # At `start` and `end`: every process's mappings, and its tracemalloc snapshot's path.
         self.mappings: dict[str, dict[str, memory.Mappings]] = {}
         self.traces: dict[str, dict[str, Path]] = {}
@@ -697,20 +705,19 @@ class Soak:
                 return
 
     async def sample_allocators(self, label: str) -> None:
-        """Records, under `label`, what the API's malloc holds by kind (MB) and its Python
-        blocks (thousands), from its /metrics (nothing if it does not answer)."""
-        try:
-            answer = await self.http.get("/metrics", timeout=10)
-        except httpx.HTTPError:
-            return
-        figures: dict[str, float] = {}
-        for family in text_string_to_metric_families(answer.text):
-            for sample in family.samples:
-                if sample.name == "ragline_malloc_bytes":
-                    figures[f"malloc_{sample.labels['kind']}_mb"] = sample.value / 2**20
-                elif sample.name == "ragline_python_allocated_blocks":
-                    figures["python_blocks_k"] = sample.value / 1000
-        self.allocators[label] = figures
+        """Records, under `label`, what each Ragline process's malloc holds by kind (MB) and its
+        Python blocks (thousands), from its /metrics (nothing from one that does not answer)."""
+        for proc in self.pipeline.processes:
+            url = (
+                f"{self.pipeline.api_url}/metrics"
+                if proc.name == "api"
+                else f"http://127.0.0.1:{proc.env['RAGLINE_METRICS_PORT']}/metrics"
+            )
+            try:
+                answer = await self.http.get(url, timeout=10)
+            except httpx.HTTPError:
+                continue
+            self.allocators.setdefault(proc.name, {})[label] = allocator_figures(answer.text)
 
     def print_minute(self, index: int, warmup: int) -> None:
         """One row of the per-minute table, and the RSS of every process."""
@@ -731,8 +738,10 @@ class Soak:
             print(f"       errors: {dict(m.errors)}", flush=True)
         rss = self.rss[f"minute {index + 1}"]
         print("       RSS MB: " + ", ".join(f"{k} {v:.0f}" for k, v in rss.items()), flush=True)
-        held = self.allocators.get(f"minute {index + 1}", {})
-        print("       API: " + ", ".join(f"{k} {v:.1f}" for k, v in held.items()), flush=True)
+        for name, minutes in self.allocators.items():
+            held = minutes.get(f"minute {index + 1}", {})
+            figures = ", ".join(f"{k} {v:.1f}" for k, v in held.items())
+            print(f"       {name}: {figures}", flush=True)
 
     async def run(self) -> None:
         """Warm-up and soak at the fixed rates, then the grace period."""
@@ -978,7 +987,10 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
     levels = {
         "RSS": level_growth(per_minute(soak.rss), warmup, len(measured)),
         "private": level_growth(per_minute(soak.anon), warmup, len(measured)),
-        "API allocators": level_growth(per_minute(soak.allocators), warmup, len(measured)),
+        **{
+            f"{name} allocators": level_growth(per_minute(minutes), warmup, len(measured))
+            for name, minutes in soak.allocators.items()
+        },
     }
     for kind, growths in levels.items():
         if growths:
@@ -1041,8 +1053,12 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "private_mb_per_minute": per_minute(soak.anon),
         "rss_level_growth_pct": levels["RSS"],
         "private_level_growth_pct": levels["private"],
-        "api_allocators_per_minute": per_minute(soak.allocators),
-        "api_allocators_level_growth_pct": levels["API allocators"],
+        "api_allocators_per_minute": per_minute(soak.allocators.get("api", {})),
+        "api_allocators_level_growth_pct": levels.get("api allocators", {}),
+        "allocators_level_growth_pct": {
+            name: levels[f"{name} allocators"] for name in soak.allocators
+        },
+        "store_process": args.store_process,
         "p95_ms_search_per_minute": [rounded(percentile(m.search_ms, 95)) for m in measured],
         "search_p95_drift": drift(measured),
         "search_drift_by_step": drift_by_step(measured),
@@ -1100,6 +1116,19 @@ def drift_by_step(measured: Sequence[Minute]) -> dict[str, dict[str, float | Non
     }
 
 
+def allocator_figures(metrics: str) -> dict[str, float]:
+    """What a process's malloc holds by kind (`malloc_<kind>_mb`) and its Python blocks
+    (`python_blocks_k`, thousands), from its /metrics text."""
+    figures: dict[str, float] = {}
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if sample.name == "ragline_malloc_bytes":
+                figures[f"malloc_{sample.labels['kind']}_mb"] = sample.value / 2**20
+            elif sample.name == "ragline_python_allocated_blocks":
+                figures["python_blocks_k"] = sample.value / 1000
+    return figures
+
+
 def stack_settings(args: argparse.Namespace) -> dict[str, str]:
     """The settings the stack runs with: every one at its default, but for tracing memory
     when `--trace-memory` asks for it."""
@@ -1112,7 +1141,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     rng = random.Random(args.seed)
     corpus = Corpus(args.eval, rng)
     settings = stack_settings(args)
-    with bench_stack(work, TOKEN, SECRET, settings, RECORD_STAGES) as (services, pipeline):
+    with bench_stack(
+        work, TOKEN, SECRET, settings, RECORD_STAGES, store_process=args.store_process
+    ) as (services, pipeline):
         print(f"stack up: {', '.join(p.name for p in [*services.processes, *pipeline.processes])}")
 
         async def drive() -> tuple[Soak, dict[str, Any]]:
@@ -1128,7 +1159,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             return soak, finals
 
         soak, finals = asyncio.run(drive())
-        pipeline.stop()  # the vector store has one owner: the API must be gone to open it
+        pipeline.stop()  # the vector store has one owner: it must be gone to open it
         store = asyncio.run(check_store(work / "run", soak.docs))
     return summary(soak, finals, store)
 
@@ -1162,6 +1193,12 @@ def main() -> None:
         "print what grew between the warm-up's end and the load's end (costs memory and CPU: "
         "the growth figures of such a run are not comparable)",
     )
+    parser.add_argument(
+        "--store-process",
+        action="store_true",
+        help="serve the embedded vector store from a process of its own (`python -m "
+        "ragline.store`) rather than the API's, to tell their memory apart",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
     parser.add_argument(
@@ -1175,7 +1212,9 @@ def main() -> None:
     print(
         f"soak: {args.warmup_minutes} min warm-up + {args.minutes:g} min at "
         f"{args.upload_rate:g} uploads/s, {args.delete_rate:g} deletes/s, "
-        f"{args.search_rate:g} searches/s; load average {os.getloadavg()}"
+        f"{args.search_rate:g} searches/s; the vector store in "
+        f"{'a process of its own' if args.store_process else 'the API'}; "
+        f"load average {os.getloadavg()}"
     )
     with sigterm_as_interrupt():
         if args.work_dir is not None:

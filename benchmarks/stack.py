@@ -53,18 +53,26 @@ def bench_stack(
     settings: Mapping[str, str] | None = None,
     stages: Sequence[str] = FILE_STAGES,
     embed_workers: int = 1,
+    *,
+    store_process: bool = False,
 ) -> Iterator[tuple[LocalServices, Pipeline]]:
     """Servers on free ports, the API and one worker per stage in `stages` (`embed_workers`
-    embed workers), settled, under `work_dir`; everything is stopped on exit."""
+    embed workers), settled, under `work_dir`; with `store_process`, the embedded store served
+    by a process of its own (`python -m ragline.store`) rather than held by the API; everything
+    is stopped on exit."""
     with LocalServices.on_free_ports(work_dir / "services") as services:
         env = {
             **pipeline_env(services, work_dir / "run", admin_token, internal_secret),
             **(settings or {}),
         }
+        if store_process:
+            env["RAGLINE_QDRANT__STORE_SOCKET"] = str(work_dir / "run" / "store.sock")
         pipeline = Pipeline(
             work_dir / "run", env, api_port=free_port(), embed_workers=embed_workers
         )
         try:
+            if store_process:
+                pipeline.start_store()
             # Workers first: they load while the API does (`start` waits for the API only).
             for stage in stages:
                 for _ in range(embed_workers if stage == "embed" else 1):

@@ -313,6 +313,10 @@ class LocalServices:
         }
 
 
+# The name of the store process (`Pipeline.start_store`) among a pipeline's processes.
+STORE_PROCESS = "store"
+
+
 @dataclass
 class Pipeline:
     """The API and the stage workers as separate processes."""
@@ -379,12 +383,25 @@ class Pipeline:
             f"{stage}-{count + 1}", ["workers", stage], extra, STAGE_NICENESS.get(stage, 0)
         )
 
+    def start_store(self, timeout: float = 120.0) -> ManagedProcess:
+        """Starts the store process (`python -m ragline.store`) on the socket the environment
+        names (`RAGLINE_QDRANT__STORE_SOCKET`), with a metrics port of its own, and waits until
+        it listens; start it before the processes that reach it."""
+        socket = Path(self.env["RAGLINE_QDRANT__STORE_SOCKET"])
+        socket.unlink(missing_ok=True)  # a socket left by a store process of an earlier run
+        proc = self._spawn(
+            STORE_PROCESS, ["ragline.store"], {"RAGLINE_METRICS_PORT": str(self._metrics_port())}
+        )
+        _wait_for("listening", socket.exists, timeout, proc)
+        return proc
+
     def wait_settled(self, partitions: int, timeout: float = 180.0) -> None:
         """Waits until every stage's consumer group has all input partitions assigned (an
         embed worker loads its model first: on a loaded two-core machine that took over a
         minute, hence the generous bound; a quiet one settles in seconds)."""
         deadline = time.monotonic() + timeout
-        stages = {p.name.rsplit("-", 1)[0] for p in self.processes if p.name != "api"} - {"relay"}
+        stages = {p.name.rsplit("-", 1)[0] for p in self.processes if p.name != "api"}
+        stages -= {"relay", STORE_PROCESS}
         if not self.env.get("RAGLINE_QDRANT__URL"):
             stages.add("index")
         while time.monotonic() < deadline:
