@@ -60,6 +60,7 @@ def rss_bytes() -> int:
 def serve(requests: IO[bytes], answers: IO[bytes], memory_limit: int) -> None:
     """Answers requests until the extract worker closes the pipe (or a file leaves this
     process in a state not worth keeping)."""
+    from infra.process.malloc import release_free_memory
     from workers.extract.extractors import ExtractionLimits, OcrPolicy, open_extraction
 
     def send(message: dict[str, Any]) -> None:
@@ -96,6 +97,9 @@ def serve(requests: IO[bytes], answers: IO[bytes], memory_limit: int) -> None:
             message = f"internal error while reading the file ({type(exc).__name__})"
             send({"error": message, "reusable": False})
             return
+        # What the file's reading freed goes back to the system, not into malloc's arenas,
+        # where the next files of other sizes fit into it only in part.
+        release_free_memory()
         send({"end": {"rss": rss_bytes()}})
 
 
