@@ -10,7 +10,6 @@ import asyncio
 import logging
 import signal
 from contextlib import AsyncExitStack
-from pathlib import Path
 
 from infra.process.basics import open_process_basics
 from infra.settings import Settings
@@ -22,28 +21,22 @@ log = logging.getLogger(__name__)
 
 async def serve(settings: Settings) -> None:
     """Opens the store and serves it until SIGINT or SIGTERM."""
-    if settings.qdrant.store_socket is None:
+    socket = settings.qdrant.store_socket
+    if socket is None:
         raise SystemExit("the store process needs RAGLINE_QDRANT__STORE_SOCKET")
     async with AsyncExitStack() as stack:
         await open_process_basics(settings, "store", stack)
-        await serve_store(settings, settings.qdrant.store_socket)
-
-
-async def serve_store(settings: Settings, socket: Path) -> None:
-    """Opens the embedded store and serves it on `socket` until SIGINT or SIGTERM."""
-    store = embedded_store(settings)
-    await store.ensure_collection()
-    server = StoreServer(store, socket)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    try:
+        store = embedded_store(settings)
+        stack.push_async_callback(store.close)
+        await store.ensure_collection()
+        server = StoreServer(store, socket)
+        stack.push_async_callback(server.close)  # closed before the store
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
         await server.start()
         await stop.wait()
-    finally:
-        await server.close()
-        await store.close()
 
 
 def main() -> None:
