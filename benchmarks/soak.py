@@ -708,13 +708,8 @@ class Soak:
         """Records, under `label`, what each Ragline process's malloc holds by kind (MB) and its
         Python blocks (thousands), from its /metrics (nothing from one that does not answer)."""
         for proc in self.pipeline.processes:
-            url = (
-                f"{self.pipeline.api_url}/metrics"
-                if proc.name == "api"
-                else f"http://127.0.0.1:{proc.env['RAGLINE_METRICS_PORT']}/metrics"
-            )
             try:
-                answer = await self.http.get(url, timeout=10)
+                answer = await self.http.get(self.pipeline.metrics_url(proc), timeout=10)
             except httpx.HTTPError:
                 continue
             self.allocators.setdefault(proc.name, {})[label] = allocator_figures(answer.text)
@@ -984,13 +979,14 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
     print(
         f"{'soak (load gen.)':<17} {'':>12} {'':>11} {'':>9} {cpu['soak (load generator)']:>16.1f}"
     )
+    allocator_levels = {
+        name: level_growth(per_minute(minutes), warmup, len(measured))
+        for name, minutes in soak.allocators.items()
+    }
     levels = {
         "RSS": level_growth(per_minute(soak.rss), warmup, len(measured)),
         "private": level_growth(per_minute(soak.anon), warmup, len(measured)),
-        **{
-            f"{name} allocators": level_growth(per_minute(minutes), warmup, len(measured))
-            for name, minutes in soak.allocators.items()
-        },
+        **{f"{name} allocators": growths for name, growths in allocator_levels.items()},
     }
     for kind, growths in levels.items():
         if growths:
@@ -1054,10 +1050,8 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "rss_level_growth_pct": levels["RSS"],
         "private_level_growth_pct": levels["private"],
         "api_allocators_per_minute": per_minute(soak.allocators.get("api", {})),
-        "api_allocators_level_growth_pct": levels.get("api allocators", {}),
-        "allocators_level_growth_pct": {
-            name: levels[f"{name} allocators"] for name in soak.allocators
-        },
+        "api_allocators_level_growth_pct": allocator_levels.get("api", {}),
+        "allocators_level_growth_pct": allocator_levels,
         "store_process": args.store_process,
         "p95_ms_search_per_minute": [rounded(percentile(m.search_ms, 95)) for m in measured],
         "search_p95_drift": drift(measured),

@@ -407,13 +407,17 @@ class Pipeline:
         while time.monotonic() < deadline:
             assigned: dict[str, float] = dict.fromkeys(stages, 0.0)
             for proc in self.processes:
-                port = self.api_port if proc.name == "api" else proc.env["RAGLINE_METRICS_PORT"]
-                for stage, count in _assigned_partitions(f"http://127.0.0.1:{port}/metrics"):
+                for stage, count in _assigned_partitions(self.metrics_url(proc)):
                     assigned[stage] = assigned.get(stage, 0.0) + count
             if all(assigned[stage] == partitions for stage in stages):
                 return
             time.sleep(0.2)
         raise RuntimeError(f"consumer groups did not settle in {timeout:.0f} s: {assigned}")
+
+    def metrics_url(self, proc: ManagedProcess) -> str:
+        """Where one of its processes serves /metrics (the API on its HTTP port)."""
+        port = self.api_port if proc.name == "api" else proc.env["RAGLINE_METRICS_PORT"]
+        return f"http://127.0.0.1:{port}/metrics"
 
     def workers(self, stage: str) -> list[ManagedProcess]:
         """The running workers of a stage."""
