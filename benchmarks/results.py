@@ -44,7 +44,7 @@ BENCHMARKS = (
     "crawl",
     "large_inputs",
     "soak",
-    # The soak run long enough to show memory levelling off (`--warmup-minutes 20 --minutes 60`).
+    # The soak run long enough to show memory levelling off (`--warmup-minutes 60 --minutes 60`).
     "soak-plateau",
     "chaos",
     "encoder",
