@@ -142,6 +142,7 @@ def main() -> None:
         port=settings.api.port,
         log_level=settings.log_level.lower(),
         access_log=False,
+        timeout_keep_alive=settings.api.keep_alive_s,
         timeout_graceful_shutdown=10,
     )
 

@@ -34,6 +34,16 @@ class ApiSettings(BaseModel):
             "dependency that hangs gives a fast refusal, not a request that waits)."
         ),
     )
+    keep_alive_s: int = Field(
+        default=75,
+        ge=1,
+        description=(
+            "How long an idle client connection is kept open (s). Longer than the idle "
+            "timeout of the clients and proxies in front (60 s on common load balancers, 5 s "
+            "in common HTTP clients), so that the server never closes a connection at the "
+            "moment a client sends a request on it."
+        ),
+    )
     bulk_request_timeout_s: float = Field(
         default=120.0,
         gt=0,

@@ -14,9 +14,9 @@ from tests.conftest import RunningPipeline
 
 FINAL = {"indexed", "failed"}
 WAIT_S = 120
-# Test clients drop an idle connection after 2 s, before the API (uvicorn: 5 s) closes it: a
-# request sent on a connection the server is closing at that moment fails with "Server
-# disconnected without sending a response" (seen once in a fault test on a loaded machine).
+# Test clients drop an idle connection after 2 s, long before the API closes it
+# (`api.keep_alive_s`): a request sent on a connection the server is closing at that moment
+# fails with "Server disconnected without sending a response".
 CLIENT_LIMITS = httpx.Limits(keepalive_expiry=2.0)
 
 
