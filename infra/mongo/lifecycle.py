@@ -52,11 +52,11 @@ def _source_id(kb_id: str, source_key: str) -> str:
 
 @dataclass
 class Finished:
-    """A version that finished indexing, and the older versions it retired."""
+    """A version that finished indexing, and the older versions it retired. (The KB's revision
+    moved on before, when the version was published: `workers.index.handler`.)"""
 
     document: Document
     retired: list[Document] = field(default_factory=list)
-    revisions: KbRevisions = field(default_factory=dict)
 
 
 @dataclass
@@ -262,10 +262,7 @@ class DocumentLifecycle:
             )
             return Finished(finished, older)
 
-        outcome = await self._transaction(work)
-        if isinstance(outcome, Finished):
-            outcome.revisions = await self.touch(outcome.document.kb_id)
-        return outcome
+        return await self._transaction(work)
 
     async def withdraw(self, document_id: str, generation: int) -> KbRevisions | None:
         """Takes a failing run's chunks out of its KB's count (they are being deleted: a

@@ -72,6 +72,25 @@ class FinishCannotReachMongo(DocumentLifecycle):
         raise ServiceUnavailable("mongodb", "no answer")
 
 
+class FinishSeesCaches(DocumentLifecycle):
+    """The lifecycle, noting at each finish (the write that marks a document indexed) the
+    revision the search caches had been told of its KB, and the KB's revision then."""
+
+    def __init__(self, db: Database, told: dict[str, int]) -> None:
+        super().__init__(db.client, db, Outbox(db))
+        self._db = db
+        self._told = told
+        self.at_finish: list[tuple[int, int]] = []
+
+    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+        document = await DocumentRepository(self._db).find(document_id)
+        assert document is not None
+        kb = await self._db["knowledge_bases"].find_one({"_id": document.kb_id})
+        assert kb is not None
+        self.at_finish.append((self._told.get(document.kb_id, 0), int(kb["revision"])))
+        return await super().finish(document_id, generation)
+
+
 class Stage:
     """The index stage (as the runner runs it) with the repositories it works on."""
 
@@ -214,6 +233,25 @@ async def test_a_document_becomes_searchable_only_when_complete(
     assert hit.payload.version == document.version
     assert hit.payload.end is not None
     assert hit.payload.start is not None
+
+
+async def test_whoever_sees_a_document_indexed_is_not_answered_from_a_cache_of_before(
+    db: Database, store: VectorStore
+) -> None:
+    # A search's answers are cached per KB revision: the revision moves on (and the caches
+    # are told) before the status says indexed, not after, when a search could still be
+    # answered from before the new version (seen on a loaded machine).
+    told: dict[str, int] = {}
+    lifecycle = FinishSeesCaches(db, told)
+    stage = Stage(db, store, lifecycle=lifecycle)
+    stage.freshness.told = told
+    kb = await stage.kbs.create("acme", "KB", "", "en")
+    for _ in range(2):  # a first version, then a second replacing it
+        for batch in _batches(await stage.document(kb.id)):
+            await stage.handler(batch)
+    assert len(lifecycle.at_finish) == 2
+    for told_then, revision_then in lifecycle.at_finish:
+        assert told_then == revision_then
 
 
 async def test_a_new_version_replaces_the_old_one_when_it_is_complete(

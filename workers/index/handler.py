@@ -141,6 +141,10 @@ class IndexHandler:
             await self._store.set_readers(
                 chunks_of_document(document.tenant_id, document.id), latest
             )
+        # What search shows of the KB changed with the publish: its revision moves on (and
+        # cached answers of older ones retire) before the document is marked indexed, so that
+        # whoever sees it indexed is answered with it, never from a cache of before.
+        await self._freshness.kbs_changed(await self._lifecycle.touch(document.kb_id))
         outcome = await self._lifecycle.finish(document.id, document.generation)
         if outcome is None:
             # A replay: if this run did finish (and the older versions' deletion was cut
@@ -152,15 +156,11 @@ class IndexHandler:
                 and current.parse_status is ParseStatus.INDEXED
             ):
                 await self._delete_older_versions(document)
-                # The KB's revision is raised after the finish commits: that may have been cut
-                # short too.
-                await self._freshness.kbs_changed(await self._lifecycle.touch(document.kb_id))
             return StageResult(skipped=True)
         if isinstance(outcome, Superseded):
             await self._drop_superseded(outcome.document)
             return StageResult(skipped=True)
         await self._delete_older_versions(document)
-        await self._freshness.kbs_changed(outcome.revisions)
         for retired in outcome.retired:
             await self._delete_files(retired)
         return StageResult(finished_document=True)
