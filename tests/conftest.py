@@ -199,6 +199,12 @@ class RunningPipeline:
         )
 
 
+# The session's shared stacks call a document stalled when nothing has moved for a minute, not
+# the 3 s of a module's own stack: many modules load them at once (one publishes 500 records),
+# the stand-in MongoDB can then hold every stage for seconds, and a short deadline restarted
+# documents queued behind hundreds of others until their restarts ran out (seen in a full run).
+SHARED_STACK = {"RAGLINE_INGEST__STALL_AFTER_S": "60"}
+
 # What a stack embeds with when its tests check the pipeline's mechanics, not the model: the
 # hashed embedder (`infra/embedding/hashed.py`), which loads nothing and embeds in microseconds.
 FAST_EMBEDDER = {"RAGLINE_EMBEDDING__PROVIDER": "hashed"}
@@ -270,7 +276,9 @@ def running_pipeline(
     """One whole stack shared by the end-to-end modules whose subject is the model (each uses
     KBs of its own): it embeds with the packaged model. Retrieval quality, evaluations,
     ingest-and-search and the bots' searches run on it."""
-    running = start_pipeline(local_services, tmp_path_factory.mktemp("pipeline"), real_model=True)
+    running = start_pipeline(
+        local_services, tmp_path_factory.mktemp("pipeline"), SHARED_STACK, real_model=True
+    )
     yield running
     running.pipeline.stop()
 
@@ -281,6 +289,8 @@ def mechanics_pipeline(
 ) -> Iterator[RunningPipeline]:
     """One whole stack shared by the end-to-end modules that check mechanics (each uses KBs,
     tenants and tokens of its own): it embeds with the hashed embedder, loading no model."""
-    running = start_pipeline(local_services, tmp_path_factory.mktemp("mechanics"), real_model=False)
+    running = start_pipeline(
+        local_services, tmp_path_factory.mktemp("mechanics"), SHARED_STACK, real_model=False
+    )
     yield running
     running.pipeline.stop()
