@@ -346,10 +346,15 @@ class DocumentRepository:
         return to_document(doc)
 
     async def begin_delete_kb(self, tenant_id: str, kb_id: str) -> list[Document]:
-        """Retires every document of a KB (as `begin_delete`); returns them."""
+        """Retires every document of a KB (as `begin_delete`); returns them. Those a delete
+        cut short retired already are left as they are, so deleting again gets on with it."""
         await update_each(
             self._docs,
-            {"tenant_id": tenant_id, "kb_id": kb_id},
+            {
+                "tenant_id": tenant_id,
+                "kb_id": kb_id,
+                "parse_status": {"$ne": ParseStatus.DELETING.value},
+            },
             {
                 "$set": {"parse_status": ParseStatus.DELETING.value, "updated_at": utcnow()},
                 "$inc": {"generation": 1},

@@ -120,7 +120,7 @@ async def _hard_delete(api: Api, kb_id: str) -> None:
     bound (hundreds of documents, on a loaded machine) is finished by deleting again, as the
     API says (503 with `Retry-After`)."""
     interrupted = False
-    for _ in range(5):
+    for _ in range(10):
         response = await api.http.delete(
             f"/api/v1/knowledge-bases/{kb_id}", params={"hard": "true"}, headers=api.auth
         )

@@ -392,3 +392,16 @@ async def test_a_change_cut_short_inside_its_transaction_holds_up_no_other_docum
     stored = await DocumentRepository(db).find(cut.id)
     assert stored is not None
     assert stored.parse_status is ParseStatus.INDEXING
+
+
+async def test_deleting_a_kb_again_leaves_the_documents_it_already_retired_alone(
+    db: Database,
+) -> None:
+    # A KB's delete cut short (the request's bound, on hundreds of documents) is finished by
+    # deleting again: the second pass does not write every document a second time.
+    documents, document = await _stored(db)
+    first = await documents.begin_delete_kb(document.tenant_id, document.kb_id)
+    again = await documents.begin_delete_kb(document.tenant_id, document.kb_id)
+    assert [d.id for d in again] == [d.id for d in first] == [document.id]
+    assert first[0].parse_status is again[0].parse_status is ParseStatus.DELETING
+    assert again[0].generation == first[0].generation == document.generation + 1
