@@ -15,7 +15,7 @@ from core.errors import Forbidden, ServiceUnavailable, Unauthorized
 from core.governance import Reader
 from infra.mongo.audit_repository import AuditRepository
 from schemas.domain import Principal, Role
-from services.agent_tool_service import AgentToolService
+from services.agent_tool_service import Agent, AgentToolService
 from services.backup_service import BackupService
 from services.bot_service import BotService
 from services.crawl_service import CrawlJobService
@@ -182,12 +182,13 @@ INTERNAL_SECRET = APIKeyHeader(
 )
 
 
-async def get_principal(
+async def get_token_holder(
     request: Request,
     token_service: TokenServiceDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
 ) -> Principal:
-    """The caller behind `Authorization: Bearer <token>`; 401 without a valid token."""
+    """Whoever holds the `Authorization: Bearer <token>`, a bot included; 401 without a valid
+    token."""
     token = credentials.credentials.strip() if credentials is not None else ""
     if not token:
         raise Unauthorized("missing bearer token")
@@ -195,9 +196,21 @@ async def get_principal(
     if principal is None:
         raise Unauthorized("invalid token")
     remember_principal(request.scope, principal)
-    if principal.role is Role.BOT:
-        raise Forbidden("a bot's token is for the MCP endpoint (/mcp)")
     return principal
+
+
+TokenHolderDep = Annotated[Principal, Depends(get_token_holder)]
+
+
+async def get_principal(holder: TokenHolderDep) -> Principal:
+    """The person (or admin) behind the bearer token; a bot's token is refused (403): a bot
+    searches (`POST /api/v1/knowledge/search`) and calls tools (`/mcp`), nothing else."""
+    if holder.role is Role.BOT:
+        raise Forbidden(
+            "a bot's token is for searching (POST /api/v1/knowledge/search) and the MCP "
+            "endpoint (/mcp)"
+        )
+    return holder
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
@@ -268,3 +281,12 @@ def secret_matches(given: str, accepted: list[str]) -> bool:
 
 
 InternalCaller = Depends(require_internal_caller)
+
+
+async def get_searcher(holder: TokenHolderDep, agent_tool_service: AgentToolServiceDep) -> Agent:
+    """Who searches with the bearer token: a bot (its KBs and knowledge settings) or a person
+    (what they may read)."""
+    return await agent_tool_service.agent(holder)
+
+
+SearcherDep = Annotated[Agent, Depends(get_searcher)]

@@ -11,6 +11,9 @@ from core.governance import NAME_PATTERN
 from core.retrieval import FusionField, FusionMethod, RetrievalMode, RetrievalModeField
 from schemas.domain import NOT_BLANK, NotBlank
 
+# The most passages a bot's search returns.
+BOT_TOP_K_MAX = 10
+
 
 class BotSearchOptions(BaseModel):
     """The query of a bot's search and the overrides of its knowledge settings it allows (left
@@ -20,7 +23,7 @@ class BotSearchOptions(BaseModel):
 
     query: NotBlank = Field(min_length=1, max_length=2000, json_schema_extra=NOT_BLANK)
     kb_ids: list[str] | None = Field(default=None, max_length=100)
-    top_k: int | None = Field(default=None, ge=1, le=10)
+    top_k: int | None = Field(default=None, ge=1, le=BOT_TOP_K_MAX)
     score_threshold: float | None = Field(default=None, ge=0, le=1)
     strict: bool | None = None
     max_context_tokens: int | None = Field(default=None, ge=16, le=200_000)

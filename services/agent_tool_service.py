@@ -13,11 +13,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.errors import Forbidden, NotFound
+from core.errors import Forbidden, InvalidRequest, NotFound
 from core.governance import GovernanceChange, Reader
 from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from schemas.domain import KnowledgeBase, Principal, Role
 from schemas.search import (
+    BOT_TOP_K_MAX,
     AgentHit,
     BotSearchRequest,
     KnowledgeSearchRequest,
@@ -308,6 +309,32 @@ class AgentToolService:
             "outcome": ingested.outcome.value,
             "parse_status": document.parse_status.value,
         }
+
+    async def search(self, agent: Agent, request: KnowledgeSearchRequest) -> Answer:
+        """A search over HTTP with the agent's own token: a bot's within its attached KBs and
+        knowledge settings (the bot contract), a person's within what they may read."""
+        if agent.bot is None:
+            return await self._search.search_reader(
+                agent.tenant_id, agent.reader, request, caller=agent.principal
+            )
+        if request.retrieval_mode is not None:
+            raise InvalidRequest("retrieval_mode: a bot searches in its own retrieval mode")
+        if request.top_k > BOT_TOP_K_MAX:
+            raise InvalidRequest(f"top_k: a bot's search returns at most {BOT_TOP_K_MAX}")
+        named = None
+        if request.kb_ids is not None:
+            named = await self._kbs.ids_of(agent.tenant_id, request.kb_ids)
+        bot_request = BotSearchRequest(
+            bot_id=agent.bot.bot_id,
+            session_id=request.session_id or f"api:{agent.principal.token_id}",
+            turn_id=request.turn_id,
+            query=request.query,
+            kb_ids=named,
+            top_k=request.top_k,
+            score_threshold=request.score_threshold,
+            max_context_tokens=request.max_context_tokens,
+        )
+        return await self._search.search_bot(bot_request, caller=agent.principal)
 
     async def _run_search(
         self,

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response, status
 from fastapi.responses import JSONResponse
 
 from api.deadline import bulk_operation
-from api.deps import CallerDep, SearchServiceDep, WikiServiceDep
+from api.deps import AgentToolServiceDep, CallerDep, SearcherDep, WikiServiceDep
 from api.responses import AUTHENTICATED, BODY, refusals
 from core.errors import InvalidRequest
 from schemas.api import WikiPageIn, WikiPageList, WikiPageOut
@@ -16,18 +16,16 @@ from services.intake_service import Outcome
 router = APIRouter(prefix="/api/v1/knowledge", tags=["knowledge"], responses=AUTHENTICATED)
 
 
-@router.post("/search", responses=refusals(429, *BODY))
+@router.post("/search", responses=refusals(404, 429, *BODY))
 async def knowledge_search(
-    body: KnowledgeSearchRequest,
-    caller: CallerDep,
-    search_service: SearchServiceDep,
+    body: KnowledgeSearchRequest, searcher: SearcherDep, agent_tool_service: AgentToolServiceDep
 ) -> KnowledgeSearchResponse:
     """Searches the caller's tenant's active KBs (those named, if any), returning only
     passages of items the caller may read; with a `session_id` or `turn_id`, announces what
-    it retrieved after the answer."""
-    response = await search_service.search_reader(
-        caller.tenant_id, caller.reader, body, caller=caller.principal
-    )
+    it retrieved after the answer. With a bot's token (`POST /api/v1/bots/{bot_id}/tokens`)
+    it is the bot's search: its attached KBs, score threshold and strict mode, `top_k` at
+    most 10, no `retrieval_mode`."""
+    response = await agent_tool_service.search(searcher, body)
     return KnowledgeSearchResponse(
         results=[KnowledgeResult.of(hit) for hit in response.hits], metrics=response.metrics
     )

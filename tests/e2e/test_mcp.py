@@ -183,10 +183,24 @@ async def test_mcp_tools_answer_each_caller_as_it_may(api: Api) -> None:
         # The page is private to its writer: the bot reads only what the tenant may.
         assert "not found" in error_text(await session.call_tool("wiki_read", {"topic": topic}))
 
-    # A bot's token is for MCP only; revoked, it is refused.
-    rest = await api.http.get(
-        "/api/v1/knowledge-bases", headers={"Authorization": f"Bearer {bot_token}"}
+    # Over REST a bot's token searches as the bot (its own KB, nobody's private notes) and
+    # does nothing else; revoked, it is refused.
+    as_bot = {"Authorization": f"Bearer {bot_token}"}
+    searched = await api.http.post(
+        "/api/v1/knowledge/search", json={"query": phrase, "top_k": 10}, headers=as_bot
     )
+    assert searched.status_code == 200, searched.text
+    assert [r["source"] for r in searched.json()["results"]] == [shared["id"]]
+    elsewhere_only = await api.http.post(
+        "/api/v1/knowledge/search", json={"query": phrase, "kb_ids": [other["id"]]}, headers=as_bot
+    )
+    assert elsewhere_only.json()["results"] == []
+    too_many = await api.http.post(
+        "/api/v1/knowledge/search", json={"query": phrase, "top_k": 11}, headers=as_bot
+    )
+    assert too_many.status_code == 422
+    assert "top_k" in too_many.json()["detail"]
+    rest = await api.http.get("/api/v1/knowledge-bases", headers=as_bot)
     assert rest.status_code == 403
     tokens = (await api.http.get(f"/api/v1/bots/{bot_id}/tokens", headers=api.auth)).json()
     revoked = await api.http.delete(

@@ -1,0 +1,1 @@
+"""The asynchronous client (`AsyncRagline`), the source the synchronous one is generated from."""

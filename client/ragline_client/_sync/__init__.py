@@ -1,0 +1,1 @@
+"""The synchronous client (`Ragline`), generated from the asynchronous one."""
