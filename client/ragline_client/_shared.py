@@ -134,14 +134,23 @@ def url_of(operation: str, path_params: Mapping[str, str]) -> tuple[str, str]:
 
 def body_of(body: BaseModel | Mapping[str, Any] | None, fields: Mapping[str, Any]) -> Any:
     """A request's JSON body: `body` (a model, as its set fields, or a mapping) with `fields`
-    over it. Nothing is checked here: the API answers invalid input with a 422 that names each
-    field (`InvalidRequestError.field_errors`)."""
-    if isinstance(body, BaseModel):
-        merged = body.model_dump(mode="json", exclude_unset=True, by_alias=True)
-    else:
-        merged = dict(body or {})
-    merged.update(fields)
+    over it; models anywhere inside are their set fields too. Nothing is checked here: the
+    API answers invalid input with a 422 that names each field
+    (`InvalidRequestError.field_errors`)."""
+    merged = dict(_plain(body) or {})
+    merged.update(_plain(dict(fields)))
     return merged
+
+
+def _plain(value: Any) -> Any:
+    """`value` as JSON data, each model as the fields that were set on it."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
 
 
 def params_of(**values: Any) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Request limits over HTTP: documents per tenant per minute, searches per second (answered
-from the cache before being refused), and the size of a request body."""
+from the cache before being refused), the size of a request body, and the client library
+waiting out a refusal as the API asks."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from infra.mongo.client import connect
 from infra.mongo.token_repository import TokenRepository
+from ragline_client import AsyncRagline, RateLimitError
 from schemas.domain import Role
 from tests.conftest import RunningPipeline, own_stack, unique
 from tests.e2e.client import Api
@@ -151,3 +153,31 @@ async def test_an_oversized_body_is_refused_before_it_is_read(api: Api) -> None:
         f"/api/v1/knowledge-bases/{kb['id']}/documents", params={"limit": 201}, headers=api.auth
     )
     assert too_many.status_code == 422
+
+
+async def test_the_client_library_waits_out_the_rate_as_the_api_asks(
+    stack: RunningPipeline,
+) -> None:
+    auth = await _other_tenant(stack)
+    token = auth["Authorization"].removeprefix("Bearer ")
+    async with AsyncRagline(base_url=stack.url, token=token) as admin:
+        kb = await admin.create_knowledge_base(name="rates")
+        ferry = await admin.add_text(kb.id, title="Ferry", content="The ferry leaves at nine.")
+        assert (await admin.wait_until_final(ferry, timeout=60)).parse_status == "indexed"
+    async with (
+        AsyncRagline(base_url=stack.url, token=token, max_retries=0) as impatient,
+        AsyncRagline(base_url=stack.url, token=token, max_retries=3) as patient,
+    ):
+        # Six new questions at once, at two a second: without retries some are refused with
+        # the API's wait; with them, every one is answered once the rate allows.
+        tried = await asyncio.gather(
+            *(impatient.search(f"ferry question {n}") for n in range(6)), return_exceptions=True
+        )
+        refused = [outcome for outcome in tried if isinstance(outcome, RateLimitError)]
+        assert refused, tried
+        assert refused[0].retry_after_s == 1
+        assert "too many searches" in refused[0].detail
+        answered = await asyncio.gather(
+            *(patient.search(f"another ferry question {n}") for n in range(6))
+        )
+        assert all(answer.results[0].source == ferry.id for answer in answered)

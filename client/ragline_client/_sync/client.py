@@ -243,11 +243,16 @@ class Ragline:
         json = body_of(body, fields)
         return self._model(KnowledgeBaseOut, "update_knowledge_base", {"kb_id": kb}, json=json)
 
-    def delete_knowledge_base(self, kb: str, *, hard: bool = False) -> None:
-        """Deletes a knowledge base: its documents leave search at once; `hard` also
-        removes the KB itself for good."""
+    def delete_knowledge_base(self, kb: str, *, hard: bool = False) -> KnowledgeBaseOut | None:
+        """Disables a knowledge base (its passages leave search at once; nothing is lost) and
+        answers it; with `hard`, deletes it with its documents, files and chunks for good."""
         params = {"hard": "true"} if hard else None
-        self._send("delete_knowledge_base", {"kb_id": kb}, params=params, timeout=LONG_TIMEOUT_S)
+        response = self._send(
+            "delete_knowledge_base", {"kb_id": kb}, params=params, timeout=LONG_TIMEOUT_S
+        )
+        if response.status_code == 204:
+            return None
+        return parse(KnowledgeBaseOut, response, "delete_knowledge_base")
 
     # -- documents -------------------------------------------------------------------------
 

@@ -1,0 +1,205 @@
+"""LangChain's retriever of Ragline: `RaglineRetriever` searches with a `Ragline` or
+`AsyncRagline` client and answers LangChain `Document`s. It needs the `langchain` extra:
+
+    pip install 'ragline-client[langchain]'
+
+```python
+from ragline_client import Ragline
+from ragline_client.langchain import RaglineRetriever
+
+retriever = RaglineRetriever(
+    client=Ragline(base_url="http://127.0.0.1:8000", token="rl_..."), k=4, kb_ids=["handbook"]
+)
+documents = retriever.invoke("how long do refunds take?")
+fewer = retriever.invoke("how long do refunds take?", k=2, kb_ids=["faq"])  # for this call
+```
+
+Each document's `page_content` is the passage; its `metadata` says where the passage is from
+(`document_id`, `kb_id`, `title`, `citation`, `heading_path`, `page`, `url`, `chunk_index`)
+and how it was found (`score`, `retrieval_rationale`); its `id` is
+`"{document_id}:{chunk_index}"`.
+
+What a search may find is the token's: a person's token searches what that person may read
+in their tenant (the KBs of `kb_ids`, by id or code, or all of them); a bot's token searches
+the bot's own KBs with the bot's settings (`k` at most 10, no `retrieval_mode`). A refusal
+raises the client's typed error (`ragline_client.AuthenticationError` for a bad token).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ConfigDict, Field
+
+from ragline_client._async.client import AsyncRagline, RetrievalMode
+from ragline_client._sync.client import Ragline
+from ragline_client.models import KnowledgeResult, KnowledgeSearchResponse
+
+try:
+    from langchain_core.callbacks import (
+        AsyncCallbackManagerForRetrieverRun,
+        CallbackManagerForRetrieverRun,
+    )
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables.config import run_in_executor
+except ModuleNotFoundError as missing:
+    if (missing.name or "").partition(".")[0] != "langchain_core":
+        raise
+    raise ImportError(
+        "ragline_client.langchain needs LangChain (langchain-core), which is not installed: "
+        "pip install 'ragline-client[langchain]'"
+    ) from missing
+
+# What a call may set for itself (`retriever.invoke(query, k=2)`), over the retriever's fields.
+_CALL_OPTIONS = ("k", "kb_ids", "retrieval_mode", "score_threshold")
+# Keyword arguments of LangChain's own that `invoke` also hands to the retriever.
+_LANGCHAIN_KWARGS = frozenset({"verbose"})
+
+
+class RaglineRetriever(BaseRetriever):
+    """Ragline's search as a LangChain retriever: the `k` passages that best answer the query,
+    of what the client's token may read, as `Document`s.
+
+    `invoke` and `ainvoke` both work with a `Ragline` (sync) client: `ainvoke` runs its call
+    in a worker thread, so the event loop is never blocked. An `AsyncRagline` client serves
+    `ainvoke` only: `invoke` raises `RuntimeError`, since its connections belong to the event
+    loop that opened them and a loop made for one call would leave them unusable (use a
+    `Ragline` client for sync code).
+
+    `k`, `kb_ids`, `retrieval_mode` and `score_threshold` may also be given to one call
+    (`retriever.invoke(query, k=2, kb_ids=["faq"])`), over the retriever's own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    client: Ragline | AsyncRagline
+    """The client that searches: its token decides what may be found."""
+    k: int = Field(default=5, ge=1)
+    """How many passages to return at most (the search's `top_k`; a bot's token allows 10)."""
+    kb_ids: list[str] | None = None
+    """The knowledge bases to search, by id or code; None: every one the token may read (a
+    bot's: its own)."""
+    retrieval_mode: RetrievalMode | None = None
+    """`dense`, `sparse` or `hybrid`; None: the KBs' default (a bot's token must leave it
+    None: a bot searches in its own mode)."""
+    score_threshold: float | None = Field(default=None, ge=0, le=1)
+    """Least cosine similarity of a passage (0 to 1; exact keyword matches are kept in hybrid
+    mode); None: the deployment's default for a person, the bot's own for a bot."""
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        kb_ids: Sequence[str] | None = None,
+        retrieval_mode: RetrievalMode | None = None,
+        score_threshold: float | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """The passages for `query`, searched with the sync client; the arguments given
+        override the retriever's fields for this call."""
+        _refuse_unknown(kwargs)
+        client = self.client
+        if isinstance(client, AsyncRagline):
+            raise RuntimeError(
+                "this RaglineRetriever has an AsyncRagline client, which searches only from "
+                "async code: call `await retriever.ainvoke(query)`, or give the retriever a "
+                "Ragline (sync) client to call `retriever.invoke(query)`"
+            )
+        kb_ids = self._kb_ids(kb_ids)
+        response = client.search(
+            query,
+            kb_ids=kb_ids,
+            top_k=self.k if k is None else k,
+            retrieval_mode=retrieval_mode or self.retrieval_mode,
+            score_threshold=self.score_threshold if score_threshold is None else score_threshold,
+        )
+        return _documents_of(response)
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        kb_ids: Sequence[str] | None = None,
+        retrieval_mode: RetrievalMode | None = None,
+        score_threshold: float | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """The passages for `query`: awaited with the async client, or the sync client's
+        call run in a worker thread; the arguments given override the retriever's fields for
+        this call."""
+        _refuse_unknown(kwargs)
+        client = self.client
+        kb_ids = self._kb_ids(kb_ids)
+        top_k = self.k if k is None else k
+        mode = retrieval_mode or self.retrieval_mode
+        threshold = self.score_threshold if score_threshold is None else score_threshold
+        if isinstance(client, AsyncRagline):
+            response = await client.search(
+                query, kb_ids=kb_ids, top_k=top_k, retrieval_mode=mode, score_threshold=threshold
+            )
+        else:
+            response = await run_in_executor(
+                None,
+                client.search,
+                query,
+                kb_ids=kb_ids,
+                top_k=top_k,
+                retrieval_mode=mode,
+                score_threshold=threshold,
+            )
+        return _documents_of(response)
+
+    def _kb_ids(self, given: Sequence[str] | None) -> list[str] | None:
+        if isinstance(given, str):
+            raise TypeError(f"kb_ids is a list of KB ids or codes, not one string: [{given!r}]")
+        return list(given) if given is not None else self.kb_ids
+
+
+def _documents_of(response: KnowledgeSearchResponse) -> list[Document]:
+    """A search's results as LangChain documents, best first: the passage as `page_content`,
+    where it is from and how it was found as `metadata` (see `metadata_of`), and
+    `"{document_id}:{chunk_index}"` as `id`."""
+    return [
+        Document(
+            id=f"{hit.source}:{hit.chunk_index}",
+            page_content=hit.content,
+            metadata=_metadata_of(hit),
+        )
+        for hit in response.results
+    ]
+
+
+def _metadata_of(hit: KnowledgeResult) -> dict[str, Any]:
+    """A result's metadata: `document_id`, `kb_id`, `title`, `citation` (ready to show under
+    an answer), `heading_path` (a list, empty when the passage has no headings), `page` and
+    `url` (None when the document has none), `chunk_index`, `score` (0 to 1) and
+    `retrieval_rationale` (why it was found)."""
+    return {
+        "document_id": hit.source,
+        "kb_id": hit.kb_id,
+        "title": hit.document_title,
+        "citation": hit.citation,
+        "heading_path": list(hit.heading_path or []),
+        "page": hit.page,
+        "url": hit.url,
+        "chunk_index": hit.chunk_index,
+        "score": hit.score,
+        "retrieval_rationale": hit.retrieval_rationale,
+    }
+
+
+def _refuse_unknown(kwargs: dict[str, Any]) -> None:
+    unknown = sorted(set(kwargs) - _LANGCHAIN_KWARGS)
+    if unknown:
+        raise TypeError(
+            f"RaglineRetriever does not take {', '.join(unknown)}; a call may set "
+            f"{', '.join(_CALL_OPTIONS)}"
+        )
+
+
+__all__ = ["RaglineRetriever"]

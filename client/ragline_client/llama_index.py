@@ -1,0 +1,194 @@
+"""LlamaIndex's retriever of Ragline: `RaglineRetriever` searches with a `Ragline` or
+`AsyncRagline` client and answers LlamaIndex nodes with their scores. It needs the
+`llama-index` extra:
+
+    pip install 'ragline-client[llama-index]'
+
+```python
+from ragline_client import Ragline
+from ragline_client.llama_index import RaglineRetriever
+
+retriever = RaglineRetriever(
+    client=Ragline(base_url="http://127.0.0.1:8000", token="rl_..."), k=4, kb_ids=["handbook"]
+)
+for found in retriever.retrieve("how long do refunds take?"):
+    print(found.score, found.node.metadata["citation"], found.node.get_content())
+```
+
+Each result is a `NodeWithScore`: its `score` is the search's (0 to 1) and its node a
+`TextNode` whose text is the passage, whose id is `"{document_id}:{chunk_index}"` (the same
+passage has the same id in every search), whose source (`ref_doc_id`) is the document, and
+whose `metadata` says where the passage is from (`document_id`, `kb_id`, `title`, `citation`,
+`heading_path`, `page`, `url`, `chunk_index`) and how it was found (`score`,
+`retrieval_rationale`). Of the metadata, a model is shown `title`, `citation` and `url` (when
+there is one) with the passage (`MetadataMode.LLM`); the rest are for code.
+
+What a search may find is the token's: a person's token searches what that person may read
+in their tenant (the KBs of `kb_ids`, by id or code, or all of them); a bot's token searches
+the bot's own KBs with the bot's settings (`k` at most 10, no `retrieval_mode`). A refusal
+raises the client's typed error (`ragline_client.AuthenticationError` for a bad token).
+Nothing is downloaded: the retriever uses no tokenizer, NLTK data or model of LlamaIndex's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from ragline_client._async.client import AsyncRagline, RetrievalMode
+from ragline_client._sync.client import Ragline
+from ragline_client.models import KnowledgeResult, KnowledgeSearchResponse
+
+try:
+    from llama_index.core.callbacks import CallbackManager
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import (
+        NodeRelationship,
+        NodeWithScore,
+        QueryBundle,
+        RelatedNodeInfo,
+        TextNode,
+    )
+except ModuleNotFoundError as missing:
+    if (missing.name or "").partition(".")[0] != "llama_index":
+        raise
+    raise ImportError(
+        "ragline_client.llama_index needs LlamaIndex (llama-index-core), which is not "
+        "installed: pip install 'ragline-client[llama-index]'"
+    ) from missing
+
+# The metadata a model is shown with the passage; the ids, score and place are for code.
+_SHOWN_TO_MODELS = frozenset({"title", "citation", "url"})
+_RETRIEVAL_MODES = frozenset({"dense", "sparse", "hybrid"})
+
+
+class RaglineRetriever(BaseRetriever):
+    """Ragline's search as a LlamaIndex retriever: the `k` passages that best answer the
+    query, of what the client's token may read, as scored text nodes.
+
+    `client`: a `Ragline` or `AsyncRagline`, whose token decides what may be found. `k`: how
+    many passages at most (the search's `top_k`; a bot's token allows 10). `kb_ids`: the
+    knowledge bases to search, by id or code (None: every one the token may read; a bot's:
+    its own). `retrieval_mode`: `dense`, `sparse` or `hybrid` (None: the KBs' default; a
+    bot's token must leave it None). `score_threshold`: least cosine similarity of a passage,
+    0 to 1 (None: the deployment's default for a person, the bot's own for a bot).
+    `callback_manager` and `verbose` are LlamaIndex's. Each is an attribute of the same name,
+    read at every search.
+
+    `retrieve` and `aretrieve` both work with a `Ragline` (sync) client: `aretrieve` runs its
+    call in a worker thread, so the event loop is never blocked. An `AsyncRagline` client
+    serves `aretrieve` only: `retrieve` raises `RuntimeError`, since its connections belong to
+    the event loop that opened them and a loop made for one call would leave them unusable
+    (use a `Ragline` client for sync code)."""
+
+    def __init__(
+        self,
+        client: Ragline | AsyncRagline,
+        k: int = 5,
+        *,
+        kb_ids: Sequence[str] | None = None,
+        retrieval_mode: RetrievalMode | None = None,
+        score_threshold: float | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        if not isinstance(client, Ragline | AsyncRagline):
+            raise TypeError(f"client must be a Ragline or an AsyncRagline, not {client!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a whole number of at least 1, not {k!r}")
+        if isinstance(kb_ids, str):
+            raise TypeError(f"kb_ids is a list of KB ids or codes, not one string: [{kb_ids!r}]")
+        if retrieval_mode is not None and retrieval_mode not in _RETRIEVAL_MODES:
+            raise ValueError(
+                f"retrieval_mode must be dense, sparse, hybrid or None, not {retrieval_mode!r}"
+            )
+        if score_threshold is not None and not 0 <= score_threshold <= 1:
+            raise ValueError(f"score_threshold must be between 0 and 1, not {score_threshold!r}")
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self.client = client
+        self.k = k
+        self.kb_ids = list(kb_ids) if kb_ids is not None else None
+        self.retrieval_mode = retrieval_mode
+        self.score_threshold = score_threshold
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        """The passages for the query, searched with the sync client."""
+        client = self.client
+        if isinstance(client, AsyncRagline):
+            raise RuntimeError(
+                "this RaglineRetriever has an AsyncRagline client, which searches only from "
+                "async code: call `await retriever.aretrieve(query)`, or give the retriever a "
+                "Ragline (sync) client to call `retriever.retrieve(query)`"
+            )
+        response = client.search(
+            query_bundle.query_str,
+            kb_ids=self.kb_ids,
+            top_k=self.k,
+            retrieval_mode=self.retrieval_mode,
+            score_threshold=self.score_threshold,
+        )
+        return _nodes_of(response)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        """The passages for the query: awaited with the async client, or the sync client's
+        call run in a worker thread."""
+        client = self.client
+        if isinstance(client, AsyncRagline):
+            response = await client.search(
+                query_bundle.query_str,
+                kb_ids=self.kb_ids,
+                top_k=self.k,
+                retrieval_mode=self.retrieval_mode,
+                score_threshold=self.score_threshold,
+            )
+        else:
+            response = await asyncio.to_thread(
+                client.search,
+                query_bundle.query_str,
+                kb_ids=self.kb_ids,
+                top_k=self.k,
+                retrieval_mode=self.retrieval_mode,
+                score_threshold=self.score_threshold,
+            )
+        return _nodes_of(response)
+
+
+def _nodes_of(response: KnowledgeSearchResponse) -> list[NodeWithScore]:
+    """A search's results as scored text nodes, best first."""
+    found: list[NodeWithScore] = []
+    for hit in response.results:
+        metadata = _metadata_of(hit)
+        # What a model is not shown: the keys for code, and those the passage has no value of.
+        hidden = [
+            key for key, value in metadata.items() if key not in _SHOWN_TO_MODELS or value is None
+        ]
+        node = TextNode(
+            id_=f"{hit.source}:{hit.chunk_index}",
+            text=hit.content,
+            metadata=metadata,
+            excluded_llm_metadata_keys=hidden,
+            excluded_embed_metadata_keys=hidden,
+            relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=hit.source)},
+        )
+        found.append(NodeWithScore(node=node, score=hit.score))
+    return found
+
+
+def _metadata_of(hit: KnowledgeResult) -> dict[str, Any]:
+    """A result's metadata (the module's docstring lists its keys)."""
+    return {
+        "document_id": hit.source,
+        "kb_id": hit.kb_id,
+        "title": hit.document_title,
+        "citation": hit.citation,
+        "heading_path": list(hit.heading_path or []),
+        "page": hit.page,
+        "url": hit.url,
+        "chunk_index": hit.chunk_index,
+        "score": hit.score,
+        "retrieval_rationale": hit.retrieval_rationale,
+    }
+
+
+__all__ = ["RaglineRetriever"]
