@@ -13,14 +13,15 @@ SYSTEM_PACKAGES := chromium chromium-driver prometheus tmux
 BENCHMARK_PACKAGES := debian-policy debian-reference-en python3.11-doc bash-doc git-doc sqlite3-doc
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-$(STAMP): pyproject.toml cli/pyproject.toml
+$(STAMP): pyproject.toml cli/pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	# The CPU build of torch lies on this machine's disk; pin it before anything pulls torch in.
 	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[local,dev]'
-	# The CLI's own distribution, after the server's (an older server install owned the script).
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ./cli
+	# The client library and the CLI built on it, distributions of their own, after the server's
+	# (an older server install owned the script).
+	$(PY) -m pip install --quiet --disable-pip-version-check -e './client[langchain,llama-index]' -e ./cli
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -46,10 +47,21 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
+# The MCP clients written outside this project that tests/e2e/test_mcp_clients.py drives (the
+# TypeScript SDK, mcp-remote): npm, exactly as the lock file pins them, again only when it changes.
+MCP_CLIENTS_STAMP := tests/mcp_clients/.installed
+$(MCP_CLIENTS_STAMP): tests/mcp_clients/package-lock.json
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+		echo "node and npm are not on PATH: the MCP client tests need Node.js 20.18 or newer with npm" \
+			"(Debian 12's nodejs is 18, too old; see docs/mcp-clients.md)" >&2; \
+		exit 1; }
+	cd tests/mcp_clients && npm ci --engine-strict --no-audit --no-fund --loglevel=error
+	touch $@
+
 # The suite runs on two pytest-xdist workers, whole modules each (a module shares one stack),
 # handed out in collection order, which puts the longest modules first (tests/conftest.py).
 PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
-test: system-packages lint typecheck docs
+test: system-packages lint typecheck docs $(MCP_CLIENTS_STAMP)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # The documentation site, built from docs/ into site/ (broken links and missing pages fail).
