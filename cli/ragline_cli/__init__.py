@@ -1,5 +1,5 @@
-"""`ragline`: the command line of the Ragline API, a pure HTTP client (it imports nothing from
-the services, adapters or workers)."""
+"""`ragline`: the command line of the Ragline API, built on its client library
+(`ragline_client`); it imports nothing of the server (services, adapters, workers)."""
 
 from ragline_cli.app import app, main
 

@@ -9,10 +9,11 @@ import typer
 from typer.core import TyperGroup
 
 from ragline_cli import backups, docs, evaluate, ingest, kb, output, search, tokens
-from ragline_cli.client import RATE_LIMIT_WAIT_S
 from ragline_cli.config_show import config
+from ragline_cli.connection import RATE_LIMIT_WAIT_S
 from ragline_cli.context import Globals, globals_of
-from ragline_cli.errors import CliError, ExitCode, Unauthorized
+from ragline_cli.errors import ApiError, CliError, ExitCode, from_library
+from ragline_client import RaglineError
 
 EXIT_CODES = """Exit codes:
 
@@ -28,21 +29,22 @@ EXIT_CODES = """Exit codes:
 
 
 def _explained(error: CliError, state: Globals) -> CliError:
-    """Adds where the refused token came from."""
-    if isinstance(error, Unauthorized) and state.config is not None:
+    """Adds where a token the API did not know (401) came from."""
+    if isinstance(error, ApiError) and error.status == 401 and state.config is not None:
         error.message += f"; the token from {state.config.token.source} was refused"
     return error
 
 
 class RaglineGroup(TyperGroup):
-    """The root command: a CliError from any command is shown as one line on stderr and
-    becomes its exit code; no traceback."""
+    """The root command: a CliError (or a client library's error) from any command is shown
+    as one line on stderr and becomes its exit code; no traceback."""
 
     def invoke(self, ctx: Any) -> Any:
         """Runs the command, turning typed errors into messages and exit codes."""
         try:
             return super().invoke(ctx)
-        except CliError as error:
+        except (CliError, RaglineError) as raised:
+            error = raised if isinstance(raised, CliError) else from_library(raised)
             output.report_error(_explained(error, globals_of(ctx)))
             raise typer.Exit(int(error.exit_code)) from None
         except KeyboardInterrupt:

@@ -7,11 +7,12 @@ import json
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
 from ragline_cli import output
+from ragline_cli.answers import as_json
 from ragline_cli.context import JsonFlag, client_of
 from ragline_cli.errors import UsageError
 
@@ -26,7 +27,7 @@ DeploymentFlag = Annotated[
 ]
 
 
-def _scope(deployment: bool) -> str:
+def _scope(deployment: bool) -> Literal["tenant", "deployment"]:
     return "deployment" if deployment else "tenant"
 
 
@@ -46,7 +47,7 @@ def backup(
     directory.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="ragline-backup-") as work:
         archive = Path(work) / "snapshot.tar"
-        client_of(ctx).backup(_scope(deployment), archive)
+        client_of(ctx).create_backup(archive, scope=_scope(deployment))
         with tarfile.open(archive, "r:") as tar:
             tar.extractall(directory, filter="data")
     manifest = _manifest(directory)
@@ -81,9 +82,9 @@ def restore(
                 if not path.is_file():
                     raise UsageError(f"{path} is missing: the snapshot is incomplete")
                 tar.add(path, arcname=name, recursive=False)
-        restored = client_of(ctx).restore(_scope(deployment), archive)
+        restored = client_of(ctx).restore_backup(archive, scope=_scope(deployment))
     if json_out:
-        output.print_json(restored.as_json())
+        output.print_json(as_json(restored))
         return
     output.show(
         output.table(

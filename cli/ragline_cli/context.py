@@ -1,4 +1,4 @@
-"""What every command shares: the global flags, the resolved config, an API client."""
+"""What every command shares: the global flags, the resolved config, a client of the API."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from ragline_cli import output
-from ragline_cli.client import RATE_LIMIT_WAIT_S, Client
 from ragline_cli.config import Config, load_from_environment
+from ragline_cli.connection import RATE_LIMIT_WAIT_S, Client
 
 JsonFlag = Annotated[
     bool, typer.Option("--json", help="Print the result as JSON on stdout (for scripts).")

@@ -11,8 +11,10 @@ import typer
 from rich.text import Text
 
 from ragline_cli import output
+from ragline_cli.answers import as_json, kb_label
+from ragline_cli.connection import PAGE_SIZE
 from ragline_cli.context import JsonFlag, KbOption, client_of
-from ragline_cli.errors import Conflict, Forbidden, Invalid, NotFound, UsageError
+from ragline_cli.errors import UsageError, from_library
 from ragline_cli.progress import (
     Follower,
     Item,
@@ -21,6 +23,12 @@ from ragline_cli.progress import (
     follow,
     summary_line,
     summary_table,
+)
+from ragline_client import (
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
 )
 
 app = typer.Typer(help="List a knowledge base's documents.", no_args_is_help=True)
@@ -53,10 +61,10 @@ def list_documents(
 ) -> None:
     """List documents, newest first, with their status, chunks and why any failed."""
     client = client_of(ctx)
-    found = client.documents(kb, status=status.value if status else None)
+    found = client.list_documents(kb, status=status.value if status else None, page_size=PAGE_SIZE)
     documents = list(found if all_pages else islice(found, limit))
     if json_out:
-        output.print_json([document.as_json() for document in documents])
+        output.print_json([as_json(document) for document in documents])
         return
     if not documents:
         output.say("no documents" + (f" {status.value}" if status else ""))
@@ -98,14 +106,15 @@ def reindex(
     if bool(document_ids) == bool(status):
         raise UsageError("name the documents to re-index, or pick them with --status (not both)")
     client = client_of(ctx)
-    knowledge_base = client.kb(kb)
+    knowledge_base = client.get_knowledge_base(kb)
     if status:
-        ids = [d.id for d in client.documents(knowledge_base.id, status=status.value)]
+        found = client.list_documents(knowledge_base.id, status=status.value, page_size=PAGE_SIZE)
+        ids = [document.id for document in found]
         if not ids:
             if json_out:
-                output.print_json({"kb": knowledge_base.as_json(), "documents": []})
+                output.print_json({"kb": as_json(knowledge_base), "documents": []})
             else:
-                output.say(f"no {status.value} documents in {knowledge_base.label}")
+                output.say(f"no {status.value} documents in {kb_label(knowledge_base)}")
             return
     else:
         ids = list(document_ids or [])
@@ -115,10 +124,10 @@ def reindex(
 
     def sender(item: Item) -> None:
         try:
-            document = client.reindex(knowledge_base.id, item.label)
-        except (NotFound, Forbidden, Conflict, Invalid) as error:
+            document = client.reindex_document(knowledge_base.id, item.label)
+        except (NotFoundError, PermissionDeniedError, ConflictError, InvalidRequestError) as error:
             # This document cannot be re-indexed; the others still are.
-            item.outcome, item.error = Outcome.REJECTED, error.message
+            item.outcome, item.error = Outcome.REJECTED, from_library(error).message
             return
         item.outcome, item.document, item.label = Outcome.REINDEXED, document, document.filename
 
@@ -127,7 +136,7 @@ def reindex(
     def report() -> None:
         if json_out:
             documents = [item.as_json() for item in items]
-            output.print_json({"kb": knowledge_base.as_json(), "documents": documents})
+            output.print_json({"kb": as_json(knowledge_base), "documents": documents})
         else:
             output.show(summary_table(items), summary_line(items))
 

@@ -1,8 +1,26 @@
-"""The CLI's exit codes and typed errors: each error knows the code it exits with."""
+"""The CLI's exit codes and typed errors: each error knows the code it exits with. The client
+library's errors (`ragline_client.errors`) become these in one place, `from_library`."""
 
 from __future__ import annotations
 
 from enum import IntEnum
+
+from pydantic import ValidationError
+
+from ragline_client import (
+    APIConnectionError,
+    APIStatusError,
+    AuthenticationError,
+    InternalServerError,
+    PermissionDeniedError,
+    RaglineError,
+    RateLimitError,
+    ServiceUnavailableError,
+    UnexpectedResponseError,
+)
+
+# How much of an answer it could not read the CLI shows (on one line).
+SHOWN_CHARS = 300
 
 
 class ExitCode(IntEnum):
@@ -67,77 +85,62 @@ class ApiUnreachable(CliError):
 
 
 class ApiError(CliError):
-    """The API answered with an error status; `detail` is its message."""
+    """The API answered with an error status (or with what the CLI cannot read): its message
+    (`detail`), then the status; the exit code says whether the request, the token or the
+    service was the trouble."""
 
-    exit_code = ExitCode.REFUSED
-
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, exit_code: ExitCode = ExitCode.REFUSED) -> None:
         super().__init__(f"{detail} (HTTP {status})")
         self.status = status
         self.detail = detail
+        self.exit_code = exit_code
 
 
-class Unauthorized(ApiError):
-    """401: the token is missing, unknown, expired or revoked."""
-
-    exit_code = ExitCode.UNAUTHORIZED
-
-
-class Forbidden(ApiError):
-    """403: the token is valid but may not do this (an admin's operation, say)."""
-
-    exit_code = ExitCode.UNAUTHORIZED
-
-
-class NotFound(ApiError):
-    """404: no such knowledge base, document, token or evaluation in the token's tenant."""
-
-
-class Conflict(ApiError):
-    """409: the request conflicts with the resource's state (a taken code, an inactive KB)."""
-
-
-class TooLarge(ApiError):
-    """413: the upload or body is over the API's limit."""
-
-
-class UnsupportedType(ApiError):
-    """415: the API does not ingest files of this type."""
-
-
-class Invalid(ApiError):
-    """422: the request is malformed; the detail names the field."""
-
-
-class RateLimited(ApiError):
-    """429 even after waiting as told by Retry-After, as many times as the client retries."""
-
-    exit_code = ExitCode.UNAVAILABLE
-
-    def __init__(self, status: int, detail: str, retry_after_s: float) -> None:
-        super().__init__(status, detail)
-        self.retry_after_s = retry_after_s
-
-
-class ServerError(ApiError):
-    """5xx: the API or a service behind it failed; try again later."""
+class ClientFailure(CliError):
+    """Any other failure of the client library (none that the commands expect)."""
 
     exit_code = ExitCode.UNAVAILABLE
 
 
-ERROR_BY_STATUS: dict[int, type[ApiError]] = {
-    401: Unauthorized,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    413: TooLarge,
-    415: UnsupportedType,
-    422: Invalid,
-}
+# The exit code of each of the library's refusals that is not the request's own fault (every
+# other status exits REFUSED).
+EXIT_CODES: tuple[tuple[type[APIStatusError], ExitCode], ...] = (
+    (AuthenticationError, ExitCode.UNAUTHORIZED),
+    (PermissionDeniedError, ExitCode.UNAUTHORIZED),
+    (RateLimitError, ExitCode.UNAVAILABLE),
+    (ServiceUnavailableError, ExitCode.UNAVAILABLE),
+    (InternalServerError, ExitCode.UNAVAILABLE),
+)
 
 
-def api_error(status: int, detail: str) -> ApiError:
-    """The typed error for an error status."""
-    if status >= 500:
-        return ServerError(status, detail)
-    return ERROR_BY_STATUS.get(status, ApiError)(status, detail)
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= SHOWN_CHARS else flat[: SHOWN_CHARS - 1] + "…"
+
+
+def _unreadable(error: UnexpectedResponseError) -> ApiError:
+    """An answer that is not JSON, or not of the schema's shape (a proxy in the way, or a
+    server of another version): what was asked, and the first thing wrong with the answer."""
+    request = error.response.request
+    problem = str(error)
+    cause = error.__cause__
+    if isinstance(cause, ValidationError) and cause.errors():
+        first, *others = cause.errors()
+        where = ".".join(str(part) for part in first["loc"])
+        problem = f"{where}: {first['msg']}" if where else str(first["msg"])
+        if others:
+            problem += f" (and {len(others)} more problems)"
+    detail = f"unexpected answer to {request.method} {request.url.path}: {_one_line(problem)}"
+    return ApiError(error.status_code, f"{detail}; is this Ragline's API?")
+
+
+def from_library(error: RaglineError) -> CliError:
+    """The CLI's error for one of the client library's: its message and exit code."""
+    if isinstance(error, APIConnectionError):
+        return ApiUnreachable(str(error))
+    if isinstance(error, APIStatusError):
+        code = next((c for kind, c in EXIT_CODES if isinstance(error, kind)), ExitCode.REFUSED)
+        return ApiError(error.status_code, error.detail, code)
+    if isinstance(error, UnexpectedResponseError):
+        return _unreadable(error)
+    return ClientFailure(_one_line(str(error)))

@@ -11,9 +11,11 @@ import typer
 from rich.text import Text
 
 from ragline_cli import output
+from ragline_cli.answers import as_json, config_label, config_settings
 from ragline_cli.context import JsonFlag, KbOption, client_of
-from ragline_cli.errors import ApiError, ExitCode, Invalid, UsageError
-from ragline_cli.models import Applied, ConfigResult, Evaluation
+from ragline_cli.errors import ApiError, ExitCode, UsageError
+from ragline_client import APIStatusError, InvalidRequestError
+from ragline_client.models import Applied, ConfigResult, Evaluation
 
 
 def read_cases(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
@@ -43,7 +45,7 @@ def read_cases(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
     return cases, lines
 
 
-def _locate(error: Invalid, path: Path, lines: list[int]) -> Invalid:
+def _locate(error: InvalidRequestError, path: Path, lines: list[int]) -> ApiError:
     """The API's error with `cases.N` pointing at the file's line."""
 
     def at_line(match: re.Match[str]) -> str:
@@ -51,7 +53,7 @@ def _locate(error: Invalid, path: Path, lines: list[int]) -> Invalid:
         where = f" ({path}:{lines[index]})" if index < len(lines) else ""
         return f"{match.group(0)}{where}"
 
-    return Invalid(error.status, re.sub(r"cases\.(\d+)", at_line, error.detail))
+    return ApiError(error.status_code, re.sub(r"cases\.(\d+)", at_line, error.detail))
 
 
 def _figures(result: ConfigResult) -> list[str]:
@@ -71,38 +73,33 @@ def _show(evaluation: Evaluation, kb_label: str, misses_of: str) -> None:
     )
     rows = []
     for result in evaluation.tried or list(evaluation.modes.values()):
-        chosen = result.config.label == best.label
-        label = Text(result.config.label + (" ← best" if chosen else ""))
+        chosen = config_label(result.config) == config_label(best)
+        label = Text(config_label(result.config) + (" ← best" if chosen else ""))
         if chosen:
             label.stylize("bold green")
         rows.append((label, *_figures(result)))
     columns = ("Configuration", f"recall@{evaluation.k}", "recall@10", "MRR", "nDCG@10")
     output.show(output.table(None, columns, rows))
-    settings = f"retrieval_mode={best.retrieval_mode}"
-    if best.fusion:
-        settings += f", fusion={best.fusion}"
-        if best.fusion == "rrf":
-            settings += f", rrf_k={best.rrf_k}"
-        elif best.dense_weight is not None:
-            settings += f", dense_weight={best.dense_weight:g}"
     output.say(
-        f"a bot should use {best.label} (nDCG@10 {evaluation.best_scores.ndcg_at_10:.3f}): "
-        f"knowledge.{settings}"
+        f"a bot should use {config_label(best)} "
+        f"(nDCG@10 {evaluation.best_scores.ndcg_at_10:.3f}): knowledge.{config_settings(best)}"
     )
     _show_gain(evaluation)
     mode = evaluation.modes.get(misses_of)
     if mode is None:
         output.warn(f"no results for mode {misses_of!r}: {', '.join(evaluation.modes)}")
         return
-    if not mode.misses:
-        output.say(f"no misses with {mode.config.label}", style="green")
+    misses = mode.misses or []
+    if not misses:
+        output.say(f"no misses with {config_label(mode.config)}", style="green")
         return
     output.say(
-        f"misses with {mode.config.label} ({len(mode.misses)} of {evaluation.case_count} cases):",
+        f"misses with {config_label(mode.config)} "
+        f"({len(misses)} of {evaluation.case_count} cases):",
         style="bold",
     )
     console = output.stdout()
-    for miss in mode.misses:
+    for miss in misses:
         console.print(Text(f"• {miss.query}", style="bold"))
         console.print(Text("  missing: " + "; ".join(output.truncate(m, 80) for m in miss.missing),
                            style="red"))  # fmt: skip
@@ -125,13 +122,13 @@ def _show_gain(evaluation: Evaluation) -> None:
         return
     cases = gain.wins + gain.losses + gain.ties
     told = (
-        f"against {gain.over.label}, what the knowledge base's searches used: nDCG@10 "
+        f"against {config_label(gain.over)}, what the knowledge base's searches used: nDCG@10 "
         f"{gain.difference:+.3f}, better in {gain.wins}, worse in {gain.losses} of {cases} "
         f"cases, p = {gain.p_value:.3f}: "
     )
     if evaluation.offered:
         output.say(told + "a significant gain; --apply puts it to use", style="green")
-    elif evaluation.best.label == gain.over.label:
+    elif config_label(evaluation.best) == config_label(gain.over):
         output.say(told + "the best is the current configuration")
     else:
         output.say(
@@ -155,9 +152,10 @@ def _show_applied(applied: Applied) -> None:
         if applied.target == "kb"
         else f"bot {applied.bot_id}'s knowledge settings"
     )
-    before = applied.before.label if applied.before else "none (the service's default)"
+    before = config_label(applied.before) if applied.before else "none (the service's default)"
     output.say(
-        f"applied {applied.config.label} to {target}: before {before}, now {applied.after.label}",
+        f"applied {config_label(applied.config)} to {target}: before {before}, "
+        f"now {config_label(applied.after)}",
         style="green",
     )
 
@@ -202,20 +200,20 @@ def evaluate(
     client = client_of(ctx)
     try:
         evaluation = client.evaluate(kb, {"cases": cases, "k": k})
-    except Invalid as error:
+    except InvalidRequestError as error:
         raise _locate(error, cases_file, lines) from None
     under = fail_under is not None and evaluation.best_scores.ndcg_at_10 < fail_under
     applied: Applied | None = None
-    refused: ApiError | None = None
+    refused: APIStatusError | None = None
     if target is not None and not under:
         try:
             applied = client.apply_evaluation(kb, evaluation.id, target)
-        except ApiError as error:
+        except APIStatusError as error:
             refused = error
     if json_out:
-        answer = evaluation.as_json()
+        answer = as_json(evaluation)
         if target is not None:
-            answer["applied"] = None if applied is None else applied.as_json()
+            answer["applied"] = None if applied is None else as_json(applied)
         output.print_json(answer)
     else:
         _show(evaluation, kb, misses or evaluation.best.retrieval_mode)

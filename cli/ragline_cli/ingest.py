@@ -8,11 +8,10 @@ from typing import Annotated, Any
 import typer
 
 from ragline_cli import output
-from ragline_cli.client import Client
+from ragline_cli.connection import PAGE_SIZE, Client
 from ragline_cli.context import JsonFlag, KbOption, client_of
-from ragline_cli.errors import Invalid, TooLarge, UnreadableFile, UnsupportedType
+from ragline_cli.errors import UnreadableFile, from_library
 from ragline_cli.files import LocalFile, Selection, select, sha256_of
-from ragline_cli.models import Document, KnowledgeBase
 from ragline_cli.progress import (
     Follower,
     Item,
@@ -23,12 +22,19 @@ from ragline_cli.progress import (
     summary_line,
     summary_table,
 )
+from ragline_client import (
+    InvalidRequestError,
+    PayloadTooLargeError,
+    Ragline,
+    UnsupportedMediaTypeError,
+)
+from ragline_client.models import DocumentOut, KnowledgeBaseOut
 
 
-def _known_documents(client: Client, kb_id: str) -> dict[str, Document]:
+def _known_documents(client: Ragline, kb_id: str) -> dict[str, DocumentOut]:
     """The KB's documents by the SHA-256 of their bytes (the newest of each)."""
-    known: dict[str, Document] = {}
-    for document in client.documents(kb_id):
+    known: dict[str, DocumentOut] = {}
+    for document in client.list_documents(kb_id, page_size=PAGE_SIZE):
         if document.sha256 and document.parse_status != "deleting":
             known.setdefault(document.sha256, document)
     return known
@@ -38,7 +44,7 @@ class Uploads:
     """Sends the files the KB does not hold yet; a file of bytes sent earlier in the run waits
     for that upload and shares its document."""
 
-    def __init__(self, client: Client, kb: KnowledgeBase) -> None:
+    def __init__(self, client: Client, kb: KnowledgeBaseOut) -> None:
         self.client = client
         self.kb = kb
         self.twins: dict[str, list[Item]] = {}
@@ -47,9 +53,11 @@ class Uploads:
         """Uploads one file and records what the API made of it."""
         try:
             uploaded = self.client.upload(self.kb.id, file.path, file.upload_name)
-        except (TooLarge, UnsupportedType, Invalid, UnreadableFile) as error:
-            # This file is refused; the others still go.
+        except UnreadableFile as error:
             item.outcome, item.error = Outcome.REJECTED, error.message
+        except (PayloadTooLargeError, UnsupportedMediaTypeError, InvalidRequestError) as error:
+            # This file is refused; the others still go.
+            item.outcome, item.error = Outcome.REJECTED, from_library(error).message
         else:
             item.document = uploaded.document
             if uploaded.already_there:
@@ -113,7 +121,7 @@ def ingest(
         path_names=path_names,
     )
     client = client_of(ctx)
-    knowledge_base = client.kb(kb)
+    knowledge_base = client.get_knowledge_base(kb)
     known = _known_documents(client, knowledge_base.id)
     uploads = Uploads(client, knowledge_base)
     items: list[Item] = []
@@ -155,7 +163,7 @@ def ingest(
     raise typer.Exit(int(code))
 
 
-def _as_json(kb: KnowledgeBase, items: list[Item], selection: Selection) -> dict[str, Any]:
+def _as_json(kb: KnowledgeBaseOut, items: list[Item], selection: Selection) -> dict[str, Any]:
     return {
         "kb": {"id": kb.id, "code": kb.code, "name": kb.name},
         "files": [item.as_json() for item in items],

@@ -8,8 +8,9 @@ from typing import Annotated, Any
 import typer
 
 from ragline_cli import output
+from ragline_cli.answers import as_json
 from ragline_cli.context import JsonFlag, client_of
-from ragline_cli.models import KnowledgeBase
+from ragline_client.models import KnowledgeBaseOut
 
 app = typer.Typer(help="Create, list and show knowledge bases.", no_args_is_help=True)
 
@@ -22,7 +23,7 @@ class Visibility(StrEnum):
     restricted = "restricted"
 
 
-def _rows(kb: KnowledgeBase) -> list[tuple[str, object]]:
+def _rows(kb: KnowledgeBaseOut) -> list[tuple[str, object]]:
     return [
         ("id", kb.id),
         ("code", kb.code),
@@ -60,9 +61,9 @@ def create(
     }
     if code:
         body["code"] = code
-    kb = client_of(ctx).create_kb(body)
+    kb = client_of(ctx).create_knowledge_base(body)
     if json_out:
-        output.print_json(kb.as_json())
+        output.print_json(as_json(kb))
         return
     code = f", code {kb.code}" if kb.code else ""
     output.say(f"created knowledge base {kb.name!r}: id {kb.id}{code}")
@@ -71,9 +72,9 @@ def create(
 @app.command("list")
 def list_kbs(ctx: typer.Context, json_out: JsonFlag = False) -> None:
     """List the tenant's knowledge bases, newest first."""
-    kbs = client_of(ctx).list_kbs()
+    kbs = client_of(ctx).list_knowledge_bases()
     if json_out:
-        output.print_json([kb.as_json() for kb in kbs])
+        output.print_json([as_json(kb) for kb in kbs])
         return
     if not kbs:
         output.say("no knowledge bases yet: `ragline kb create NAME`")
@@ -89,8 +90,8 @@ def show(
     json_out: JsonFlag = False,
 ) -> None:
     """Show one knowledge base."""
-    found = client_of(ctx).kb(kb)
+    found = client_of(ctx).get_knowledge_base(kb)
     if json_out:
-        output.print_json(found.as_json())
+        output.print_json(as_json(found))
         return
     output.show(output.key_values(_rows(found)))

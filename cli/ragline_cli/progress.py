@@ -16,10 +16,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
-from ragline_cli.client import Client
-from ragline_cli.errors import ApiUnreachable, ExitCode, Interrupted, NotFound, ServerError
-from ragline_cli.models import Document
+from ragline_cli.answers import chunks_done, is_final, passed
+from ragline_cli.connection import PAGE_SIZE
+from ragline_cli.errors import ExitCode, Interrupted, from_library
 from ragline_cli.output import plain, stdout, table
+from ragline_client import (
+    APIConnectionError,
+    InternalServerError,
+    NotFoundError,
+    Ragline,
+    ServiceUnavailableError,
+)
+from ragline_client.models import DocumentOut
 
 # Up to this many documents in progress are read one by one; more, from the KB's listing.
 ONE_BY_ONE = 5
@@ -45,7 +53,7 @@ class Item:
 
     label: str
     outcome: Outcome
-    document: Document | None = None
+    document: DocumentOut | None = None
     error: str | None = None
     path: str | None = None
 
@@ -61,7 +69,7 @@ class Item:
         """Nothing more will happen to it."""
         if self.outcome in (Outcome.REJECTED, Outcome.GONE):
             return True
-        return self.document is not None and self.document.final
+        return self.document is not None and is_final(self.document)
 
     @property
     def status(self) -> str:
@@ -77,7 +85,7 @@ class Item:
             return self.error
         if self.document is not None and self.document.parse_status == "failed":
             return self.document.parse_error or "failed"
-        if self.document is not None and self.document.stalled and not self.document.final:
+        if self.document is not None and self.document.stalled and not is_final(self.document):
             return "stalled: not moving"
         return None
 
@@ -99,7 +107,7 @@ class Item:
 class Follower:
     """Keeps the items' documents up to date from the API."""
 
-    client: Client
+    client: Ragline
     kb_id: str
     items: list[Item]
     unanswered_since: float | None = None
@@ -119,12 +127,12 @@ class Follower:
         """Reads the pending documents' statuses; a silent API is tolerated for a while."""
         try:
             self._refresh()
-        except (ApiUnreachable, ServerError) as exc:
+        except (APIConnectionError, InternalServerError, ServiceUnavailableError) as exc:
             now = time.monotonic()
             self.unanswered_since = self.unanswered_since or now
             if now - self.unanswered_since > UNANSWERED_LIMIT_S:
                 raise
-            self.note = f"the API is not answering ({exc.message}); trying again"
+            self.note = f"the API is not answering ({from_library(exc).message}); trying again"
             return
         self.unanswered_since = None
         self.note = ""
@@ -136,15 +144,15 @@ class Follower:
             if item.document is not None:
                 pending.setdefault(item.document.id, []).append(item)
         if len(pending) > ONE_BY_ONE:
-            for document in self.client.documents(self.kb_id):
+            for document in self.client.list_documents(self.kb_id, page_size=PAGE_SIZE):
                 for item in pending.pop(document.id, []):
                     item.document = document
                 if not pending:
                     return
         for document_id, items in pending.items():
             try:
-                document = self.client.document(self.kb_id, document_id)
-            except NotFound:
+                document = self.client.get_document(self.kb_id, document_id)
+            except NotFoundError:
                 for item in items:
                     item.outcome = Outcome.GONE
                     item.error = "deleted while it was being processed"
@@ -194,11 +202,11 @@ class ProgressView:
         if self._upload_task is not None:
             self.progress.update(self._upload_task, completed=self.uploaded)
         for status, task in self._stage_tasks:
-            passed = sum(1 for document in documents if document.passed(status))
-            self.progress.update(task, completed=passed, total=len(going))
+            done = sum(1 for document in documents if passed(document, status))
+            self.progress.update(task, completed=done, total=len(going))
         known = [d for d in documents if d.chunk_count is not None]
         chunk_total = sum(d.chunk_count or 0 for d in known)
-        embedded = sum(d.chunks_done for d in known)
+        embedded = sum(chunks_done(d) for d in known)
         waiting = len(going) - len(known)
         self.progress.update(
             self._chunk_task,

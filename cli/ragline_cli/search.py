@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Literal
 
 import typer
 from rich.text import Text
 
 from ragline_cli import output
+from ragline_cli.answers import as_json
 from ragline_cli.context import JsonFlag, client_of
 
 
@@ -18,6 +19,14 @@ class Mode(StrEnum):
     hybrid = "hybrid"
     dense = "dense"
     sparse = "sparse"
+
+
+# Each mode as the client library names it.
+RETRIEVAL_MODES: dict[Mode, Literal["hybrid", "dense", "sparse"]] = {
+    Mode.hybrid: "hybrid",
+    Mode.dense: "dense",
+    Mode.sparse: "sparse",
+}
 
 
 def search(
@@ -50,16 +59,16 @@ def search(
     json_out: JsonFlag = False,
 ) -> None:
     """Search the knowledge bases the token may read."""
-    body: dict[str, Any] = {"query": query, "top_k": top_k}
-    if mode is not None:
-        body["retrieval_mode"] = mode.value
-    if kb:
-        body["kb_ids"] = kb
-    if threshold is not None:
-        body["score_threshold"] = threshold
-    results = client_of(ctx).search(body)
+    answer = client_of(ctx).search(
+        query,
+        kb_ids=kb or None,
+        top_k=top_k,
+        retrieval_mode=None if mode is None else RETRIEVAL_MODES[mode],
+        score_threshold=threshold,
+    )
+    results = answer.results
     if json_out:
-        output.print_json([result.as_json() for result in results])
+        output.print_json([as_json(result) for result in results])
         return
     if not results:
         output.say("no passages found")

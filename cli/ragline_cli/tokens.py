@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from ragline_cli import output
+from ragline_cli.answers import as_json, moment
 from ragline_cli.context import JsonFlag, client_of
 from ragline_cli.errors import UsageError
 
@@ -43,9 +44,9 @@ def issue(
         body["user_id"] = user_id
     if expires_in:
         body["expires_in_s"] = expires_in
-    issued = client_of(ctx).issue_token(body)
+    issued = client_of(ctx).create_token(body)
     if json_out:
-        output.print_json(issued.as_json())
+        output.print_json(as_json(issued))
         return
     output.show(
         output.key_values(
@@ -54,7 +55,7 @@ def issue(
                 ("name", issued.name),
                 ("role", issued.role),
                 ("user", issued.user_id),
-                ("expires", issued.expires_at or "never"),
+                ("expires", moment(issued.expires_at) or "never"),
                 ("token", issued.token),
             ]
         )
@@ -65,12 +66,19 @@ def issue(
 @app.command("list")
 def list_tokens(ctx: typer.Context, json_out: JsonFlag = False) -> None:
     """List the tenant's tokens (without their secrets)."""
-    tokens = client_of(ctx).tokens()
+    tokens = client_of(ctx).list_tokens()
     if json_out:
-        output.print_json([token.as_json() for token in tokens])
+        output.print_json([as_json(token) for token in tokens])
         return
     rows = [
-        (t.id, t.name, t.role, t.user_id or t.bot_id, t.created_at, t.expires_at or "never")
+        (
+            t.id,
+            t.name,
+            t.role,
+            t.user_id or t.bot_id,
+            moment(t.created_at),
+            moment(t.expires_at) or "never",
+        )
         for t in tokens
     ]
     output.show(output.table(None, ("Id", "Name", "Role", "For", "Created", "Expires"), rows))

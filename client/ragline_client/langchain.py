@@ -1,29 +1,6 @@
-"""LangChain's retriever of Ragline: `RaglineRetriever` searches with a `Ragline` or
-`AsyncRagline` client and answers LangChain `Document`s. It needs the `langchain` extra:
-
-    pip install 'ragline-client[langchain]'
-
-```python
-from ragline_client import Ragline
-from ragline_client.langchain import RaglineRetriever
-
-retriever = RaglineRetriever(
-    client=Ragline(base_url="http://127.0.0.1:8000", token="rl_..."), k=4, kb_ids=["handbook"]
-)
-documents = retriever.invoke("how long do refunds take?")
-fewer = retriever.invoke("how long do refunds take?", k=2, kb_ids=["faq"])  # for this call
-```
-
-Each document's `page_content` is the passage; its `metadata` says where the passage is from
-(`document_id`, `kb_id`, `title`, `citation`, `heading_path`, `page`, `url`, `chunk_index`)
-and how it was found (`score`, `retrieval_rationale`); its `id` is
-`"{document_id}:{chunk_index}"`.
-
-What a search may find is the token's: a person's token searches what that person may read
-in their tenant (the KBs of `kb_ids`, by id or code, or all of them); a bot's token searches
-the bot's own KBs with the bot's settings (`k` at most 10, no `retrieval_mode`). A refusal
-raises the client's typed error (`ragline_client.AuthenticationError` for a bad token).
-"""
+"""LangChain's retriever of Ragline: `RaglineRetriever`. It needs the `langchain` extra
+(`pip install 'ragline-client[langchain]'`); the client alone imports nothing of LangChain,
+and importing this module without it raises an `ImportError` that says what to install."""
 
 from __future__ import annotations
 
@@ -59,17 +36,46 @@ _LANGCHAIN_KWARGS = frozenset({"verbose"})
 
 
 class RaglineRetriever(BaseRetriever):
-    """Ragline's search as a LangChain retriever: the `k` passages that best answer the query,
-    of what the client's token may read, as `Document`s.
+    """Ragline's search as a LangChain retriever: the `k` passages that best answer a query,
+    among what the client's token may read, as LangChain `Document`s, best first.
+
+    What may be found is the token's: a person's token searches what that person may read
+    in their tenant (the KBs of `kb_ids`, by id or code, else all of them); a bot's token
+    searches the bot's own KBs with the bot's settings (`k` at most 10, no
+    `retrieval_mode`). A refusal raises the client's typed error:
+    `ragline_client.AuthenticationError` for a bad token, `ragline_client.InvalidRequestError`
+    for a setting the API does not accept.
+
+    Each document's `page_content` is the passage, its `id` is
+    `"{document_id}:{chunk_index}"`, and its `metadata` holds:
+
+    - `document_id` and `kb_id`: the document and knowledge base the passage is from;
+    - `title`, `citation` (ready to show under an answer), `heading_path` (a list, empty
+      when the passage is under no heading), `page` and `url` (None when the document has
+      none) and `chunk_index` (the passage's place in its document);
+    - `score` (0 to 1) and `retrieval_rationale` (why the search kept it).
+
+    `k`, `kb_ids`, `retrieval_mode` and `score_threshold` may also be given to one call, over
+    the retriever's own (`retriever.invoke(query, k=2, kb_ids=["faq"])`); any other argument
+    is a `TypeError`.
 
     `invoke` and `ainvoke` both work with a `Ragline` (sync) client: `ainvoke` runs its call
     in a worker thread, so the event loop is never blocked. An `AsyncRagline` client serves
-    `ainvoke` only: `invoke` raises `RuntimeError`, since its connections belong to the event
-    loop that opened them and a loop made for one call would leave them unusable (use a
-    `Ragline` client for sync code).
+    `ainvoke` only: `invoke` raises `RuntimeError`, since the client's connections belong to
+    the event loop that opened them and a loop made for one call would leave them unusable;
+    use a `Ragline` client in sync code.
 
-    `k`, `kb_ids`, `retrieval_mode` and `score_threshold` may also be given to one call
-    (`retriever.invoke(query, k=2, kb_ids=["faq"])`), over the retriever's own."""
+    Example:
+        ```python
+        from ragline_client import Ragline
+        from ragline_client.langchain import RaglineRetriever
+
+        ragline = Ragline(base_url="http://127.0.0.1:8000", token="rl_...")
+        retriever = RaglineRetriever(client=ragline, k=4, kb_ids=["handbook"])
+        for document in retriever.invoke("how long do refunds take?"):
+            print(document.metadata["citation"], document.page_content)
+        ```
+    """
 
     model_config = ConfigDict(extra="forbid")
 

@@ -1,34 +1,7 @@
-"""LlamaIndex's retriever of Ragline: `RaglineRetriever` searches with a `Ragline` or
-`AsyncRagline` client and answers LlamaIndex nodes with their scores. It needs the
-`llama-index` extra:
-
-    pip install 'ragline-client[llama-index]'
-
-```python
-from ragline_client import Ragline
-from ragline_client.llama_index import RaglineRetriever
-
-retriever = RaglineRetriever(
-    client=Ragline(base_url="http://127.0.0.1:8000", token="rl_..."), k=4, kb_ids=["handbook"]
-)
-for found in retriever.retrieve("how long do refunds take?"):
-    print(found.score, found.node.metadata["citation"], found.node.get_content())
-```
-
-Each result is a `NodeWithScore`: its `score` is the search's (0 to 1) and its node a
-`TextNode` whose text is the passage, whose id is `"{document_id}:{chunk_index}"` (the same
-passage has the same id in every search), whose source (`ref_doc_id`) is the document, and
-whose `metadata` says where the passage is from (`document_id`, `kb_id`, `title`, `citation`,
-`heading_path`, `page`, `url`, `chunk_index`) and how it was found (`score`,
-`retrieval_rationale`). Of the metadata, a model is shown `title`, `citation` and `url` (when
-there is one) with the passage (`MetadataMode.LLM`); the rest are for code.
-
-What a search may find is the token's: a person's token searches what that person may read
-in their tenant (the KBs of `kb_ids`, by id or code, or all of them); a bot's token searches
-the bot's own KBs with the bot's settings (`k` at most 10, no `retrieval_mode`). A refusal
-raises the client's typed error (`ragline_client.AuthenticationError` for a bad token).
-Nothing is downloaded: the retriever uses no tokenizer, NLTK data or model of LlamaIndex's.
-"""
+"""LlamaIndex's retriever of Ragline: `RaglineRetriever`. It needs the `llama-index` extra
+(`pip install 'ragline-client[llama-index]'`); the client alone imports nothing of
+LlamaIndex, and importing this module without it raises an `ImportError` that says what to
+install."""
 
 from __future__ import annotations
 
@@ -64,23 +37,65 @@ _RETRIEVAL_MODES = frozenset({"dense", "sparse", "hybrid"})
 
 
 class RaglineRetriever(BaseRetriever):
-    """Ragline's search as a LlamaIndex retriever: the `k` passages that best answer the
-    query, of what the client's token may read, as scored text nodes.
+    """Ragline's search as a LlamaIndex retriever: the `k` passages that best answer a query,
+    among what the client's token may read, as scored text nodes, best first.
 
-    `client`: a `Ragline` or `AsyncRagline`, whose token decides what may be found. `k`: how
-    many passages at most (the search's `top_k`; a bot's token allows 10). `kb_ids`: the
-    knowledge bases to search, by id or code (None: every one the token may read; a bot's:
-    its own). `retrieval_mode`: `dense`, `sparse` or `hybrid` (None: the KBs' default; a
-    bot's token must leave it None). `score_threshold`: least cosine similarity of a passage,
-    0 to 1 (None: the deployment's default for a person, the bot's own for a bot).
-    `callback_manager` and `verbose` are LlamaIndex's. Each is an attribute of the same name,
-    read at every search.
+    What may be found is the token's: a person's token searches what that person may read
+    in their tenant (the KBs of `kb_ids`, by id or code, else all of them); a bot's token
+    searches the bot's own KBs with the bot's settings (`k` at most 10, no
+    `retrieval_mode`). A refusal raises the client's typed error:
+    `ragline_client.AuthenticationError` for a bad token, `ragline_client.InvalidRequestError`
+    for a setting the API does not accept.
+
+    Each result is a `NodeWithScore` whose `score` is the search's (0 to 1) and whose node is
+    a `TextNode`: its text is the passage, its id `"{document_id}:{chunk_index}"` (a passage
+    found by two searches has one id), its source (`ref_doc_id`) the document, and its
+    `metadata` holds:
+
+    - `document_id` and `kb_id`: the document and knowledge base the passage is from;
+    - `title`, `citation` (ready to show under an answer), `heading_path` (a list, empty
+      when the passage is under no heading), `page` and `url` (None when the document has
+      none) and `chunk_index` (the passage's place in its document);
+    - `score` (0 to 1) and `retrieval_rationale` (why the search kept it).
+
+    Of the metadata, a model is shown `title`, `citation` and `url` (when there is one) with
+    the passage (`MetadataMode.LLM`); the rest are for code. The retriever uses none of
+    LlamaIndex's tokenizers, NLTK data or models, so it downloads nothing.
 
     `retrieve` and `aretrieve` both work with a `Ragline` (sync) client: `aretrieve` runs its
     call in a worker thread, so the event loop is never blocked. An `AsyncRagline` client
-    serves `aretrieve` only: `retrieve` raises `RuntimeError`, since its connections belong to
-    the event loop that opened them and a loop made for one call would leave them unusable
-    (use a `Ragline` client for sync code)."""
+    serves `aretrieve` only: `retrieve` raises `RuntimeError`, since the client's connections
+    belong to the event loop that opened them and a loop made for one call would leave them
+    unusable; use a `Ragline` client in sync code.
+
+    Args:
+        client: A `Ragline` or `AsyncRagline`, whose token decides what may be found.
+        k: How many passages to return at most (the search's `top_k`; a bot's token allows
+            10).
+        kb_ids: The knowledge bases to search, by id or code; None: every one the token may
+            read (a bot's: its own).
+        retrieval_mode: `dense`, `sparse` or `hybrid`; None: the KBs' default (a bot's token
+            must leave it None: a bot searches in its own mode).
+        score_threshold: Least cosine similarity of a passage, 0 to 1 (exact keyword matches
+            are kept in hybrid mode); None: the deployment's default for a person, the bot's
+            own for a bot.
+        callback_manager: LlamaIndex's callback manager of the retriever's events (a new
+            one when None).
+        verbose: LlamaIndex's verbose flag.
+
+    Each setting is an attribute of the same name, read at every search.
+
+    Example:
+        ```python
+        from ragline_client import Ragline
+        from ragline_client.llama_index import RaglineRetriever
+
+        ragline = Ragline(base_url="http://127.0.0.1:8000", token="rl_...")
+        retriever = RaglineRetriever(client=ragline, k=4, kb_ids=["handbook"])
+        for found in retriever.retrieve("how long do refunds take?"):
+            print(found.score, found.node.metadata["citation"], found.node.get_content())
+        ```
+    """
 
     def __init__(
         self,

@@ -116,8 +116,9 @@ class AsyncRagline:
         max_retries: int = 2,
         retry_policy: RetryPolicy | None = None,
         http_client: httpx.AsyncClient | None = None,
+        user_agent: str = USER_AGENT,
     ) -> None:
-        headers = {"User-Agent": USER_AGENT}
+        headers = {"User-Agent": user_agent}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         if internal_secret:
@@ -157,26 +158,32 @@ class AsyncRagline:
         data: Mapping[str, str] | None = None,
         timeout: float | None = None,
         accept: frozenset[int] = frozenset(),
+        stream: bool = False,
     ) -> httpx.Response:
         """Sends the operation, retrying as the policy allows; the answer, or the typed error
-        of its status (`accept`: error statuses answered as they are)."""
+        of its status (`accept`: error statuses answered as they are). With `stream`, a
+        successful answer's body is left unread, for the caller to read and close."""
         method, path = url_of(operation, path_params or {})
         attempt = 0
         while True:
             extra: dict[str, Any] = {}
             if timeout is not None:
                 extra["timeout"] = timeout
+            request = self._http.build_request(
+                method,
+                self.base_url + path,
+                params=params,
+                json=json,
+                files=files,
+                data=data,
+                headers=self._headers,
+                **extra,
+            )
             try:
-                response = await self._http.request(
-                    method,
-                    self.base_url + path,
-                    params=params,
-                    json=json,
-                    files=files,
-                    data=data,
-                    headers=self._headers,
-                    **extra,
-                )
+                response = await self._http.send(request, stream=stream)
+                if stream and response.status_code >= 400:
+                    await response.aread()
+                    await response.aclose()
             except httpx.TransportError as exc:
                 wait_s = self.retry_policy.after_transport_error(method, exc, attempt)
                 if wait_s is None:
@@ -688,12 +695,22 @@ class AsyncRagline:
         self, destination: str | Path, *, scope: Literal["tenant", "deployment"] = "tenant"
     ) -> Path:
         """Takes a snapshot (the caller's tenant, or the whole deployment with its admin
-        token) and writes its tar to `destination`."""
+        token) and streams its tar into `destination` (written whole or not at all)."""
         path = Path(destination)
+        partial = path.with_name(f".{path.name}.partial")
         response = await self._send(
-            "create_backup", params={"scope": scope}, timeout=LONG_TIMEOUT_S
+            "create_backup", params={"scope": scope}, timeout=LONG_TIMEOUT_S, stream=True
         )
-        path.write_bytes(response.content)
+        try:
+            with partial.open("wb") as out:
+                async for block in response.aiter_bytes():
+                    out.write(block)
+            partial.replace(path)
+        except httpx.TransportError as exc:
+            raise _connection_error(exc, self.base_url) from exc
+        finally:
+            await response.aclose()
+            partial.unlink(missing_ok=True)
         return path
 
     async def restore_backup(

@@ -118,8 +118,9 @@ class Ragline:
         max_retries: int = 2,
         retry_policy: RetryPolicy | None = None,
         http_client: httpx.Client | None = None,
+        user_agent: str = USER_AGENT,
     ) -> None:
-        headers = {"User-Agent": USER_AGENT}
+        headers = {"User-Agent": user_agent}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         if internal_secret:
@@ -159,26 +160,32 @@ class Ragline:
         data: Mapping[str, str] | None = None,
         timeout: float | None = None,
         accept: frozenset[int] = frozenset(),
+        stream: bool = False,
     ) -> httpx.Response:
         """Sends the operation, retrying as the policy allows; the answer, or the typed error
-        of its status (`accept`: error statuses answered as they are)."""
+        of its status (`accept`: error statuses answered as they are). With `stream`, a
+        successful answer's body is left unread, for the caller to read and close."""
         method, path = url_of(operation, path_params or {})
         attempt = 0
         while True:
             extra: dict[str, Any] = {}
             if timeout is not None:
                 extra["timeout"] = timeout
+            request = self._http.build_request(
+                method,
+                self.base_url + path,
+                params=params,
+                json=json,
+                files=files,
+                data=data,
+                headers=self._headers,
+                **extra,
+            )
             try:
-                response = self._http.request(
-                    method,
-                    self.base_url + path,
-                    params=params,
-                    json=json,
-                    files=files,
-                    data=data,
-                    headers=self._headers,
-                    **extra,
-                )
+                response = self._http.send(request, stream=stream)
+                if stream and response.status_code >= 400:
+                    response.read()
+                    response.close()
             except httpx.TransportError as exc:
                 wait_s = self.retry_policy.after_transport_error(method, exc, attempt)
                 if wait_s is None:
@@ -668,10 +675,22 @@ class Ragline:
         self, destination: str | Path, *, scope: Literal["tenant", "deployment"] = "tenant"
     ) -> Path:
         """Takes a snapshot (the caller's tenant, or the whole deployment with its admin
-        token) and writes its tar to `destination`."""
+        token) and streams its tar into `destination` (written whole or not at all)."""
         path = Path(destination)
-        response = self._send("create_backup", params={"scope": scope}, timeout=LONG_TIMEOUT_S)
-        path.write_bytes(response.content)
+        partial = path.with_name(f".{path.name}.partial")
+        response = self._send(
+            "create_backup", params={"scope": scope}, timeout=LONG_TIMEOUT_S, stream=True
+        )
+        try:
+            with partial.open("wb") as out:
+                for block in response.iter_bytes():
+                    out.write(block)
+            partial.replace(path)
+        except httpx.TransportError as exc:
+            raise _connection_error(exc, self.base_url) from exc
+        finally:
+            response.close()
+            partial.unlink(missing_ok=True)
         return path
 
     def restore_backup(
