@@ -11,7 +11,8 @@ from pydantic import ConfigDict, Field
 
 from ragline_client._async.client import AsyncRagline, RetrievalMode
 from ragline_client._sync.client import Ragline
-from ragline_client.models import KnowledgeResult, KnowledgeSearchResponse
+from ragline_client.hits import hit_metadata, passage_id
+from ragline_client.models import KnowledgeSearchResponse
 
 try:
     from langchain_core.callbacks import (
@@ -172,31 +173,12 @@ def _documents_of(response: KnowledgeSearchResponse) -> list[Document]:
     `"{document_id}:{chunk_index}"` as `id`."""
     return [
         Document(
-            id=f"{hit.source}:{hit.chunk_index}",
+            id=passage_id(hit),
             page_content=hit.content,
-            metadata=_metadata_of(hit),
+            metadata=hit_metadata(hit),
         )
         for hit in response.results
     ]
-
-
-def _metadata_of(hit: KnowledgeResult) -> dict[str, Any]:
-    """A result's metadata: `document_id`, `kb_id`, `title`, `citation` (ready to show under
-    an answer), `heading_path` (a list, empty when the passage has no headings), `page` and
-    `url` (None when the document has none), `chunk_index`, `score` (0 to 1) and
-    `retrieval_rationale` (why it was found)."""
-    return {
-        "document_id": hit.source,
-        "kb_id": hit.kb_id,
-        "title": hit.document_title,
-        "citation": hit.citation,
-        "heading_path": list(hit.heading_path or []),
-        "page": hit.page,
-        "url": hit.url,
-        "chunk_index": hit.chunk_index,
-        "score": hit.score,
-        "retrieval_rationale": hit.retrieval_rationale,
-    }
 
 
 def _refuse_unknown(kwargs: dict[str, Any]) -> None:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 from ragline_client._async.client import AsyncRagline, RetrievalMode
 from ragline_client._sync.client import Ragline
-from ragline_client.models import KnowledgeResult, KnowledgeSearchResponse
+from ragline_client.hits import hit_metadata, passage_id
+from ragline_client.models import KnowledgeSearchResponse
 
 try:
     from llama_index.core.callbacks import CallbackManager
@@ -173,13 +173,13 @@ def _nodes_of(response: KnowledgeSearchResponse) -> list[NodeWithScore]:
     """A search's results as scored text nodes, best first."""
     found: list[NodeWithScore] = []
     for hit in response.results:
-        metadata = _metadata_of(hit)
+        metadata = hit_metadata(hit)
         # What a model is not shown: the keys for code, and those the passage has no value of.
         hidden = [
             key for key, value in metadata.items() if key not in _SHOWN_TO_MODELS or value is None
         ]
         node = TextNode(
-            id_=f"{hit.source}:{hit.chunk_index}",
+            id_=passage_id(hit),
             text=hit.content,
             metadata=metadata,
             excluded_llm_metadata_keys=hidden,
@@ -188,22 +188,6 @@ def _nodes_of(response: KnowledgeSearchResponse) -> list[NodeWithScore]:
         )
         found.append(NodeWithScore(node=node, score=hit.score))
     return found
-
-
-def _metadata_of(hit: KnowledgeResult) -> dict[str, Any]:
-    """A result's metadata (the module's docstring lists its keys)."""
-    return {
-        "document_id": hit.source,
-        "kb_id": hit.kb_id,
-        "title": hit.document_title,
-        "citation": hit.citation,
-        "heading_path": list(hit.heading_path or []),
-        "page": hit.page,
-        "url": hit.url,
-        "chunk_index": hit.chunk_index,
-        "score": hit.score,
-        "retrieval_rationale": hit.retrieval_rationale,
-    }
 
 
 __all__ = ["RaglineRetriever"]
