@@ -9,6 +9,7 @@ from google.genai import types as genai_types
 
 from core.errors import PermanentError
 from infra.context.base import Completion, ContextRefused, ContextTimedOut, ContextUnavailable
+from infra.http.genai_options import genai_http_options
 from infra.settings.ingest import ContextualSettings
 
 
@@ -20,12 +21,8 @@ class GeminiContextProvider:
     def __init__(self, settings: ContextualSettings) -> None:
         if settings.api_key is None or not settings.api_key.get_secret_value():
             raise PermanentError("the gemini context provider needs RAGLINE_CONTEXTUAL__API_KEY")
-        http_options = genai_types.HttpOptions(
-            base_url=settings.base_url,
-            timeout=int(settings.timeout_s * 1000),
-            # One try: a failed call falls back to the generic prefix instead of waiting.
-            retry_options=genai_types.HttpRetryOptions(attempts=1),
-        )
+        # One try: a failed call falls back to the generic prefix instead of waiting.
+        http_options = genai_http_options(settings.base_url, settings.timeout_s)
         self._client = genai.Client(
             api_key=settings.api_key.get_secret_value(), http_options=http_options
         )

@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 
 from core.errors import PermanentError, ServiceUnavailable
 from infra.embedding.base import normalise
+from infra.http.genai_options import genai_http_options
 from infra.settings.embedding import EmbeddingSettings
 
 # The API takes at most this many texts per batchEmbedContents call.
@@ -27,11 +28,7 @@ class GeminiEmbedder:
     def __init__(self, settings: EmbeddingSettings) -> None:
         if settings.gemini_api_key is None or not settings.gemini_api_key.get_secret_value():
             raise PermanentError("the gemini provider needs RAGLINE_EMBEDDING__GEMINI_API_KEY")
-        http_options = genai_types.HttpOptions(
-            base_url=settings.gemini_base_url,
-            timeout=30_000,
-            retry_options=genai_types.HttpRetryOptions(attempts=1),
-        )
+        http_options = genai_http_options(settings.gemini_base_url, timeout_s=30.0)
         self._client = genai.Client(
             api_key=settings.gemini_api_key.get_secret_value(), http_options=http_options
         )

@@ -25,22 +25,10 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 from ragline_client import AsyncRagline, AuthenticationError, InvalidRequestError, Ragline
 from ragline_client.langchain import RaglineRetriever
 from tests.conftest import RunningPipeline, unique
+from tests.e2e.retriever_support import METADATA_TYPES
 
 pytestmark = pytest.mark.e2e
 
-# Every key of a document's metadata, with the types its values take.
-METADATA_TYPES: dict[str, tuple[type, ...]] = {
-    "document_id": (str,),
-    "kb_id": (str,),
-    "title": (str,),
-    "citation": (str,),
-    "heading_path": (list,),
-    "page": (int, type(None)),
-    "url": (str, type(None)),
-    "chunk_index": (int,),
-    "score": (float,),
-    "retrieval_rationale": (str,),
-}
 WAIT_S = 120.0
 # The texts that have an address, by title.
 URLS = {"Rotation": "https://example.test/lighthouse/rotation"}

@@ -22,22 +22,10 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 from ragline_client import AsyncRagline, AuthenticationError, Ragline
 from ragline_client.llama_index import RaglineRetriever
 from tests.conftest import RunningPipeline, unique
+from tests.e2e.retriever_support import METADATA_TYPES
 
 pytestmark = pytest.mark.e2e
 
-# Every key of a node's metadata, with the types its values take.
-METADATA_TYPES: dict[str, tuple[type, ...]] = {
-    "document_id": (str,),
-    "kb_id": (str,),
-    "title": (str,),
-    "citation": (str,),
-    "heading_path": (list,),
-    "page": (int, type(None)),
-    "url": (str, type(None)),
-    "chunk_index": (int,),
-    "score": (float,),
-    "retrieval_rationale": (str,),
-}
 WAIT_S = 120.0
 TIDES = "https://example.test/harbour/tides"
 
