@@ -66,7 +66,7 @@ test: system-packages lint typecheck docs $(MCP_CLIENTS_STAMP)
 
 # The documentation site, built from docs/ into site/ (broken links and missing pages fail).
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve

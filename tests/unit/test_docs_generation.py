@@ -208,3 +208,113 @@ def test_a_figure_typed_by_hand_that_a_results_file_holds_fails_the_page(tmp_pat
     assert benchmark_pages.figure("search", "steps_uncached_c1.ranking.p95", tmp_path) == 45.76
     with pytest.raises(KeyError, match="no figure"):
         benchmark_pages.figure("search", "p50_ms_nowhere", tmp_path)
+
+
+@pytest.fixture(scope="module")
+def default_figures() -> list[benchmark_pages.SettingDefault]:
+    """The settings' defaults a page may state, as the docs build reads them."""
+    return benchmark_pages.setting_default_figures()
+
+
+def unsourced(markdown: str, defaults: list[benchmark_pages.SettingDefault]) -> list[str]:
+    """The figures a page types with no source, as `line: number`."""
+    problems = benchmark_pages.unsourced_figures(markdown, defaults)
+    return [" ".join(p.split()[:3]).removesuffix(" in") for p in problems]
+
+
+def test_a_figure_typed_by_hand_that_no_source_holds_fails_the_page(
+    default_figures: list[benchmark_pages.SettingDefault],
+) -> None:
+    page = (
+        "# Search in 72 ms\n"
+        "\n"
+        "The walk cost 63/11.5/4 ms at p50/p95/p99, the export takes about 15 s,\n"
+        "the API held 320 MB, 12k rps, 30 chunks/s or 2 documents per second;\n"
+        "the recall is 93%, an outage of 21 hours, a 10-second wait,\n"
+        "between 2 and 5 minutes.\n"
+        "\n"
+        "- Python 3.11, v1.2.3 and HTTP/2 are no figures, nor are 400 documents.\n"
+    )
+
+    assert unsourced(page, default_figures) == [
+        "line 1: 72",
+        "line 3: 63",
+        "line 3: 11.5",
+        "line 3: 4",
+        "line 3: 15",
+        "line 4: 320",
+        "line 4: 12k",
+        "line 4: 30",
+        "line 4: 2",
+        "line 5: 93",
+        "line 5: 21",
+        "line 5: 10",
+        "line 6: 2",
+        "line 6: 5",
+    ]
+    # A figure that happens to equal a setting's default is told what would source it.
+    (problem,) = benchmark_pages.unsourced_figures("It took about 15 s.", default_figures)
+    assert "`kafka.metadata_max_age_ms`, name that setting in its paragraph" in problem
+
+
+def test_a_settings_default_passes_where_its_paragraph_names_the_setting(
+    default_figures: list[benchmark_pages.SettingDefault],
+) -> None:
+    page = (
+        "A document stalls after `ingest.stall_after_s` (600 s, that is 10 minutes or\n"
+        "600,000 ms), an upload may take `RAGLINE_INGEST__MAX_UPLOAD_MB` (20 MB).\n"
+        "\n"
+        "| setting | default |\n"
+        "|---|---|\n"
+        "| `max_message_bytes` | 2 MB |\n"
+        "| `search.embedding_ttl_s` | 24 h, 1 day |\n"
+        "\n"
+        "- Each try may last `time_limit_s`: 60 s for records, 600 s for extract.\n"
+        "- A search's cached answer lives 30 min.\n"
+        "\n"
+        "The parser may use 2,048 MB (`ingest.parser_memory_mb`), 2 GB.\n"
+    )
+
+    assert unsourced(page, default_figures) == ["line 10: 30"]
+    # A setting's number in another unit than its own is no default: 600 s is not 600 MB.
+    assert unsourced("`ingest.stall_after_s` is 600 MB.", default_figures) == ["line 1: 600"]
+
+
+def test_figures_from_markers_code_and_fixed_lines_pass(
+    default_figures: list[benchmark_pages.SettingDefault],
+) -> None:
+    page = (
+        "Search took <!-- figure: search p95_ms_uncached_c1_1m {:,.1f} --> ms at p95.\n"
+        "Run `curl --max-time 30s` or `sleep 5 s`; link [a run](results/run-72-ms.md).\n"
+        "```\n"
+        "RAGLINE_API__MAX_BODY_MB=64  # 64 MB\n"
+        "```\n"
+        "A Kafka message header is at most 16 KB <!-- fixed: the protocol's limit -->\n"
+        "but 15 KB here <!-- fixed: -->\n"
+    )
+
+    assert unsourced(page, default_figures) == ["line 7: 15"]
+    assert benchmark_pages.FIXED.search("<!-- fixed: why -->")
+    assert not benchmark_pages.FIXED.search("<!-- fixed: -->")
+
+
+def test_figures_need_a_source_on_the_concept_production_operations_and_benchmark_pages(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sourced = ["concepts/search.md", "production.md", "operations.md", "benchmarks/soak.md"]
+    assert [benchmark_pages.sourced_page(uri) for uri in sourced] == [True] * 4
+    not_sourced = ["benchmarks/past-runs.md", "configuration.md", "guides/add-a-stage.md"]
+    assert [benchmark_pages.sourced_page(uri) for uri in not_sourced] == [False] * 3
+
+    (tmp_path / benchmark_pages.RESULTS).mkdir(parents=True)
+    config = {"docs_dir": str(tmp_path)}
+    benchmark_pages.on_pre_build(config)
+    page = "An earlier run took 63 ms.\n"
+    for uri in ("benchmarks/search.md", "benchmarks/past-runs.md"):
+        file = type("File", (), {"src_uri": uri})()
+        benchmark_pages.on_page_markdown(page, type("Page", (), {"file": file})(), config, None)
+    assert [r.getMessage() for r in caplog.records] == [
+        "benchmarks/search.md: line 1: 63 in '63 ms' has no source: write a marker of the "
+        "results file that holds it, name the setting, reword, or mark the line "
+        "<!-- fixed: why -->"
+    ]
