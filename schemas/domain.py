@@ -120,7 +120,8 @@ class Role(StrEnum):
 
     ADMIN = "admin"
     USER = "user"
-    # A bot's token: its agent searches the bot's KBs with the bot's settings (MCP only).
+    # A bot's token: its agent searches the bot's KBs with the bot's settings, over `/mcp` and
+    # `POST /api/v1/knowledge/search` only.
     BOT = "bot"
 
 
