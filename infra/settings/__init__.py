@@ -27,6 +27,13 @@ from infra.settings.vectorstore import QdrantSettings
 PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "admin", "password"})
 
 
+def is_placeholder(secret: str) -> bool:
+    """Whether `secret` is a placeholder: a well-known one, or a fill-in such as the deployment
+    bundles' `<a long random token>`."""
+    value = secret.strip().lower()
+    return value in PLACEHOLDER_SECRETS or (value.startswith("<") and value.endswith(">"))
+
+
 class Settings(BaseSettings):
     """Every setting of every Ragline process."""
 
@@ -136,10 +143,10 @@ class Settings(BaseSettings):
             return self
         for name in ("admin_token", "internal_secret"):
             value: SecretStr = getattr(self, name)
-            if value.get_secret_value().strip().lower() in PLACEHOLDER_SECRETS:
+            if is_placeholder(value.get_secret_value()):
                 raise ValueError(f"RAGLINE_{name.upper()} must be set to a real secret")
         previous = self.internal_secret_previous.get_secret_value()
-        if previous and previous.strip().lower() in PLACEHOLDER_SECRETS:
+        if previous and is_placeholder(previous):
             raise ValueError("RAGLINE_INTERNAL_SECRET_PREVIOUS must be a real secret or empty")
         if self.qdrant.url is None:
             raise ValueError("RAGLINE_QDRANT__URL must point at a Qdrant server outside local mode")

@@ -32,6 +32,9 @@ def test_real_secrets_outside_local_mode_are_accepted() -> None:
         ("admin_token", "changeme", "RAGLINE_ADMIN_TOKEN must be set to a real secret"),
         ("internal_secret", " Secret ", "RAGLINE_INTERNAL_SECRET must be set to a real secret"),
         ("internal_secret_previous", "password", "RAGLINE_INTERNAL_SECRET_PREVIOUS"),
+        # The deployment bundles' fill-ins (deploy/k8s/config.yaml), applied unchanged.
+        ("admin_token", "<a long random token>", "RAGLINE_ADMIN_TOKEN must be set"),
+        ("internal_secret", "<a long random secret>", "RAGLINE_INTERNAL_SECRET must be set"),
     ],
 )
 def test_placeholder_secrets_are_refused_outside_local_mode(
