@@ -19,7 +19,7 @@ from infra.mongo.lifecycle import DocumentLifecycle, Finished, KbRevisions, Supe
 from infra.mongo.outbox import Outbox
 from infra.settings.ingest import IngestSettings
 from infra.settings.stages import StagePolicy
-from infra.vectorstore.base import VectorQuery, VectorStore
+from infra.vectorstore.base import PublishedDocument, VectorQuery, VectorStore
 from infra.vectorstore.edge import EdgeVectorStore
 from infra.vectorstore.qdrant_server import QdrantServerStore
 from schemas.domain import ChunkRecord, Document, ParseStatus, file_source_key
@@ -148,7 +148,10 @@ class Stage:
             version=await self.lifecycle.next_version(kb_id, source),
             storage_key=stored.storage_key, parse_status=ParseStatus.EMBEDDING,
         )  # fmt: skip
-        await self.lifecycle.create([document])
+        # As the intake does: the KB's revision moves on with the new document, and the
+        # search caches are told.
+        started = await self.lifecycle.create([document])
+        await self.freshness.kbs_changed(started.revisions)
         await self.documents.record_chunking(
             document.id, 1, chunk_count=chunks, text_char_count=10 * chunks, batch_count=2
         )
@@ -238,20 +241,44 @@ async def test_a_document_becomes_searchable_only_when_complete(
 async def test_whoever_sees_a_document_indexed_is_not_answered_from_a_cache_of_before(
     db: Database, store: VectorStore
 ) -> None:
-    # A search's answers are cached per KB revision: the revision moves on (and the caches
-    # are told) before the status says indexed, not after, when a search could still be
-    # answered from before the new version (seen on a loaded machine).
+    # A search's answers are cached per KB revision. The revision moves on (and the caches are
+    # told) after the publish, so no answer of before the publish is cached under it, and
+    # before the status says indexed, so whoever sees it indexed is not answered from a cache
+    # of before the new version (seen on a loaded machine).
     told: dict[str, int] = {}
     lifecycle = FinishSeesCaches(db, told)
     stage = Stage(db, store, lifecycle=lifecycle)
     stage.freshness.told = told
     kb = await stage.kbs.create("acme", "KB", "", "en")
+    at_publish: list[int] = []
+    publish = store.publish_document
+
+    async def publish_seen(document: PublishedDocument) -> None:
+        at_publish.append(await _revision(db, document.kb_id))
+        await publish(document)
+
+    store.publish_document = publish_seen  # type: ignore[method-assign]
     for _ in range(2):  # a first version, then a second replacing it
-        for batch in _batches(await stage.document(kb.id)):
+        document = await stage.document(kb.id)
+        # The intake told the caches of the revision the new document made.
+        assert told[kb.id] == await _revision(db, kb.id)
+        for batch in _batches(document):
             await stage.handler(batch)
-    assert len(lifecycle.at_finish) == 2
-    for told_then, revision_then in lifecycle.at_finish:
-        assert told_then == revision_then
+        finished = await stage.documents.find(document.id)
+        assert finished is not None
+        assert finished.parse_status is ParseStatus.INDEXED
+    assert len(at_publish) == len(lifecycle.at_finish) == 2
+    for published_at, (told_then, revision_then) in zip(
+        at_publish, lifecycle.at_finish, strict=True
+    ):
+        assert revision_then > published_at  # moved on after the publish...
+        assert told_then == revision_then  # ...and the caches knew before "indexed"
+
+
+async def _revision(db: Database, kb_id: str) -> int:
+    kb = await db["knowledge_bases"].find_one({"_id": kb_id})
+    assert kb is not None
+    return int(kb["revision"])
 
 
 async def test_a_new_version_replaces_the_old_one_when_it_is_complete(
