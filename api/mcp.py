@@ -3,9 +3,12 @@
 Every request carries `Authorization: Bearer <token>`: a user's or admin's token (what their
 permissions allow) or a bot's (`POST /api/v1/bots/{bot_id}/tokens`: the bot's KBs and
 settings). The SDK's bearer middleware asks `RaglineTokens` and answers 401 itself for no or a
-bad token. The server is stateless (each request stands alone, authorised on its own), answers
-JSON, and turns every refused or failed call into a tool error with its message: the session
-never breaks. The tools themselves are `services.agent_tool_service`.
+bad token. The token is resolved before the SDK sees the request (`TokenGate`), so that a
+database that does not answer gives a 503 with `Retry-After`, as the rest of the API does,
+rather than the 500 an error inside the SDK's middleware would. The server is stateless (each
+request stands alone, authorised on its own), answers JSON, and turns every refused or failed
+call into a tool error with its message: the session never breaks. The tools themselves are
+`services.agent_tool_service`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import mcp_types as types
@@ -24,8 +28,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ValidationError
-from starlette.applications import Starlette
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api.deadline import unavailable_answer
 from api.state import Services
 from core.errors import RaglineError, ServiceUnavailable
 from schemas.domain import Principal
@@ -36,6 +41,10 @@ log = logging.getLogger(__name__)
 
 # The services of the running app (None while it starts or stops).
 ServicesNow = Callable[[], Services | None]
+# The request's bearer token and who it stands for, as `TokenGate` resolved it.
+_RESOLVED: ContextVar[tuple[str, Principal | None] | None] = ContextVar(
+    "ragline_mcp_resolved", default=None
+)
 
 
 class RaglineTokens:
@@ -44,12 +53,19 @@ class RaglineTokens:
     def __init__(self, services: ServicesNow) -> None:
         self._services = services
 
+    async def resolve(self, token: str) -> Principal | None:
+        """Who the token stands for (None: nobody, or the API still starting), kept for the
+        SDK's `verify_token` within the same request; `ServiceUnavailable` if the database
+        does not answer."""
+        services = self._services()
+        principal = None if services is None else await services.token_service.resolve(token)
+        _RESOLVED.set((token, principal))
+        return principal
+
     async def verify_token(self, token: str) -> AccessToken | None:
         """The token's principal as the SDK carries it, or None (the SDK answers 401)."""
-        services = self._services()
-        if services is None:
-            return None
-        principal = await services.token_service.resolve(token)
+        resolved = _RESOLVED.get()
+        principal = resolved[1] if resolved and resolved[0] == token else await self.resolve(token)
         if principal is None:
             return None
         return AccessToken(
@@ -59,6 +75,36 @@ class RaglineTokens:
             subject=principal.user_id or principal.bot_id,
             claims={"principal": principal.model_dump(mode="json")},
         )
+
+
+class TokenGate:
+    """ASGI: resolves a request's bearer token before the MCP app runs, answering 503 with
+    `Retry-After` when the database does not answer (an error inside the SDK's authentication
+    middleware would be a 500)."""
+
+    def __init__(self, app: ASGIApp, tokens: RaglineTokens) -> None:
+        self._app = app
+        self._tokens = tokens
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = _bearer(scope) if scope["type"] == "http" else None
+        if token is not None:
+            try:
+                await self._tokens.resolve(token)
+            except ServiceUnavailable as exc:
+                log.warning("MCP request refused: %s", exc)
+                await unavailable_answer(str(exc))(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+
+def _bearer(scope: Scope) -> str | None:
+    """The request's bearer token, if it has one."""
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"authorization":
+            text = value.decode("latin-1")
+            return text[7:] if text.lower().startswith("bearer ") else None
+    return None
 
 
 def _session_id(ctx: ServerRequestContext[Any]) -> str:
@@ -112,7 +158,7 @@ class KnowledgeMcp:
         )
         self.verifier = RaglineTokens(services)
 
-    def app(self, issuer_url: str, allowed_hosts: list[str]) -> Starlette:
+    def app(self, issuer_url: str, allowed_hosts: list[str]) -> ASGIApp:
         """The ASGI app serving `/mcp` (its session manager runs in the API's lifespan)."""
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection="*" not in allowed_hosts,
@@ -120,7 +166,7 @@ class KnowledgeMcp:
             allowed_origins=[f"http://{host}" for host in allowed_hosts]
             + [f"https://{host}" for host in allowed_hosts],
         )
-        return self.server.streamable_http_app(
+        served = self.server.streamable_http_app(
             streamable_http_path="/mcp",
             json_response=True,
             stateless_http=True,
@@ -128,6 +174,7 @@ class KnowledgeMcp:
             auth=AuthSettings(issuer_url=issuer_url, resource_server_url=None),
             token_verifier=self.verifier,
         )
+        return TokenGate(served, self.verifier)
 
     @property
     def session_manager(self) -> StreamableHTTPSessionManager:
