@@ -10,17 +10,25 @@ neither found nor stored), an agent's questions over MCP (a person's token), and
 The faults (`plan`): every `--gap-s` (45-90 s) one part, drawn from the stage workers, the
 relay, the records worker, the API, the broker, MongoDB and Redis, is killed (SIGKILL; the
 supervisor `make run` uses starts it again) or frozen (SIGSTOP) for `--hold-s` (10-30 s) and
-resumed. `--overlaps` of them (5) are pairs: while the first part is frozen a second one is
-killed or frozen. The schedule is a function of `--seed` alone, printed before the load
-starts: a run with the same seed injects the same faults at the same moments. After each fault
-ends (the part resumed, or started again and answering) a canary note is uploaded; the time
-from the fault's end to the canary indexed is the fault's recovery time.
+resumed. The parts are drawn in rounds, each a seeded shuffle of all of them: every part is
+struck once before any is struck twice. `--overlaps` of them (5) are pairs: while the first
+part is frozen a second one is killed or frozen. With `--long-hold-s`, MongoDB's first fault is
+a freeze held that long (the tiny run's other freezes are shorter than the request bound).
+The schedule is a function of `--seed` alone, printed before the load starts: a run with the
+same seed injects the same faults at the same moments. After each fault ends (the part
+resumed, or started again and answering) a canary note is uploaded; the time from the fault's
+end to the canary indexed is the fault's recovery time, bounded by `--recovery-limit-s`.
 
 At the end (the load stopped, every part back, up to `--grace-s` for the pipeline to finish),
 what a user must be able to rely on, each a figure of the last line:
 
 - `lost_documents`: accepted uploads neither indexed nor failed; `stuck_documents`: those
   still in a stage; `failed_unexpectedly`: documents that should have been indexed but failed;
+  `indexed_but_should_fail`: hostile files (and the encrypted PDF) that ended indexed;
+  `failed_without_reason`: failures whose document says no reason; `delete_not_finished`:
+  deletes never answered 204 though sent again as a user would, or whose document is still
+  listed at the end; `live_documents_not_found`: searches for a live document's code that
+  did not find it (indexed but not searchable);
 - `indexed_twice`: a file or record with more than one document holding searchable points, or
   a document whose points in the store are not its chunk count;
 - `deleted_documents_returned`, `replaced_versions_returned`: searches (a bot's, a person's,
@@ -28,16 +36,27 @@ what a user must be able to rely on, each a figure of the last line:
   were sent; deleted and replaced documents still holding points;
 - `kb_counts_match`: the KB's document and chunk counts equal to its documents';
 - `search_availability`: the share of searches sent while the API process was neither down
-  nor frozen that were answered (any HTTP answer: a refusal with `Retry-After` counts) within
-  the request bound plus 2.5 s; the p95 of searches during faults and outside them;
-- `faults_injected` (a count per kind), `overlaps` (faults begun while another was on) and
-  `recovery_s` (per kind: each fault's recovery time).
+  nor frozen that were answered correctly within the request bound plus 2.5 s: a 2xx with a
+  well-formed answer (over MCP, a result that is not `isError`) naming no deleted or replaced
+  document and, asked for a live document's code, finding it. `search_availability_any_answer`
+  counts any HTTP answer within the bound (a refusal with `Retry-After` included). The p95 of
+  correct answers during faults and outside them;
+- `server_errors`: answers 5xx, every one but a 503 with `Retry-After` to a request that was
+  under way while a part it needs was down or frozen (the API process or MongoDB, or just
+  after: `DEPENDENCY_SETTLE_S`); nothing else a request needs (the broker: uploads wait in
+  the outbox; Redis: search answers without its cache; a worker) may cause one;
+- `events`: what the run promises to exercise, each seen at least `--min-events` times
+  (versions replaced, deletes, hostile uploads ended failed, correct MCP searches, connector
+  records indexed); `events_missing` names any that fell short;
+- `faults_injected` (a count per kind), `parts_struck`, `longest_freeze_s`, `overlaps` (faults
+  begun while another was on) and `recovery_s` (per kind: each fault's recovery time).
 
-A run that lost, doubled or leaked data exits non-zero. The last line is one JSON object; the
+A run that lost, doubled or leaked data, answered a 5xx it should not have, or left an event
+kind short exits non-zero. The last line is one JSON object; the
 results file (`--results-dir`) gets a timeline plot of the faults and the errors.
 
     .venv/bin/python -m benchmarks.chaos [--minutes 30] [--seed 11] [--grace-s 600]
-    .venv/bin/python -m benchmarks.chaos --tiny      # 40 s, a fault every 6-9 s (`make test`)
+    .venv/bin/python -m benchmarks.chaos --tiny      # 48 s, a fault every 4-5 s (`make test`)
 
 The tiny run's stack embeds with the hashed embedder (it checks the mechanics, not the model).
 """
@@ -95,9 +114,13 @@ PARTS = {
 KILL, FREEZE = "kill", "freeze"
 # The API's request bound (the default) and what a loaded machine may add to an answer.
 BOUND_S, SLACK_S = 5.0, 2.5
-# A part killed must be started again and answering within this; a canary indexed within this.
+# A part killed must be started again and answering within this.
 BACK_LIMIT_S = 180.0
-RECOVERY_LIMIT_S = 600.0
+# What every request needs: a 503 with `Retry-After` is a fair answer while one of them is
+# down or frozen, and for this long after it is back (the database driver's next heartbeat
+# finds it again: `heartbeatFrequencyMS`, 10 s by default).
+DEPENDENCIES = ("API", "MongoDB")
+DEPENDENCY_SETTLE_S = 10.0
 # Of the uploads: new versions of indexed Markdown files, hostile files; of the searches, MCP.
 VERSION_SHARE, HOSTILE_SHARE, MCP_SHARE = 0.1, 0.04, 0.2
 MCP_HEADERS = {
@@ -110,17 +133,22 @@ STACK_SETTINGS = {"RAGLINE_INGEST__STALL_AFTER_S": "60"}
 # The tiny run checks the mechanics (what is lost, doubled or leaked), not the model: its stack
 # embeds with the hashed embedder, so a worker started again loads no model.
 TINY_SETTINGS = {"RAGLINE_EMBEDDING__PROVIDER": "hashed"}
-# `--tiny`: minutes, uploads/s, searches/s, deletes/s, grace s, gap s, hold s, overlaps.
+# `--tiny`: every part struck once (rounds of all nine, a fault every 4-5 s), MongoDB's freeze
+# held past the request bound, recovery and the grace period bounded at two minutes, and each
+# event kind seen at least once.
 TINY: dict[str, Any] = {
-    "minutes": 0.67,
+    "minutes": 0.8,
     "upload_rate": 1.0,
     "search_rate": 2.0,
     "delete_rate": 0.5,
-    "grace_s": 300.0,
-    "gap_s": (6.0, 9.0),
+    "grace_s": 120.0,
+    "recovery_limit_s": 120.0,
+    "gap_s": (4.0, 5.0),
     "hold_s": (2.0, 4.0),
+    "long_hold_s": BOUND_S + 2.0,
     "overlaps": 1,
     "min_indexed": 0,
+    "min_events": 1,
 }
 
 
@@ -144,16 +172,35 @@ class Fault:
         return f"{self.action} {self.part}"
 
 
+class Rounds:
+    """The parts to strike, in rounds: each a seeded shuffle of all of them, so that every
+    part is struck once before any is struck twice."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+        self._left: list[str] = []
+
+    def draw(self, besides: str | None = None) -> str:
+        """The next part of the round (other than `besides`, which keeps its turn)."""
+        if not [part for part in self._left if part != besides]:
+            self._left += self._rng.sample(list(PARTS), len(PARTS))
+        part = next(part for part in self._left if part != besides)
+        self._left.remove(part)
+        return part
+
+
 def plan(
     seed: int,
     seconds: float,
     gap_s: tuple[float, float],
     hold_s: tuple[float, float],
     overlaps: int,
+    long_hold_s: float | None = None,
 ) -> list[Fault]:
     """The faults of a run of `seconds`, from `seed` alone: one every `gap_s` (drawn between
-    its bounds), killed or frozen for `hold_s`; `overlaps` of them, spread over the run, are
-    pairs, a freeze and, before it ends, a fault of another part."""
+    its bounds) on the next part of the round, killed or frozen for `hold_s`; `overlaps` of
+    them, spread over the run, are pairs, a freeze and, before it ends, a fault of another
+    part. With `long_hold_s`, MongoDB's first fault is a freeze held that long."""
     rng = random.Random(seed)
     slots: list[float] = []
     at = rng.uniform(*gap_s)
@@ -162,25 +209,43 @@ def plan(
         at += rng.uniform(*gap_s)
     pairs = min(overlaps, len(slots))
     paired = {round((i + 0.5) * len(slots) / pairs) for i in range(pairs)} if pairs else set()
-    parts = list(PARTS)
+    rounds = Rounds(rng)
     faults: list[Fault] = []
+
+    def fault(at: float, part: str, action: str | None = None) -> Fault:
+        action = action or rng.choice((KILL, FREEZE))
+        hold = rng.uniform(*hold_s) if action == FREEZE else 0.0
+        if (
+            long_hold_s is not None
+            and part == "MongoDB"
+            and all(f.part != "MongoDB" for f in faults)
+        ):
+            action, hold = FREEZE, long_hold_s
+        made = Fault(at, part, action, hold)
+        faults.append(made)
+        return made
+
     for n, at in enumerate(slots):
-        part = rng.choice(parts)
+        part = rounds.draw()
         if n in paired:
-            first = Fault(at, part, FREEZE, rng.uniform(*hold_s))
-            other = rng.choice([p for p in parts if p != part])
-            action = rng.choice((KILL, FREEZE))
-            second = Fault(
-                at + rng.uniform(0.2, 0.6) * first.hold_s,
-                other,
-                action,
-                rng.uniform(*hold_s) if action == FREEZE else 0.0,
-            )
-            faults += [first, second]
+            first = fault(at, part, FREEZE)
+            fault(at + rng.uniform(0.2, 0.6) * first.hold_s, rounds.draw(besides=part))
         else:
-            action = rng.choice((KILL, FREEZE))
-            faults.append(Fault(at, part, action, rng.uniform(*hold_s) if action == FREEZE else 0))
+            fault(at, part)
     return sorted(faults, key=lambda fault: fault.at_s)
+
+
+@dataclass(frozen=True)
+class ServerError:
+    """A 5xx answer: to what, when the request was under way, and whether it said when to
+    retry."""
+
+    kind: str
+    sent: float
+    answered: float
+    status: int
+    retry_after: bool
+    body: str
 
 
 @dataclass
@@ -215,28 +280,53 @@ class Chaos(Soak):
         super().__init__(*args, **kwargs)
         self.faults = faults
         self.struck: list[Struck] = []
-        # Every search: when it was sent, its kind, whether it was answered within the bound,
-        # and its milliseconds.
+        # Every search: when it was sent, its kind, whether it was answered correctly within
+        # the bound, and its milliseconds.
         self.asked: list[tuple[float, str, bool, float]] = []
+        # Every search: when it was sent, and whether any HTTP answer came within the bound.
+        self.answered: list[tuple[float, bool]] = []
+        self.server_errors: list[ServerError] = []
         self.replaces: dict[str, str] = {}  # new version's id -> the old one's
+        # A new version was due but no indexed Markdown file was there to replace: the next
+        # upload that finds one makes it.
+        self.version_owed = False
         self.load_end = float("inf")
 
     # -- the load -------------------------------------------------------------------------
 
     def heard(self, kind: str, response: httpx.Response | None, ms: float) -> None:
-        """A search's outcome is kept for availability: any HTTP answer within the bound
-        counts (a refusal that says when to retry is an answer)."""
+        """Every 5xx is kept (`server_errors` judges it); of a search, whether any HTTP answer
+        came within the bound (`search_availability_any_answer`)."""
+        answered = time.monotonic()
+        sent = answered - ms / 1000
+        if response is not None and response.status_code >= 500:
+            self.server_errors.append(
+                ServerError(
+                    kind, sent, answered, response.status_code,
+                    "retry-after" in response.headers, response.text[:300],
+                )
+            )  # fmt: skip
         if kind.startswith("search"):
-            sent = time.monotonic() - ms / 1000
-            in_time = response is not None and ms <= (BOUND_S + SLACK_S) * 1000
-            self.asked.append((sent, kind, in_time, ms))
+            self.answered.append((sent, response is not None and self.in_time(ms)))
+
+    def searched(self, kind: str, sent: float, ms: float, correct: bool) -> None:
+        """A search's verdict is kept for availability: answered correctly within the bound."""
+        self.asked.append((sent, kind, correct and self.in_time(ms), ms))
+
+    @staticmethod
+    def in_time(ms: float) -> bool:
+        """Within the request bound and what a loaded machine may add."""
+        return ms <= (BOUND_S + SLACK_S) * 1000
 
     async def upload(self, n: int) -> None:
-        """New versions and hostile files among the soak's uploads."""
+        """New versions and hostile files among the soak's uploads: the ninth upload is a
+        hostile file and a new version is made as soon as one is due and can be."""
         draw = self.rng.random()
-        if n >= 8 and draw < VERSION_SHARE and await self.new_version():
-            return
-        if n >= 8 and draw > 1 - HOSTILE_SHARE:
+        if n >= 8 and (draw < VERSION_SHARE or self.version_owed):
+            self.version_owed = not await self.new_version()
+            if not self.version_owed:
+                return
+        if n == 8 or (n > 8 and draw > 1 - HOSTILE_SHARE):
             await self.hostile()
             return
         await super().upload(n)
@@ -310,15 +400,25 @@ class Chaos(Soak):
         )
         self.minute().search_ms.append(ms)
         if response is None:
+            self.searched("search_mcp", sent, ms, correct=False)
             return
-        result = response.json().get("result") or {}
-        if result.get("isError") is not False:
-            self.error("search_mcp:tool_error", response.text)
+        try:
+            result = response.json().get("result") or {}
+            if result.get("isError") is not False:
+                self.error("search_mcp:tool_error", response.text)
+                self.searched("search_mcp", sent, ms, correct=False)
+                return
+            hits = result["structuredContent"]["results"]
+            found = {hit["source"] for hit in hits}
+            found |= {copy["document_id"] for hit in hits for copy in hit["also_in"]}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            self.error("search_mcp:malformed_answer", f"{exc!r}: {response.text}")
+            self.searched("search_mcp", sent, ms, correct=False)
             return
-        hits = result["structuredContent"]["results"]
-        found = {hit["source"] for hit in hits}
-        found |= {copy["document_id"] for hit in hits for copy in hit["also_in"]}
-        self.check_found("search_mcp", query, found, sent)
+        correct = self.check_found("search_mcp", query, found, sent)
+        if target is not None and not self.live_found("search_mcp", query, target, found, hits):
+            correct = False
+        self.searched("search_mcp", sent, ms, correct)
 
     def settle(self, doc: Doc, state: dict[str, Any]) -> None:
         """The soak's, and a new version seen indexed replaces the old one."""
@@ -395,11 +495,11 @@ class Chaos(Soak):
 
     async def canary(self, struck: Struck) -> float | None:
         """Uploads a note once the fault is over; seconds until it is indexed (None if not
-        within `RECOVERY_LIMIT_S`)."""
+        within `--recovery-limit-s`)."""
         assert struck.ended is not None
         code = self.new_code()
         body = {"title": f"Canary {code}", "content": f"Canary {code}: {struck.fault.describe()}."}
-        deadline = struck.ended + RECOVERY_LIMIT_S
+        deadline = struck.ended + self.args.recovery_limit_s
         response = None
         while response is None and time.monotonic() < deadline:
             response, _ = await self.request(
@@ -457,8 +557,15 @@ def figures(chaos: Chaos, finals: dict[str, Any], store: dict[str, int]) -> dict
         return any(begin <= at <= end for begin, end in windows)
 
     up = [a for a in chaos.asked if not within(a[0], api_down)]
+    up_any = [a for a in chaos.answered if not within(a[0], api_down)]
     during = [a[3] for a in chaos.asked if within(a[0], faulty) and a[2]]
     outside = [a[3] for a in chaos.asked if not within(a[0], faulty) and a[2]]
+    unfair = unfair_server_errors(chaos)
+    for error in unfair:
+        chaos.error(f"server_error:{error.kind}:{error.status}", error.body)
+    events = seen_events(chaos)
+    events_missing = sorted(kind for kind, n in events.items() if n < chaos.args.min_events)
+    freezes = [s.fault.hold_s for s in chaos.struck if s.fault.action == FREEZE]
     recovery: dict[str, list[float | None]] = {}
     for s in chaos.struck:
         recovery.setdefault(s.fault.kind, []).append(rounded(s.recovery_s))
@@ -475,6 +582,8 @@ def figures(chaos: Chaos, finals: dict[str, Any], store: dict[str, int]) -> dict
         "minutes": chaos.args.minutes,
         "faults_injected": dict(Counter(s.fault.kind for s in chaos.struck)),
         "faults": len(chaos.struck),
+        "parts_struck": sorted({s.fault.part for s in chaos.struck}),
+        "longest_freeze_s": rounded(max(freezes, default=0.0)),
         "overlaps": overlapping(chaos.struck),
         "faults_not_back": [s.fault.describe() for s in chaos.struck if s.note],
         "documents": {
@@ -489,6 +598,10 @@ def figures(chaos: Chaos, finals: dict[str, Any], store: dict[str, int]) -> dict
         "stuck_documents": len(stuck),
         "failed_unexpectedly": len(unexpected),
         "failure_reasons": dict(Counter(str(d.error)[:120] for d in unexpected)),
+        **chaos.outcomes(),
+        "hostile_failure_reasons": dict(
+            Counter(str(d.error)[:120] for d in docs if d.kind == "hostile")
+        ),
         "indexed_twice": store["sources_searchable_twice"]
         + store["documents_with_wrong_point_count"],
         "deleted_documents_returned": deleted_returned,
@@ -501,6 +614,13 @@ def figures(chaos: Chaos, finals: dict[str, Any], store: dict[str, int]) -> dict
         "kb_counts_expected": finals["expected"],
         "searches": len(chaos.asked),
         "search_availability": round(sum(a[2] for a in up) / len(up), 4) if up else None,
+        "search_availability_any_answer": (
+            round(sum(a[1] for a in up_any) / len(up_any), 4) if up_any else None
+        ),
+        "server_errors": len(unfair),
+        "server_errors_fair": len(chaos.server_errors) - len(unfair),
+        "events": events,
+        "events_missing": events_missing,
         "search_p95_ms_during_faults": rounded(percentile(during, 95)),
         "search_p95_ms_outside_faults": rounded(percentile(outside, 95)),
         "recovery_s": recovery,
@@ -525,8 +645,43 @@ def figures(chaos: Chaos, finals: dict[str, Any], store: dict[str, int]) -> dict
     }
 
 
+def unfair_server_errors(chaos: Chaos) -> list[ServerError]:
+    """The 5xx answers a user should never see: all but a 503 with `Retry-After` to a request
+    under way while a part every request needs was down or frozen, or had just come back."""
+    windows = [
+        (s.began, (s.ended or math.inf) + DEPENDENCY_SETTLE_S)
+        for s in chaos.struck
+        if s.fault.part in DEPENDENCIES
+    ]
+    return [
+        error
+        for error in chaos.server_errors
+        if not (
+            error.status == 503
+            and error.retry_after
+            and any(error.sent <= end and begin <= error.answered for begin, end in windows)
+        )
+    ]
+
+
+def seen_events(chaos: Chaos) -> dict[str, int]:
+    """How often each kind of event the run promises happened: versions replaced (the new
+    one seen indexed), deletes answered, hostile files ended failed, MCP searches answered
+    correctly, connector records indexed."""
+    docs = chaos.docs.values()
+    return {
+        "versions_replaced": sum(d.status == REPLACED for d in docs),
+        "deletes": sum(d.deleted is not None for d in docs),
+        "hostile_uploads_failed": sum(d.kind == "hostile" and d.status == "failed" for d in docs),
+        "mcp_searches_answered": sum(kind == "search_mcp" and ok for _, kind, ok, _ in chaos.asked),
+        "connector_records_indexed": sum(
+            d.kind == "batch" and d.status in ("indexed", REPLACED) for d in docs
+        ),
+    }
+
+
 def _per_bucket(chaos: Chaos, zero: float, buckets: int) -> list[int]:
-    """Searches not answered within the bound, per 10 s."""
+    """Searches not answered correctly within the bound, per 10 s."""
     counts = [0] * buckets
     for sent, _, answered, _ in chaos.asked:
         if not answered:
@@ -534,26 +689,34 @@ def _per_bucket(chaos: Chaos, zero: float, buckets: int) -> list[int]:
     return counts
 
 
-# The figures that must be 0: what the run lost, doubled or leaked.
+# The figures that must be 0: what the run lost, doubled, leaked or got wrong.
 DATA_PROBLEMS = (
     "lost_documents",
     "stuck_documents",
+    "failed_unexpectedly",
+    "indexed_but_should_fail",
+    "failed_without_reason",
+    "delete_not_finished",
+    "live_documents_not_found",
     "indexed_twice",
     "deleted_documents_returned",
     "replaced_versions_returned",
     "deleted_documents_with_points",
     "replaced_versions_with_points",
     "points_of_no_uploaded_document",
+    "server_errors",
 )
 
 
 def data_problems(result: dict[str, Any]) -> list[str]:
-    """What the run lost, doubled or leaked."""
+    """What the run lost, doubled, leaked or got wrong, and what it did not exercise."""
     problems = [f"{key}: {result[key]}" for key in DATA_PROBLEMS if result[key]]
     if not result["kb_counts_match"]:
         problems.append(
             f"KB counts {result['kb_counts']}, documents {result['kb_counts_expected']}"
         )
+    if result["events_missing"]:
+        problems.append(f"events seen too seldom: {result['events_missing']} {result['events']}")
     return problems
 
 
@@ -599,16 +762,33 @@ def main() -> None:
     parser.add_argument("--gap-s", type=float, nargs=2, default=(45.0, 90.0))
     parser.add_argument("--hold-s", type=float, nargs=2, default=(10.0, 30.0))
     parser.add_argument("--overlaps", type=int, default=5)
+    parser.add_argument(
+        "--long-hold-s", type=float, default=None, help="hold MongoDB's first fault this long"
+    )
+    parser.add_argument(
+        "--recovery-limit-s",
+        type=float,
+        default=600.0,
+        help="a fault's canary must be indexed within this after the fault ends",
+    )
+    parser.add_argument(
+        "--min-events", type=int, default=10, help="each event kind must be seen this often"
+    )
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
-    parser.add_argument("--tiny", action="store_true", help="40 s: what `make test` runs")
+    parser.add_argument("--tiny", action="store_true", help="48 s: what `make test` runs")
     add_results_option(parser)
     args = parser.parse_args()
     if args.tiny:
         vars(args).update(TINY)
     args.warmup_minutes, args.trace_memory = 0, 0
     faults = plan(
-        args.seed, args.minutes * 60, tuple(args.gap_s), tuple(args.hold_s), args.overlaps
+        args.seed,
+        args.minutes * 60,
+        tuple(args.gap_s),
+        tuple(args.hold_s),
+        args.overlaps,
+        args.long_hold_s,
     )
     settings = STACK_SETTINGS | (TINY_SETTINGS if args.tiny else {})
     announce(settings)

@@ -143,6 +143,8 @@ UPLOAD_MIX = {
     "encrypted_pdf": 0.02,
 }
 BATCH_RECORDS = 4
+# A delete not confirmed is sent again for this long (then it is `delete_not_finished`).
+DELETE_RETRY_S = 180.0
 PEOPLE_SHARE = 0.25
 # Searches: a live document's code, a deleted document's code, else a man-page question.
 LIVE_PROBE, DELETED_PROBE = 0.4, 0.2
@@ -311,6 +313,8 @@ class Soak:
         self.docs: dict[str, Doc] = {}
         self.indexed_order: list[str] = []  # indexed, not yet deleted, oldest first
         self.deleted_order: list[str] = []
+        # The KB's documents as the final poll listed them (`poll(everything=True)`).
+        self.listed_at_end: set[str] = set()
         self.minutes: list[Minute] = []
         self.errors: Counter[str] = Counter()
         self.error_samples: dict[str, str] = {}
@@ -372,10 +376,11 @@ class Soak:
         self.minute().errors[kind] += 1
         self.error_samples.setdefault(kind, sample[:600])
 
-    async def request(
-        self, kind: str, method: str, url: str, expect: tuple[int, ...], **kwargs: Any
+    async def send(
+        self, kind: str, method: str, url: str, **kwargs: Any
     ) -> tuple[httpx.Response | None, float]:
-        """Sends one request; counts it, and an error if it fails; returns it and its ms."""
+        """Sends one request and counts it; returns its answer, whatever its status (None and
+        an error counted when there was none), and its ms."""
         started = time.perf_counter()
         try:
             response = await self.http.request(method, url, **kwargs)
@@ -388,13 +393,26 @@ class Soak:
         elapsed = (time.perf_counter() - started) * 1000
         self.minute().requests[kind] += 1
         self.heard(kind, response, elapsed)
-        if response.status_code not in expect:
+        return response, elapsed
+
+    async def request(
+        self, kind: str, method: str, url: str, expect: tuple[int, ...], **kwargs: Any
+    ) -> tuple[httpx.Response | None, float]:
+        """Sends one request; counts it, and an error if it fails; returns it (None unless
+        its status is one of `expect`) and its ms."""
+        response, elapsed = await self.send(kind, method, url, **kwargs)
+        if response is not None and response.status_code not in expect:
             self.error(f"{kind}:{response.status_code}", response.text)
             return None, elapsed
         return response, elapsed
 
     def heard(self, kind: str, response: httpx.Response | None, ms: float) -> None:
         """Each request's outcome, any answer or none, as it ends (for a subclass to keep)."""
+
+    def searched(self, kind: str, sent: float, ms: float, correct: bool) -> None:
+        """Each search's verdict as it ends (for a subclass to keep): `correct` when it was
+        answered 2xx with a well-formed answer that named no deleted or replaced document and,
+        asked for a live document's code, found it."""
 
     def spawn(self, work: Awaitable[None]) -> None:
         """Runs a request in the background (open loop: the schedule never waits for it)."""
@@ -477,19 +495,30 @@ class Soak:
         return f"{Path(name).stem}-{code}.pdf", self.corpus.pdf(name, code), False
 
     async def delete(self, tick: int) -> None:
-        """Deletes the oldest indexed document, unless too few are indexed."""
+        """Deletes the oldest indexed document, unless too few are indexed. As a user would,
+        a delete not answered 204 is sent again (after its `Retry-After`) until it is, or 404
+        says it is gone, for `DELETE_RETRY_S` at most (then it is `delete_not_finished`)."""
         if len(self.indexed_order) <= self.args.min_indexed:
             self.minute().skipped_deletes += 1
             return
         doc = self.docs[self.indexed_order.pop(0)]
         doc.delete_sent = time.monotonic()
-        response, _ = await self.request(
-            "delete", "DELETE", f"/api/v1/knowledge-bases/{self.kb}/documents/{doc.id}",
-            (204,), headers=self.admin,
-        )  # fmt: skip
-        if response is not None:
-            doc.deleted = time.monotonic()
-            self.deleted_order.append(doc.id)
+        url = f"/api/v1/knowledge-bases/{self.kb}/documents/{doc.id}"
+        first = True
+        while time.monotonic() - doc.delete_sent < DELETE_RETRY_S:
+            response, _ = await self.send("delete", "DELETE", url, headers=self.admin)
+            # A 404 is a delete an earlier try made (answered with an error, or not at all).
+            done = (204,) if first else (204, 404)
+            if response is not None and response.status_code in done:
+                doc.deleted = time.monotonic()
+                self.deleted_order.append(doc.id)
+                return
+            first = False
+            wait = 1.0
+            if response is not None:
+                self.error(f"delete:{response.status_code}", response.text)
+                wait = float(response.headers.get("retry-after", "1") or 1)
+            await asyncio.sleep(wait)
 
     async def search(self, tick: int) -> None:
         """One search, a bot's or a person's, checked against what was deleted."""
@@ -523,35 +552,57 @@ class Soak:
             )  # fmt: skip
         self.minute().search_ms.append(ms)
         if response is None:
+            self.searched(kind, sent, ms, correct=False)
             return
-        answer = response.json()
-        steps = {k: float(v) for k, v in answer["metrics"].items() if k.endswith("_ms")}
+        try:
+            answer = response.json()
+            steps = {k: float(v) for k, v in answer["metrics"].items() if k.endswith("_ms")}
+            hits = answer["results" if people else "hits"]
+            found = {hit["source" if people else "document_id"] for hit in hits}
+            found |= {copy["document_id"] for hit in hits for copy in hit["also_in"]}
+        except (ValueError, KeyError, TypeError) as exc:
+            self.error(f"{kind}:malformed_answer", f"{exc!r}: {response.text}")
+            self.searched(kind, sent, ms, correct=False)
+            return
         steps["waited_ms"] = max(0.0, ms - steps.get("total_ms", 0.0))
         self.minute().search_steps.append(steps)
-        hits = answer["results" if people else "hits"]
-        found = {hit["source" if people else "document_id"] for hit in hits}
-        found |= {copy["document_id"] for hit in hits for copy in hit["also_in"]}
-        self.check_found(kind, query, found, sent)
-        if target is not None and target.delete_sent is None:
-            self.live_probes["asked"] += 1
-            if target.id not in found:
-                self.error(
-                    f"{kind}:live_document_not_found",
-                    f"{query!r} ({target.kind} {target.id}, {target.chunks} chunks) -> "
-                    f"{[hit.get('retrieval_rationale', '') for hit in hits][:3]} {sorted(found)}",
-                )
+        correct = self.check_found(kind, query, found, sent)
+        if target is not None and not self.live_found(kind, query, target, found, hits):
+            correct = False
+        self.searched(kind, sent, ms, correct)
 
-    def check_found(self, kind: str, query: str, found: set[str], sent: float) -> None:
+    def live_found(
+        self, kind: str, query: str, target: Doc, found: set[str], hits: list[dict[str, Any]]
+    ) -> bool:
+        """Whether a live document asked for by its code was found (an error if not); True
+        when it is no longer live (its delete was sent meanwhile)."""
+        if target.delete_sent is not None or target.status == REPLACED:
+            return True
+        self.live_probes["asked"] += 1
+        if target.id in found:
+            return True
+        self.error(
+            f"{kind}:live_document_not_found",
+            f"{query!r} ({target.kind} {target.id}, {target.chunks} chunks) -> "
+            f"{[hit.get('retrieval_rationale', '') for hit in hits][:3]} {sorted(found)}",
+        )
+        return False
+
+    def check_found(self, kind: str, query: str, found: set[str], sent: float) -> bool:
         """Counts an error for each document found that was deleted before the search was
-        sent, or replaced by a new version seen indexed before it."""
+        sent, or replaced by a new version seen indexed before it; True if there was none."""
+        clean = True
         for document_id in found:
             doc = self.docs.get(document_id)
             if doc is None:
                 continue
             if doc.deleted is not None and doc.deleted < sent:
                 self.error(f"{kind}:deleted_document_returned", f"{query!r} -> {document_id}")
+                clean = False
             if doc.replaced_at is not None and doc.replaced_at < sent:
                 self.error(f"{kind}:replaced_version_returned", f"{query!r} -> {document_id}")
+                clean = False
+        return clean
 
     async def poll(self, everything: bool = False) -> None:
         """Reads the KB's document list, newest first, until every document still in the
@@ -583,6 +634,7 @@ class Soak:
             if not cursor:
                 break
         if everything:
+            self.listed_at_end = seen
             for doc in self.docs.values():
                 if doc.id in seen or doc.deleted is not None or doc.status == REPLACED:
                     continue
@@ -609,9 +661,33 @@ class Soak:
                 for stage, begun, ended in zip(STAGES, at, at[1:], strict=False):
                     self.stage_s.setdefault(stage, []).append((ended - begun).total_seconds())
             if doc.expect_failure:
-                self.error("document:indexed_but_should_fail", doc.id)
-        elif not doc.expect_failure:
+                self.error("document:indexed_but_should_fail", f"{doc.id} ({doc.filename})")
+            return
+        if not doc.expect_failure:
             self.error(f"document:failed:{doc.kind}", f"{doc.id}: {doc.error}")
+        if not (doc.error or "").strip():
+            self.error("document:failed_without_reason", f"{doc.id} ({doc.filename})")
+
+    def outcomes(self) -> dict[str, int]:
+        """What must be 0 once the run is over, beside what was lost: deletes not confirmed
+        or whose document is still listed, documents that should have failed but were
+        indexed, failures without a reason, and live documents a search did not find."""
+        docs = self.docs.values()
+        return {
+            "delete_not_finished": sum(
+                d.delete_sent is not None and (d.deleted is None or d.id in self.listed_at_end)
+                for d in docs
+            ),
+            "indexed_but_should_fail": sum(
+                d.expect_failure and d.status == "indexed" for d in docs
+            ),
+            "failed_without_reason": sum(
+                d.status == "failed" and not (d.error or "").strip() for d in docs
+            ),
+            "live_documents_not_found": sum(
+                n for kind, n in self.errors.items() if kind.endswith("live_document_not_found")
+            ),
+        }
 
     def pending(self) -> list[Doc]:
         """Documents neither indexed nor failed yet (nor being deleted)."""
@@ -829,12 +905,13 @@ async def stage_metrics(pipeline: Pipeline) -> dict[str, dict[str, float]]:
 
 async def check_store(run_dir: Path, docs: dict[str, Doc]) -> dict[str, int]:
     """With the stack stopped, its vector store, read point by point: indexed documents whose
-    points are not their chunk count and failed ones holding any, deleted or replaced ones
-    holding points, files or records with more than one document searchable, and points of no
-    uploaded document."""
+    points are not all searchable (active) or not their chunk count, failed ones holding any,
+    deleted or replaced ones holding points, files or records with more than one document
+    searchable, and points of no uploaded document."""
     store = EdgeVectorStore(run_dir / "vectors", 384)
     await store.ensure_collection()
     points: Counter[str] = Counter()
+    active: Counter[str] = Counter()
     searchable: dict[tuple[str, str], set[str]] = {}
     try:
         async for batch in store.export_points(chunks_where("default")):
@@ -842,14 +919,16 @@ async def check_store(run_dir: Path, docs: dict[str, Doc]) -> dict[str, int]:
                 payload = point.payload
                 points[payload.document_id] += 1
                 if payload.active:
+                    active[payload.document_id] += 1
                     key = (payload.kb_id, payload.source_key)
                     searchable.setdefault(key, set()).add(payload.document_id)
     finally:
         await store.close()
     live = [d for d in docs.values() if d.deleted is None and d.status != REPLACED]
     return {
+        # Indexed: every point searchable (active), as many as its chunks; failed: none.
         "documents_with_wrong_point_count": sum(
-            (d.status == "indexed" and points[d.id] != d.chunks)
+            (d.status == "indexed" and (active[d.id] != d.chunks or points[d.id] != d.chunks))
             or (d.status == "failed" and points[d.id] != 0)
             for d in live
         ),
@@ -944,7 +1023,11 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
     lost = [d for d in docs if d.status not in ENDED and d.delete_sent is None]
     for doc in lost:
         soak.error("document:lost", f"{doc.id} ({doc.kind}) still {doc.status}")
-    undeleted = [d for d in docs if d.delete_sent is not None and d.deleted is None]
+    undeleted = [
+        d
+        for d in docs
+        if d.delete_sent is not None and (d.deleted is None or d.id in soak.listed_at_end)
+    ]
     for doc in undeleted:
         soak.error("document:delete_not_finished", f"{doc.id} ({doc.kind}) still {doc.status}")
     documents = {
@@ -1022,6 +1105,7 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "errors": sum(soak.errors.values()),
         "errors_by_kind": dict(soak.errors),
         "lost_documents": len(lost),
+        **soak.outcomes(),
         "deleted_documents_returned": sum(
             n for kind, n in soak.errors.items() if kind.endswith("deleted_document_returned")
         ),
@@ -1225,11 +1309,16 @@ def main() -> None:
 
 def data_problems(result: dict[str, Any]) -> list[str]:
     """What the run lost or corrupted: documents accepted and never indexed, deleted ones
-    still found or still holding points, indexed ones whose points in the store are not their
-    chunk count, points of no document uploaded, files or records with two documents
-    searchable."""
+    still found, still listed or still holding points, indexed ones whose points in the store
+    are not all searchable or not their chunk count, points of no document uploaded, files or
+    records with two documents searchable, live documents not found, a file that should fail
+    indexed, a failure without a reason."""
     keys = (
         "lost_documents",
+        "delete_not_finished",
+        "indexed_but_should_fail",
+        "failed_without_reason",
+        "live_documents_not_found",
         "deleted_documents_returned",
         "deleted_documents_with_points",
         "documents_with_wrong_point_count",

@@ -9,8 +9,8 @@ holds. A benchmark whose run loses or corrupts data also exits non-zero by itsel
 Each benchmark runs as a user runs it (`python -m benchmarks.<name> --tiny` from the
 repository's root), in a process of its own with stacks of its own. (The search benchmark's
 `--user-form --tiny`, a second mode of it, is left out: about 20 s more.) One runs at a time:
-alone they take about 195 s in all on a quiet two-core machine (search 24 s, soak 32 s, chaos
-51 s, ingest 35 s, crawl 30 s, quality 16 s, large inputs 15 s); two at a time beside the
+alone they take about 225 s in all on a quiet two-core machine (search 24 s, soak 32 s, chaos
+80 s, ingest 35 s, crawl 30 s, quality 16 s, large inputs 15 s); two at a time beside the
 suite's other worker overloaded the machine (the search benchmark alone took 343 s in such a
 run).
 """
@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.chaos import DATA_PROBLEMS
+from benchmarks.chaos import BOUND_S, DATA_PROBLEMS, PARTS, TINY
 from benchmarks.search_stores import GOALS, Goal, judge
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -122,6 +122,11 @@ CHAOS_KEYS = {
     "deleted_documents_returned",
     "replaced_versions_returned",
     "search_availability",
+    "search_availability_any_answer",
+    "server_errors",
+    "events",
+    "parts_struck",
+    "longest_freeze_s",
     "search_p95_ms_during_faults",
     "search_p95_ms_outside_faults",
     "recovery_s",
@@ -216,23 +221,37 @@ def test_the_chaos_soak_loses_nothing_while_parts_are_killed_and_frozen(
     runs: dict[str, Future[subprocess.CompletedProcess[str]]],
 ) -> None:
     figures = last_json("chaos", runs["chaos"].result())
-    # Faults were injected, killed and frozen, one while another was on.
+    # Faults were injected, killed and frozen, one while another was on: every part was
+    # struck (the API, the embed worker and Redis among them), and MongoDB frozen for longer
+    # than the request bound.
     kinds = figures["faults_injected"]
-    assert sum(kinds.values()) >= 4, kinds
+    assert sum(kinds.values()) >= len(PARTS), kinds
     assert {kind.split(" ", 1)[0] for kind in kinds} == {"kill", "freeze"}, kinds
+    assert set(figures["parts_struck"]) == set(PARTS), figures["parts_struck"]
+    assert figures["longest_freeze_s"] > BOUND_S, kinds
+    assert "freeze MongoDB" in kinds, kinds
     assert figures["overlaps"] >= 1, figures["timeline"]
     assert figures["faults_not_back"] == [], figures["faults_not_back"]
-    # Nothing lost, stuck, doubled or leaked; the KB's counts are its documents'.
-    for key in (*DATA_PROBLEMS, "failed_unexpectedly"):
+    # Nothing lost, stuck, doubled, leaked or answered 5xx unfairly; every hostile file failed
+    # with a reason; every live document asked for was found; every delete finished; the KB's
+    # counts are its documents'.
+    for key in DATA_PROBLEMS:
         assert figures[key] == 0, (key, figures[key], figures["errors_by_kind"])
     assert figures["kb_counts_match"], (figures["kb_counts"], figures["kb_counts_expected"])
     assert figures["documents"]["indexed"] > 0, figures["documents"]
-    # Every fault's canary was indexed once the fault was over.
+    # Every kind of event the run promises happened: the checks above had something to check.
+    assert figures["events_missing"] == [], figures["events"]
+    assert min(figures["events"].values()) >= 1, figures["events"]
+    # Every fault's canary was indexed within the tiny run's bound once the fault was over.
     recoveries = [s for times in figures["recovery_s"].values() for s in times]
-    assert recoveries, figures["recovery_s"]
+    assert len(recoveries) == figures["faults"], figures["recovery_s"]
     assert None not in recoveries, figures["recovery_s"]
-    # Searches were answered within the bound while the API process was up.
-    assert figures["search_availability"] >= 0.9, figures["errors_by_kind"]
+    assert max(recoveries) <= TINY["recovery_limit_s"], figures["recovery_s"]
+    # While the API process was up, searches were answered correctly within the bound (a
+    # 2xx, well-formed, naming no deleted document, finding the live one asked for), all but
+    # a few on a machine the suite's other worker shares; and every one had some answer.
+    assert figures["search_availability"] >= 0.97, figures["errors_by_kind"]
+    assert figures["search_availability_any_answer"] >= 0.99, figures["errors_by_kind"]
 
 
 def test_ingest_and_crawl_index_every_chunk_their_inputs_make(
