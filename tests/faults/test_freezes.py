@@ -2,19 +2,30 @@
 (SIGSTOP) for 15 s (three times the request bound) while uploads, listings, a bot's searches, an
 agent's new questions over MCP and readiness probes go on, then resumed (SIGCONT).
 
+The freeze is seen to take hold: every thread of the part is stopped (`/proc/<pid>/task`)
+before the requests begin and still at the freeze's end; with the broker or the extract worker
+frozen, every upload accepted meanwhile is still `queued` at the freeze's end (the API stores it
+queued, and only the extract stage, which gets it through the broker, moves it on).
+
 While a part is frozen, no request waits longer than the API's bound (`api.request_timeout_s`,
 5 s by default, which this stack keeps): what needs the frozen part is refused with 503 and
-`Retry-After`, the rest answers. `/readyz` names the part that does not answer, within its
-2 s per probe. Once resumed, with no human action, every upload that was accepted ends indexed
-exactly once, none failed, and what needed the frozen part works again: a new upload is indexed
-and listed, and an agent's new question over MCP finds it. A bot's cached question keeps its hits
-throughout, and an agent's new question is answered (not a tool error) unless the frozen part is
-the database. Time to recover (resume to the last accepted document indexed) is printed per part.
+`Retry-After`, the rest answers. Every request made during the freeze counts: at its end no new
+one is made, and one still waiting the bound (and a slack) later, the part still frozen, fails
+the test as hung. `/readyz` names the part that does not answer, within its 2 s per probe.
+Once resumed, with no human action, every upload that was accepted ends indexed exactly once,
+none failed, and what needed the frozen part works again: a new upload is indexed and listed,
+and an agent's new question over MCP finds it. A bot's cached question is answered with its hits
+throughout, MongoDB frozen included (the API holds the bot's access in memory, read anew just
+before the freeze, for `search.access_ttl_s`, 60 s, longer than a freeze; the answer is in
+Redis), and an agent's new question is answered (not a tool error) unless the frozen part is
+the database; with a token never used before, which only the database can tell, it is then
+refused with 503 and `Retry-After`. Time to recover (resume to the last accepted document indexed) is printed per part.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -22,6 +33,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -46,6 +58,13 @@ BOUND_S = 5.0
 SLACK_S = 2.5
 RECOVERY_LIMIT_S = 240
 QUESTION = "when does the harbour ferry leave"
+# The status recorded for a request still waiting when the freeze ended (its bound and slack
+# past the last request made): allowed nowhere.
+HUNG = -1
+# An agent's question over MCP with a person's token the API has not seen before; each made
+# before the freeze and used once.
+NEW_TOKEN = "new token's mcp question"
+FRESH_TOKENS = 40
 MCP_HEADERS = {
     "Accept": "application/json, text/event-stream",
     "MCP-Protocol-Version": "2025-06-18",
@@ -68,23 +87,39 @@ def _pid(stack: RunningPipeline, part: str) -> int:
 
 # Each part, and what a request of each kind may answer while it is frozen.
 EXPECTED: dict[str, dict[str, set[int]]] = {
-    # Uploads and listings need the database; a repeated question may come from the cache.
-    # An agent's new question over MCP is answered, as a tool error or an HTTP 503.
+    # Uploads and listings need the database; a repeated question comes from the caches (the
+    # bot's access in the API's memory, the answer in Redis). An agent's new question over MCP
+    # is answered, as a tool error or an HTTP 503; one with a token never seen before (which
+    # only the database can tell) is refused with 503 and `Retry-After`, never a 500.
     "mongodb": {
         "upload": {503},
         "listing": {503},
-        "repeated question": {200, 503},
+        "repeated question": {200},
         "mcp question": {200, 503},
+        NEW_TOKEN: {503},
     },
     # Uploads wait in the outbox (MongoDB) for the broker.
-    "kafka": {"upload": {202}, "listing": {200}, "repeated question": {200}, "mcp question": {200}},
+    "kafka": {
+        "upload": {202},
+        "listing": {200},
+        "repeated question": {200},
+        "mcp question": {200},
+        NEW_TOKEN: {200},
+    },
     # Search goes to the stores when its cache does not answer.
-    "redis": {"upload": {202}, "listing": {200}, "repeated question": {200}, "mcp question": {200}},
+    "redis": {
+        "upload": {202},
+        "listing": {200},
+        "repeated question": {200},
+        "mcp question": {200},
+        NEW_TOKEN: {200},
+    },
     "extract-1": {
         "upload": {202},
         "listing": {200},
         "repeated question": {200},
         "mcp question": {200},
+        NEW_TOKEN: {200},
     },
 }
 # What `/readyz` says meanwhile: its status, and the check that must not be "ok".
@@ -113,6 +148,11 @@ class Answers:
         except httpx.HTTPError as exc:
             self.seen.append((kind, 0, time.monotonic() - started, repr(exc)))
             return None
+        except asyncio.CancelledError:
+            # Cancelled when the freeze ended (see `_drain`): a request that hung.
+            took = time.monotonic() - started
+            self.seen.append((kind, HUNG, took, "still waiting when the freeze ended"))
+            raise
         took = time.monotonic() - started
         self.seen.append((kind, response.status_code, took, _what_it_said(kind, response)))
         if response.status_code == 503 and kind != "readiness":
@@ -127,7 +167,7 @@ def _what_it_said(kind: str, response: httpx.Response) -> str:
         return response.text[:300]
     if kind == "repeated question":
         return "hits" if response.json()["hits"] else "no hits"
-    if kind == "mcp question":
+    if kind in ("mcp question", NEW_TOKEN):
         result = response.json().get("result") or {}
         if result.get("isError") is False and result["structuredContent"]["results"]:
             return "answered"
@@ -135,7 +175,10 @@ def _what_it_said(kind: str, response: httpx.Response) -> str:
     return ""
 
 
-def _mcp_question(api: Api, query: str, n: int) -> Coroutine[Any, Any, httpx.Response]:
+def _mcp_question(
+    api: Api, query: str, n: int, token: str | None = None
+) -> Coroutine[Any, Any, httpx.Response]:
+    auth = api.auth if token is None else {"Authorization": f"Bearer {token}"}
     return api.http.post(
         "/mcp",
         json={
@@ -144,13 +187,30 @@ def _mcp_question(api: Api, query: str, n: int) -> Coroutine[Any, Any, httpx.Res
             "method": "tools/call",
             "params": {"name": "knowledge_search", "arguments": {"query": query}},
         },
-        headers={**api.auth, **MCP_HEADERS},
+        headers={**auth, **MCP_HEADERS},
     )
 
 
-async def _requests_while_frozen(api: Api, bot: str, kb_id: str, answers: Answers) -> None:
+async def _fresh_tokens(api: Api, count: int) -> list[str]:
+    """People's tokens, issued (written to the database) but never used."""
+    tokens = []
+    for n in range(count):
+        issued = await api.http.post(
+            "/api/v1/tokens",
+            json={"name": f"freeze {n}", "role": "user", "user_id": unique("person")},
+            headers=api.auth,
+        )
+        assert issued.status_code == 201, issued.text
+        tokens.append(issued.json()["token"])
+    return tokens
+
+
+async def _requests_while_frozen(
+    api: Api, bot: str, kb_id: str, answers: Answers, stop: asyncio.Event, tokens: list[str]
+) -> None:
     """Each kind of request again and again, every kind in a loop of its own (as many users
-    would), until cancelled: a kind that waits on the frozen part holds up no other."""
+    would), until `stop` is set (then each loop ends once its request in flight has answered):
+    a kind that waits on the frozen part holds up no other."""
     http = api.http
 
     async def upload(n: int) -> None:
@@ -184,19 +244,72 @@ async def _requests_while_frozen(api: Api, bot: str, kb_id: str, answers: Answer
     async def mcp_question(n: int) -> None:
         await answers.timed("mcp question", _mcp_question(api, f"{QUESTION} from berth {n}", n))
 
+    async def new_token_question(n: int) -> None:
+        if tokens:
+            question = _mcp_question(api, f"{QUESTION} at dawn", n, tokens.pop())
+            await answers.timed(NEW_TOKEN, question)
+
     async def readiness(n: int) -> None:
         await answers.timed("readiness", http.get("/readyz"))
 
     async def again(request: Callable[[int], Coroutine[Any, Any, None]]) -> None:
         n = 0
-        while True:
+        while not stop.is_set():
             n += 1
             await request(n)
-            await asyncio.sleep(0.5)
+            with contextlib.suppress(TimeoutError):  # half a second between requests
+                await asyncio.wait_for(stop.wait(), 0.5)
 
     async with asyncio.TaskGroup() as group:
-        for request in (upload, listing, repeated_question, mcp_question, readiness):
+        for request in (
+            upload,
+            listing,
+            repeated_question,
+            mcp_question,
+            new_token_question,
+            readiness,
+        ):
             group.create_task(again(request))
+
+
+async def _drain(traffic: asyncio.Task[None]) -> None:
+    """Once no new request is made, waits for those in flight to answer, for as long as one
+    made at that moment may take (the bound and its slack); any still waiting then is cancelled,
+    and recorded as hung (`Answers.timed`). Whatever else ended the traffic is raised."""
+    await asyncio.wait({traffic}, timeout=BOUND_S + SLACK_S)
+    if not traffic.done():
+        traffic.cancel()
+        await asyncio.wait({traffic})
+    if not traffic.cancelled():
+        traffic.result()
+
+
+def _thread_states(pid: int) -> dict[int, str]:
+    """The state of each thread of a process, from `/proc` ("T": stopped by a signal)."""
+    states = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that has just ended
+            # "tid (name) state ...": the name may hold spaces and parentheses.
+            states[int(task.name)] = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    return states
+
+
+async def _until_stopped(pid: int) -> None:
+    """Waits until every thread of the process is stopped (SIGSTOP has taken hold)."""
+    states = _thread_states(pid)
+    try:
+        async with asyncio.timeout(5):
+            while set(states.values()) != {"T"}:
+                await asyncio.sleep(0.05)
+                states = _thread_states(pid)
+    except TimeoutError:
+        raise AssertionError(f"process {pid} not stopped 5 s after SIGSTOP: {states}") from None
+
+
+# The parts on the way from an accepted upload to the extract stage: while one is frozen, every
+# upload accepted stays `queued` (the API stores it queued; only the extract stage, which gets
+# it through the broker, moves it on).
+HOLDS_UPLOADS = {"kafka", "extract-1"}
 
 
 @pytest.mark.parametrize("part", list(EXPECTED))
@@ -207,17 +320,31 @@ async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
     async with httpx.AsyncClient(base_url=stack.url, timeout=60, limits=CLIENT_LIMITS) as http:
         api = Api(http, stack, stack.admin_token)
         kb = await api.create_kb(f"Freeze {part}")
-        warm = await api.ask_bot(bot, QUESTION)  # now cached
+        # A change to the bot (its name written again) retires the access the API holds: the
+        # question below reads it anew, and it is held for `search.access_ttl_s` (60 s) from
+        # then, longer than the freeze. Then asked until its answer comes from the cache.
+        renamed = await http.patch(f"/api/v1/bots/{bot}", json={"name": "harbour"},
+                                   headers=api.auth)  # fmt: skip
+        assert renamed.status_code == 200, renamed.text
+        warm = await api.ask_bot_cached(bot, QUESTION)  # now cached
         assert warm["hits"], warm
+        tokens = await _fresh_tokens(api, FRESH_TOKENS)
         answers = Answers()
         pid = _pid(stack, part)
         os.kill(pid, signal.SIGSTOP)
         try:
-            traffic = asyncio.create_task(_requests_while_frozen(api, bot, kb["id"], answers))
+            await _until_stopped(pid)
+            stop = asyncio.Event()
+            traffic = asyncio.create_task(
+                _requests_while_frozen(api, bot, kb["id"], answers, stop, tokens)
+            )
             await asyncio.sleep(FREEZE_S)  # the fault itself: the part stays frozen this long
-            traffic.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await traffic
+            stop.set()
+            await _drain(traffic)  # still frozen: every request made has answered or hung
+            # Still frozen: where the uploads accepted meanwhile are, and the part's threads.
+            held = [await api.document(kb["id"], doc_id) for doc_id in answers.accepted
+                    if part in HOLDS_UPLOADS]  # fmt: skip
+            states = _thread_states(pid)
         finally:
             os.kill(pid, signal.SIGCONT)
         resumed = time.monotonic()
@@ -237,11 +364,19 @@ async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
     print(f"\nfrozen {part} for {FREEZE_S:.0f} s: {len(answers.seen)} requests, slowest "
           f"{slowest[0]} {slowest[2]:.2f} s; {len(answers.accepted)} uploads accepted, all "
           f"indexed {recovered:.1f} s after the resume")  # fmt: skip
+    gists = Counter((kind, code, body.split(":")[0] if code == 200 and "question" in kind else "")
+                    for kind, code, _, body in answers.seen)  # fmt: skip
+    print("answers (kind, status, gist): count:", sorted(gists.items()))
+    # The freeze took hold and lasted: every thread of the part was stopped at its end.
+    assert set(states.values()) == {"T"}, (pid, states)
     # Each kind was asked more than once while the part was frozen (the first may have been
     # answered before the freeze took hold everywhere).
     asked = Counter(kind for kind, *_ in answers.seen)
-    assert set(asked) == {"upload", "listing", "repeated question", "mcp question", "readiness"}
+    assert set(asked) == {*EXPECTED[part], "readiness"}
     assert min(asked.values()) >= 2, asked
+    # No request made while the part was frozen went unanswered.
+    hung = [a for a in answers.seen if a[1] == HUNG]
+    assert hung == [], hung
     late = [a for a in answers.seen if a[2] > BOUND_S + SLACK_S]
     assert late == [], late
     for kind, allowed in EXPECTED[part].items():
@@ -251,7 +386,7 @@ async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
     # is answered, not a tool error, unless the database it needs is the frozen part.
     cached = [a for a in answers.seen if a[0] == "repeated question" and a[1] == 200]
     assert all(a[3] == "hits" for a in cached), cached
-    mcp = [a for a in answers.seen if a[0] == "mcp question" and a[1] == 200]
+    mcp = [a for a in answers.seen if a[0] in ("mcp question", NEW_TOKEN) and a[1] == 200]
     if part != "mongodb":
         assert mcp, answers.seen
         assert all(a[3] == "answered" for a in mcp), mcp
@@ -264,6 +399,10 @@ async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
         assert code == status, probes
         if named is not None:
             assert json.loads(body)["checks"][named].startswith("error"), body
+    # Where the frozen part is on the uploads' way, none of them moved while it was frozen.
+    if part in HOLDS_UPLOADS:
+        assert answers.accepted, answers.seen
+        assert [d["parse_status"] for d in held] == ["queued"] * len(held), held
     assert indexed["parse_status"] == "indexed", indexed
     assert listing.status_code == 200, listing.text
     assert after["id"] in [d["id"] for d in listing.json()["items"]], listing.json()
