@@ -290,6 +290,7 @@ class Chaos(Soak):
         # A new version was due but no indexed Markdown file was there to replace: the next
         # upload that finds one makes it.
         self.version_owed = False
+        self.hostiles = 0
         self.load_end = float("inf")
 
     # -- the load -------------------------------------------------------------------------
@@ -319,14 +320,15 @@ class Chaos(Soak):
         return ms <= (BOUND_S + SLACK_S) * 1000
 
     async def upload(self, n: int) -> None:
-        """New versions and hostile files among the soak's uploads: the ninth upload is a
-        hostile file and a new version is made as soon as one is due and can be."""
+        """New versions and hostile files among the soak's uploads: the 9th and 13th uploads
+        are hostile files (one of each kind), and a new version is made as soon as one is due
+        and can be."""
         draw = self.rng.random()
         if n >= 8 and (draw < VERSION_SHARE or self.version_owed):
             self.version_owed = not await self.new_version()
             if not self.version_owed:
                 return
-        if n == 8 or (n > 8 and draw > 1 - HOSTILE_SHARE):
+        if n in (8, 12) or (n > 8 and draw > 1 - HOSTILE_SHARE):
             await self.hostile()
             return
         await super().upload(n)
@@ -361,9 +363,11 @@ class Chaos(Soak):
         return True
 
     async def hostile(self) -> None:
-        """A file that must end failed with a reason: a PDF cut short, or random bytes."""
+        """A file that must end failed with a reason: random bytes named `.txt`, or a PDF cut
+        short, in turn."""
         code = self.new_code()
-        if self.rng.random() < 0.5:
+        self.hostiles += 1
+        if self.hostiles % 2 == 0:
             pdf = (FIXTURES / "service-handbook.pdf").read_bytes()
             # Each cut PDF its own bytes: one like an earlier upload is answered as unchanged.
             name, data = f"cut-{code}.pdf", pdf[: len(pdf) * 2 // 5] + f"\n%{code}\n".encode()
@@ -502,9 +506,10 @@ class Chaos(Soak):
         deadline = struck.ended + self.args.recovery_limit_s
         response = None
         while response is None and time.monotonic() < deadline:
+            # A 200: an earlier try was accepted though its answer was lost (the same note).
             response, _ = await self.request(
-                "canary", "POST", f"/api/v1/knowledge-bases/{self.kb}/documents/text", (202,),
-                json=body, headers=self.admin,
+                "canary", "POST", f"/api/v1/knowledge-bases/{self.kb}/documents/text",
+                (200, 202), json=body, headers=self.admin,
             )  # fmt: skip
             if response is None:
                 await asyncio.sleep(1.0)
