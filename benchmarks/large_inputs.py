@@ -10,7 +10,11 @@ time to index. Memory that stays flat while the input grows tenfold is bounded.
 
 The last line printed is one JSON object: per input (`pdf_<pages>_pages`, `csv_<rows>_rows`;
 the defaults `pdf_30_pages`, `pdf_300_pages`, `csv_10k_rows`, `csv_100k_rows`) its
-`input_mb`, `chunks`, `seconds` and each process's `peak_rss_mb`.
+`input_mb`, `chunks` (what the pipeline indexed), `chunks_made` (what the same bytes make when
+extracted and chunked here, at the default settings), `seconds` and each process's
+`peak_rss_mb`, and `failed` with the reason when its document was refused or failed. After that
+line (and its results file), a run in which an input was not indexed whole exits 1, naming it
+on stderr: its document failed, it indexed no chunk, or fewer or more than it makes.
 """
 
 from __future__ import annotations
@@ -26,14 +30,21 @@ from typing import Any
 
 import httpx
 
-from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb, wait_all_indexed
-from benchmarks.results import add_results_option, publish
+from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb
+from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
 from benchmarks.stack import FILE_STAGES, announce, bench_stack
+from core.errors import PermanentError
+from infra.settings.ingest import ChunkingSettings
 from tests.factories import long_pdf, stock_csv
+from workers.chunk.chunking import chunk_document
+from workers.extract.extractors import extract
 
 # Every setting at its default.
 STACK_SETTINGS: dict[str, str] = {}
 TINY_PDF_PAGES = 2
+# How long an input's document may take to be indexed or fail, and how often it is looked at.
+WAIT_S = 1800
+POLL_S = 0.5
 
 
 def rows_label(rows: int) -> str:
@@ -52,23 +63,77 @@ def inputs(pdf_pages: list[int], csv_rows: list[int]) -> dict[str, tuple[str, Ca
 
 
 def ingest_one(filename: str, data: bytes, work_dir: Path) -> dict[str, Any]:
-    """Ingests one file through a fresh stack; returns its figures."""
+    """Ingests one file through a fresh stack; returns its figures (`failed` too, with the
+    reason, when its document was not indexed)."""
     with bench_stack(work_dir, TOKEN, SECRET, STACK_SETTINGS, FILE_STAGES) as (_, pipeline):
         headers = {"Authorization": f"Bearer {TOKEN}"}
         with httpx.Client(base_url=pipeline.api_url, headers=headers, timeout=120) as http:
             kb = http.post("/api/v1/knowledge-bases", json={"name": "bench"}).json()["id"]
             started = time.time()
-            response = http.post(
-                f"/api/v1/knowledge-bases/{kb}/documents", files={"file": (filename, data)}
-            )
-            response.raise_for_status()
-            [document] = wait_all_indexed(http, kb, [response.json()["id"]])
-        return {
+            chunks, failure = upload_and_wait(http, kb, filename, data)
+        figures: dict[str, Any] = {
             "input_mb": round(len(data) / 1e6, 2),
-            "chunks": document["chunk_count"],
+            "chunks": chunks,
             "seconds": round(time.time() - started, 1),
             "peak_rss_mb": {p.name: peak_rss_mb(p.pid) for p in pipeline.processes},
         }
+    figures["chunks_made"] = chunks_made(filename, data)
+    if failure is not None:
+        figures["failed"] = failure
+    return figures
+
+
+def upload_and_wait(
+    http: httpx.Client, kb: str, filename: str, data: bytes
+) -> tuple[int, str | None]:
+    """Uploads a file and waits until its document is indexed or failed: its chunks, and why it
+    was not indexed (None when it was)."""
+    response = http.post(
+        f"/api/v1/knowledge-bases/{kb}/documents", files={"file": (filename, data)}
+    )
+    if not response.is_success:
+        return 0, f"the upload was answered {response.status_code}: {response.text[:300]}"
+    url = f"/api/v1/knowledge-bases/{kb}/documents/{response.json()['id']}"
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        document = http.get(url).json()
+        if document["parse_status"] == "indexed":
+            return int(document["chunk_count"]), None
+        if document["parse_status"] == "failed":
+            reason = f"its document failed: {document['parse_error']}"
+            return int(document.get("chunk_count") or 0), reason
+        time.sleep(POLL_S)
+    return 0, f"its document was not indexed within {WAIT_S} s"
+
+
+def chunks_made(filename: str, data: bytes) -> int:
+    """The chunks a file makes when extracted and chunked here as the pipeline does, at the
+    default settings (0 when extraction refuses it)."""
+    chunking = ChunkingSettings()
+    try:
+        document = extract(data, filename)
+    except PermanentError:
+        return 0
+    chunks, _ = chunk_document(document, chunking.chunk_size_chars, chunking.chunk_overlap_chars)
+    return len(chunks)
+
+
+def data_problems(results: dict[str, Any]) -> list[str]:
+    """The inputs not indexed whole: refused or failed, no chunk indexed, or not the chunks
+    their bytes make; and a run that had no input at all."""
+    if not results:
+        return ["no input was ingested"]
+    problems = []
+    for label, figures in results.items():
+        if "failed" in figures:
+            problems.append(f"{label}: {figures['failed']}")
+        elif figures["chunks"] == 0:
+            problems.append(f"{label}: no chunk indexed, {figures['chunks_made']} made here")
+        elif figures["chunks"] != figures["chunks_made"]:
+            problems.append(
+                f"{label}: {figures['chunks']} chunks indexed, {figures['chunks_made']} made here"
+            )
+    return problems
 
 
 def main() -> None:
@@ -94,6 +159,7 @@ def main() -> None:
         print(f"{label}: {results[label]}")
     print(json.dumps(results))
     publish("large_inputs", results, tiny=args.tiny, results_dir=args.results_dir)
+    exit_if_data_was_lost("large_inputs", data_problems(results))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,9 @@ a fifth for a quick run:
 - `fixtures` (`benchmarks/fixture_set.py`): 8 questions over four files of `tests/fixtures`
   (which every clone has), judged as the paraphrase set is; keys `fixtures_*`. Not in the
   default run: `--tiny` (the same as `--sets fixtures`) is what `make test` runs, in well under
-  a minute, to check that the benchmark works, not to judge retrieval.
+  a minute, to check that the benchmark works and that no retrieval mode is broken (its floors,
+  `FIXTURE_FLOORS`, are far below what each mode measures there), not to compare
+  configurations.
 `benchmarks/build_eval_sets.py` says how the multi-format and exact sets were built,
 `benchmarks/build_paraphrase_set.py` how the paraphrase set was. The Debian documents come from
 their packages: `make benchmark-documents` installs them.
@@ -54,6 +56,12 @@ The last line printed is one JSON object: the man-page figures keep their keys
 prefixed (`multiformat_recall4_hybrid`, `multiformat_one_copy_*`, `exact_*`,
 `paraphrase_test_recall4_hybrid`), and `goals` says
 which of the issue's goals are met.
+
+After its JSON line (and its results file), a run whose figures only a broken retriever makes
+names them on stderr and exits 1 (`broken_figures`): a KB that holds no chunk, a mode that
+finds nothing relevant for any query of a set, and on the fixture set a mode below its floor
+or hybrid trailing the better single mode by more than `HYBRID_MARGIN`. Missed goals do not
+change the exit status: they are what the figures are measured for.
 """
 
 from __future__ import annotations
@@ -66,7 +74,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,6 +152,20 @@ class Run:
 
 
 METRICS = ("recall4", "recall10", "mrr10", "ndcg10")
+# The fixture set's floors, for each of the three modes: a tiny run (`--tiny`) with a mode
+# below one exits 1. Measured by `--tiny` at commit b19020d (8 questions, 4 documents, 28
+# chunks): recall@4 0.875 in every mode (7 questions of 8); MRR@10 dense 0.889, sparse 0.8125,
+# hybrid 0.875; nDCG@10 dense 0.913, sparse 0.829, hybrid 0.875. A floor lets two questions
+# more than today drop out of the top 4 (5 of 8) and MRR@10 and nDCG@10 lose about a quarter;
+# a mode that returns nothing scores 0, one that ranks the 28 chunks at random under 0.2.
+FIXTURE_FLOORS = {"recall4": 0.625, "mrr10": 0.6, "ndcg10": 0.6}
+# How far hybrid may trail the better of dense and sparse on each floored figure of the fixture
+# set: less than one question of 8 (0.125). Measured at the same run: at most 0.038 (nDCG@10,
+# behind dense); recall@4 even, MRR@10 0.014 behind dense.
+HYBRID_MARGIN = 0.1
+# A set's recall@10 in one mode, as `keyed` names it: `recall10_dense` (the man pages),
+# `fixtures_recall10_sparse`, `paraphrase_test_recall10_hybrid_rrf60`.
+RECALL10_KEY = re.compile(r"^(?:[a-z0-9]+_)*?recall10_(?:dense|sparse|hybrid\S*)$")
 
 
 @dataclass
@@ -170,6 +192,54 @@ class Figures:
             {mode: [q for q in missed if q in qids] for mode, missed in self.misses4.items()},
             per_query,
         )
+
+
+def broken_figures(results: Mapping[str, Any]) -> list[str]:
+    """What in a run's figures only a broken retriever or ingestion makes: a KB that holds no
+    chunk, a mode that found nothing relevant for any query of a set (recall@10 0), and the
+    fixture set's `fixture_problems`."""
+    problems = [
+        f"KB {name} holds no chunk ({size['documents']} documents)"
+        for name, size in (results.get("kbs") or {}).items()
+        if not size["chunks"]
+    ]
+    problems += [
+        f"{key} is 0: the mode found nothing relevant for any query"
+        for key, value in results.items()
+        if RECALL10_KEY.match(key) and value == 0
+    ]
+    if "fixtures_queries" in results:
+        problems += fixture_problems(results)
+    return problems
+
+
+def fixture_problems(results: Mapping[str, Any]) -> list[str]:
+    """The fixture set's figures below their floors (`FIXTURE_FLOORS`), in any mode, and hybrid
+    trailing the better single mode by more than `HYBRID_MARGIN`."""
+    problems = []
+    for mode in MODES:
+        for metric, floor in FIXTURE_FLOORS.items():
+            key = f"fixtures_{metric}_{mode}"
+            if results[key] < floor:
+                problems.append(f"{key} {results[key]} is below its floor {floor}")
+    for metric in FIXTURE_FLOORS:
+        best = max(("dense", "sparse"), key=lambda mode: results[f"fixtures_{metric}_{mode}"])
+        lead, hybrid = results[f"fixtures_{metric}_{best}"], results[f"fixtures_{metric}_hybrid"]
+        if hybrid < lead - HYBRID_MARGIN:
+            problems.append(
+                f"fixtures_{metric}_hybrid {hybrid} trails fixtures_{metric}_{best} {lead} by "
+                f"more than {HYBRID_MARGIN}"
+            )
+    return problems
+
+
+def exit_if_broken(problems: list[str]) -> None:
+    """The very end of a run (after its JSON line and its results): figures only a broken
+    retriever makes are named on stderr, and the run exits 1."""
+    if problems:
+        for problem in problems:
+            print(f"benchmarks.quality: {problem}", file=sys.stderr)
+        raise SystemExit(1)
 
 
 def fail(message: str) -> None:
@@ -745,6 +815,7 @@ def main() -> None:
     print(json.dumps(results))
     # The fixtures set alone is the tiny run, however it was asked for.
     publish("quality", results, tiny=sets == {"fixtures"}, results_dir=args.results_dir)
+    exit_if_broken(broken_figures(results))
 
 
 def fusion_choice(figures: Figures, corpus_of: dict[str, str], tune: set[str]) -> dict[str, Any]:

@@ -27,7 +27,9 @@ from typing import Any
 
 import pytest
 
+from benchmarks import quality
 from benchmarks.chaos import BOUND_S, DATA_PROBLEMS, PARTS, TINY
+from benchmarks.fixture_set import DOCUMENTS as FIXTURE_DOCUMENTS
 from benchmarks.search_stores import GOALS, Goal, judge
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -291,11 +293,27 @@ def test_search_benchmark_measures_both_stores_and_judges_every_goal(
     assert verdicts["recall_at_10_quantised_1m >= 0.99"]["met"] is True, verdicts
 
 
+def test_quality_finds_the_fixture_answers_in_every_mode(
+    runs: dict[str, Future[subprocess.CompletedProcess[str]]],
+) -> None:
+    figures = last_json("quality", runs["quality"].result())
+    assert figures["kbs"]["fixtures"]["documents"] == len(FIXTURE_DOCUMENTS), figures["kbs"]
+    assert figures["kbs"]["fixtures"]["chunks"] > 0, figures["kbs"]
+    for mode in quality.MODES:
+        for metric, floor in quality.FIXTURE_FLOORS.items():
+            key = f"fixtures_{metric}_{mode}"
+            assert figures[key] >= floor, (key, figures[key], floor)
+    assert quality.broken_figures(figures) == []
+
+
 def test_large_inputs_reports_each_process_of_its_stack(
     runs: dict[str, Future[subprocess.CompletedProcess[str]]],
 ) -> None:
     figures = last_json("large_inputs", runs["large_inputs"].result())["pdf_2_pages"]
-    assert {"input_mb", "chunks", "seconds", "peak_rss_mb"} <= set(figures)
+    assert {"input_mb", "chunks", "chunks_made", "seconds", "peak_rss_mb"} <= set(figures)
+    assert "failed" not in figures, figures["failed"]
+    # Every chunk the file makes (extracted and chunked in-process) was indexed.
+    assert figures["chunks"] == figures["chunks_made"] > 0, figures
     assert {"api", "embed-1"} <= set(figures["peak_rss_mb"])
 
 
