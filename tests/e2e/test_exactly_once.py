@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.structs import RecordMetadata
 
 from core.filters import chunks_where
+from infra.kafka.client import consumer_options
 from infra.mongo.blob_store import BlobStore
 from infra.mongo.client import DOCUMENTS, ORIGINALS_BUCKET, OUTBOX, Database, connect
 from infra.mongo.lifecycle import DocumentLifecycle
@@ -372,6 +375,49 @@ async def test_the_document_list_filters_by_status_and_pages(api: Api) -> None:
     assert bad.status_code == 422
 
 
+def _group_of(stack: RunningPipeline, stage: str) -> str:
+    """A stage's consumer group in this stack (whose workers run with a group prefix of their
+    own, which `stack.settings()` does not carry)."""
+    prefix = stack.pipeline.env["RAGLINE_KAFKA__GROUP_PREFIX"]
+    kafka = stack.settings().kafka.model_copy(update={"group_prefix": prefix})
+    return str(consumer_options(kafka, stage)["group_id"])
+
+
+async def _wait_committed(bootstrap: str, group: str, sent: Sequence[RecordMetadata]) -> None:
+    """Returns once the consumer group has committed an offset past each sent message: its
+    stage handled every one of them to the end (a stage commits a message after its handler
+    returned). The partitions are named: the local broker drops the connection when asked for
+    all of a group's offsets (and its end offsets are no measure of anything)."""
+    partitions = sorted({TopicPartition(m.topic, m.partition) for m in sent})
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        async with asyncio.timeout(60):
+            while True:
+                committed = await admin.list_consumer_group_offsets(group, partitions=partitions)
+                # An offset commits the messages before it (-1: nothing committed yet).
+                if all(
+                    committed[TopicPartition(m.topic, m.partition)].offset > m.offset for m in sent
+                ):
+                    return
+                await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
+
+
+async def _records_outcomes(api: Api) -> dict[str, float]:
+    """The records messages the records worker handled so far, by outcome (tries that were
+    retried are left out: a slow moment of MongoDB may make one)."""
+    counted = dict.fromkeys(("ok", "skipped", "failed"), 0.0)
+    for line in (await api.http.get(api.worker_metrics("records"))).text.splitlines():
+        head, _, value = line.rpartition(" ")
+        if head.startswith("ragline_stage_messages_total{") and 'stage="records"' in head:
+            for outcome in counted:
+                if f'outcome="{outcome}"' in head:
+                    counted[outcome] += float(value)
+    return counted
+
+
 async def test_texts_batches_and_connector_records(api: Api, stack: RunningPipeline) -> None:
     kb = await api.create_kb()
     text = await api.text(
@@ -422,8 +468,11 @@ async def test_texts_batches_and_connector_records(api: Api, stack: RunningPipel
     assert (await api.kb(kb["id"]))["document_count"] == 62
 
     # Connectors can publish the same records to Kafka directly.
-    producer = AIOKafkaProducer(bootstrap_servers=stack.settings().kafka.bootstrap_servers)
+    bootstrap = stack.settings().kafka.bootstrap_servers
+    handled = await _records_outcomes(api)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
+    sent: list[RecordMetadata] = []
     try:
         for record in [
             *records[:2],
@@ -432,19 +481,26 @@ async def test_texts_batches_and_connector_records(api: Api, stack: RunningPipel
             event = RecordPublished.model_validate(
                 {"tenant_id": "default", "kb_id": kb["id"], "record": record}
             )
-            await producer.send_and_wait(
-                RECORDS_INGEST, event.model_dump_json().encode(), key=event.key
+            sent.append(
+                await producer.send_and_wait(
+                    RECORDS_INGEST, event.model_dump_json().encode(), key=event.key
+                )
             )
     finally:
         await producer.stop()
-    async with asyncio.timeout(60):
-        while (await api.kb(kb["id"]))["document_count"] < 63:
-            await asyncio.sleep(0.3)
+    # Once the records worker has committed past all three, nothing more comes of them: two
+    # unchanged records skipped, one new document, and no second one.
+    await _wait_committed(bootstrap, _group_of(stack, "records"), sent)
+    after = await _records_outcomes(api)
+    assert {outcome: after[outcome] - handled[outcome] for outcome in after} == {
+        "ok": 1,
+        "skipped": 2,
+        "failed": 0,
+    }
+    assert (await api.kb(kb["id"]))["document_count"] == 63
     newest = (await api.documents(kb["id"], limit=1))["items"][0]
     assert newest["external_id"] == "kb-new"
     await api.wait_final(kb["id"], newest["id"])
-    await asyncio.sleep(1)
-    assert (await api.kb(kb["id"]))["document_count"] == 63
     # Four changed records and one new: only their chunks were embedded.
     assert (
         await api.metric(api.worker_metrics("embed"), "ragline_chunks_embedded_total")
