@@ -565,7 +565,7 @@ def figures(chaos: Chaos, finals: dict[str, Any], store: dict[str, int]) -> dict
     up_any = [a for a in chaos.answered if not within(a[0], api_down)]
     during = [a[3] for a in chaos.asked if within(a[0], faulty) and a[2]]
     outside = [a[3] for a in chaos.asked if not within(a[0], faulty) and a[2]]
-    unfair = unfair_server_errors(chaos)
+    unfair = unfair_server_errors(chaos.struck, chaos.server_errors)
     for error in unfair:
         chaos.error(f"server_error:{error.kind}:{error.status}", error.body)
     events = seen_events(chaos)
@@ -650,17 +650,17 @@ def figures(chaos: Chaos, finals: dict[str, Any], store: dict[str, int]) -> dict
     }
 
 
-def unfair_server_errors(chaos: Chaos) -> list[ServerError]:
+def unfair_server_errors(struck: list[Struck], errors: list[ServerError]) -> list[ServerError]:
     """The 5xx answers a user should never see: all but a 503 with `Retry-After` to a request
     under way while a part every request needs was down or frozen, or had just come back."""
     windows = [
         (s.began, (s.ended or math.inf) + DEPENDENCY_SETTLE_S)
-        for s in chaos.struck
+        for s in struck
         if s.fault.part in DEPENDENCIES
     ]
     return [
         error
-        for error in chaos.server_errors
+        for error in errors
         if not (
             error.status == 503
             and error.retry_after

@@ -1,11 +1,25 @@
 """The chaos soak's fault schedule: a function of its seed, with the spacing, the parts, the
-freezes and the overlapping pairs it promises (pure logic; milliseconds)."""
+freezes and the overlapping pairs it promises; and which 5xx answers it holds against the
+stack (pure logic; milliseconds)."""
 
 from __future__ import annotations
 
 import itertools
 
-from benchmarks.chaos import FREEZE, KILL, PARTS, Fault, Struck, overlapping, plan
+from benchmarks.chaos import (
+    BOUND_S,
+    DEPENDENCY_SETTLE_S,
+    FREEZE,
+    KILL,
+    PARTS,
+    TINY,
+    Fault,
+    ServerError,
+    Struck,
+    overlapping,
+    plan,
+    unfair_server_errors,
+)
 
 HALF_HOUR = 30 * 60.0
 
@@ -66,3 +80,46 @@ def _companion(fault: Fault, faults: list[Fault]) -> Fault | None:
         ),
         None,
     )
+
+
+def test_every_part_is_struck_once_before_any_is_struck_twice() -> None:
+    for seed in range(10):
+        faults = plan(seed, HALF_HOUR, (45, 90), (10, 30), 5)
+        first_round = [f.part for f in faults[: len(PARTS)]]
+        assert sorted(first_round) == sorted(PARTS), (seed, first_round)
+
+
+def test_the_tiny_run_strikes_every_part_and_holds_mongodb_past_the_bound() -> None:
+    faults = plan(
+        11,
+        TINY["minutes"] * 60,
+        TINY["gap_s"],
+        TINY["hold_s"],
+        TINY["overlaps"],
+        TINY["long_hold_s"],
+    )
+    assert {f.part for f in faults} == set(PARTS)
+    mongodb = next(f for f in faults if f.part == "MongoDB")
+    assert mongodb.action == FREEZE
+    assert mongodb.hold_s == TINY["long_hold_s"] > BOUND_S
+    # Its other freezes stay within the bound.
+    assert all(f.hold_s < BOUND_S for f in faults if f is not mongodb)
+
+
+def test_a_503_with_retry_after_is_fair_only_while_the_api_or_mongodb_is_struck() -> None:
+    struck = [
+        Struck(Fault(10, "MongoDB", FREEZE, 10), 10, 20),
+        Struck(Fault(40, "Redis", FREEZE, 10), 40, 50),
+    ]
+
+    def error(sent: float, status: int = 503, retry_after: bool = True) -> ServerError:
+        return ServerError("search_bot", sent, sent + 1, status, retry_after, "")
+
+    fair = [error(12), error(9.5), error(20 + DEPENDENCY_SETTLE_S - 1)]
+    unfair = [
+        error(12, status=500),  # a 500 is never fair
+        error(12, retry_after=False),  # nor a 503 that does not say when to retry
+        error(42),  # Redis is no dependency: search answers without its cache
+        error(20 + DEPENDENCY_SETTLE_S + 1),  # MongoDB long back
+    ]
+    assert unfair_server_errors(struck, fair + unfair) == unfair
