@@ -28,6 +28,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.deadline import unavailable_answer
@@ -158,7 +159,7 @@ class KnowledgeMcp:
         )
         self.verifier = RaglineTokens(services)
 
-    def app(self, issuer_url: str, allowed_hosts: list[str]) -> ASGIApp:
+    def app(self, issuer_url: str, allowed_hosts: list[str]) -> Starlette:
         """The ASGI app serving `/mcp` (its session manager runs in the API's lifespan)."""
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection="*" not in allowed_hosts,
@@ -174,7 +175,10 @@ class KnowledgeMcp:
             auth=AuthSettings(issuer_url=issuer_url, resource_server_url=None),
             token_verifier=self.verifier,
         )
-        return TokenGate(served, self.verifier)
+        # Outermost of its middleware (inside only the app's own error handling): the token
+        # is resolved before the SDK's authentication runs.
+        served.add_middleware(TokenGate, tokens=self.verifier)
+        return served
 
     @property
     def session_manager(self) -> StreamableHTTPSessionManager:

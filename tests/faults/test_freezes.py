@@ -19,7 +19,8 @@ throughout, MongoDB frozen included (the API holds the bot's access in memory, r
 before the freeze, for `search.access_ttl_s`, 60 s, longer than a freeze; the answer is in
 Redis), and an agent's new question is answered (not a tool error) unless the frozen part is
 the database; with a token never used before, which only the database can tell, it is then
-refused with 503 and `Retry-After`. Time to recover (resume to the last accepted document indexed) is printed per part.
+refused with 503 and `Retry-After`. Time to recover (resume to the last accepted document
+indexed) is printed per part.
 """
 
 from __future__ import annotations
