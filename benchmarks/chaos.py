@@ -42,8 +42,9 @@ what a user must be able to rely on, each a figure of the last line:
   counts any HTTP answer within the bound (a refusal with `Retry-After` included). The p95 of
   correct answers during faults and outside them;
 - `server_errors`: answers 5xx, every one but a 503 with `Retry-After` to a request that was
-  under way while a part it needs was down or frozen (the API process or MongoDB, or just
-  after: `DEPENDENCY_SETTLE_S`); nothing else a request needs (the broker: uploads wait in
+  under way while a part it needs was down or frozen (the API process or MongoDB) or had not
+  recovered yet (its canary not indexed, and `DEPENDENCY_SETTLE_S` at least); nothing else a
+  request needs (the broker: uploads wait in
   the outbox; Redis: search answers without its cache; a worker) may cause one;
 - `events`: what the run promises to exercise, each seen at least `--min-events` times
   (versions replaced, deletes, hostile uploads ended failed, correct MCP searches, connector
@@ -117,8 +118,9 @@ BOUND_S, SLACK_S = 5.0, 2.5
 # A part killed must be started again and answering within this.
 BACK_LIMIT_S = 180.0
 # What every request needs: a 503 with `Retry-After` is a fair answer while one of them is
-# down or frozen, and for this long after it is back (the database driver's next heartbeat
-# finds it again: `heartbeatFrequencyMS`, 10 s by default).
+# down or frozen, and until it has recovered: its canary indexed, or (at least) this long after
+# it is back (the database driver's next heartbeat finds it again: `heartbeatFrequencyMS`,
+# 10 s by default).
 DEPENDENCIES = ("API", "MongoDB")
 DEPENDENCY_SETTLE_S = 10.0
 # Of the uploads: new versions of indexed Markdown files, hostile files; of the searches, MCP.
@@ -652,9 +654,10 @@ def figures(chaos: Chaos, finals: dict[str, Any], store: dict[str, int]) -> dict
 
 def unfair_server_errors(struck: list[Struck], errors: list[ServerError]) -> list[ServerError]:
     """The 5xx answers a user should never see: all but a 503 with `Retry-After` to a request
-    under way while a part every request needs was down or frozen, or had just come back."""
+    under way while a part every request needs was down or frozen, or had not yet recovered
+    (its canary not indexed; `DEPENDENCY_SETTLE_S` at least)."""
     windows = [
-        (s.began, (s.ended or math.inf) + DEPENDENCY_SETTLE_S)
+        (s.began, (s.ended or math.inf) + max(DEPENDENCY_SETTLE_S, s.recovery_s or 0.0))
         for s in struck
         if s.fault.part in DEPENDENCIES
     ]

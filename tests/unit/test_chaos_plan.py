@@ -106,20 +106,23 @@ def test_the_tiny_run_strikes_every_part_and_holds_mongodb_past_the_bound() -> N
     assert all(f.hold_s < BOUND_S for f in faults if f is not mongodb)
 
 
-def test_a_503_with_retry_after_is_fair_only_while_the_api_or_mongodb_is_struck() -> None:
+def test_a_503_with_retry_after_is_fair_only_until_the_api_or_mongodb_has_recovered() -> None:
     struck = [
-        Struck(Fault(10, "MongoDB", FREEZE, 10), 10, 20),
+        Struck(Fault(10, "MongoDB", FREEZE, 10), 10, 20, recovery_s=2.0),
         Struck(Fault(40, "Redis", FREEZE, 10), 40, 50),
+        # Recovered (its canary indexed) only 30 s after it was back.
+        Struck(Fault(100, "API", KILL), 100, 105, recovery_s=30.0),
     ]
 
     def error(sent: float, status: int = 503, retry_after: bool = True) -> ServerError:
         return ServerError("search_bot", sent, sent + 1, status, retry_after, "")
 
-    fair = [error(12), error(9.5), error(20 + DEPENDENCY_SETTLE_S - 1)]
+    fair = [error(12), error(9.5), error(20 + DEPENDENCY_SETTLE_S - 1), error(133)]
     unfair = [
         error(12, status=500),  # a 500 is never fair
         error(12, retry_after=False),  # nor a 503 that does not say when to retry
         error(42),  # Redis is no dependency: search answers without its cache
-        error(20 + DEPENDENCY_SETTLE_S + 1),  # MongoDB long back
+        error(20 + DEPENDENCY_SETTLE_S + 1),  # MongoDB long recovered
+        error(136),  # the API recovered
     ]
     assert unfair_server_errors(struck, fair + unfair) == unfair
