@@ -3,7 +3,6 @@ processes that exist, and autoscale each stage on its own consumer group and top
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from pydantic import BaseModel
 
 from infra.settings import Settings
 from schemas.topics import STAGE_INPUTS
+from tests.modules import assert_runs_as_module
 from workers.__main__ import WORKERS
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -96,13 +96,7 @@ def test_every_process_started_exists() -> None:
         ("workers", stage) for stage in STAGE_INPUTS
     }
     for module, *arguments in commands:
-        spec = importlib.util.find_spec(module)
-        assert spec is not None, module
-        if spec.submodule_search_locations is not None:  # a package runs its __main__
-            assert importlib.util.find_spec(f"{module}.__main__") is not None, module
-        else:
-            assert spec.origin is not None
-            assert 'if __name__ == "__main__":' in Path(spec.origin).read_text(), module
+        assert_runs_as_module(module)
         if module == "workers":
             assert len(arguments) == 1, arguments
             assert arguments[0] in WORKERS, arguments

@@ -9,7 +9,6 @@ endpoints named are checked against it); the rest reads the pages and manifests.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import yaml
 
 from docs.hooks import benchmark_pages, cli_page, openapi_page, settings_page
 from docs.hooks.markdown_tables import table_rows
+from tests.modules import assert_runs_as_module
 from workers.__main__ import WORKERS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,13 +136,7 @@ def test_every_python_module_run_exists() -> None:
     }
     assert {("ragline.api", ""), ("workers", "index"), ("ragline.tokens_cli", "")} <= runs
     for module, argument in runs:
-        spec = importlib.util.find_spec(module)
-        assert spec is not None, module
-        if spec.submodule_search_locations is not None:  # a package runs its __main__
-            assert importlib.util.find_spec(f"{module}.__main__") is not None, module
-        else:
-            assert spec.origin is not None
-            assert 'if __name__ == "__main__":' in Path(spec.origin).read_text(), module
+        assert_runs_as_module(module)
         if module == "workers" and argument:  # `python -m workers <stage>` names none
             assert argument in WORKERS, argument
 
