@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import functools
 import importlib.resources
+import json
 import logging
 import os
 import secrets
@@ -354,9 +355,19 @@ class Pipeline:
                 stages = []
             for stage in stages:
                 self.add_worker(stage)
-            _wait_for("ready", self.api_ready, ready_timeout, api)
+            try:
+                _wait_for("ready", self.api_ready, ready_timeout, api)
+            except RuntimeError:
+                if api.alive() or not _port_taken(api):
+                    raise
+                # Its port was free when chosen and taken before the API bound it (another
+                # stack starting beside this one): once more, on a new port.
+                self.api_port = free_port()
+                api.env["RAGLINE_API__PORT"] = str(self.api_port)
+                api.start()
+                _wait_for("ready", self.api_ready, ready_timeout, api)
             for proc in self.processes:
-                if proc.name != "api" and not proc.alive() and PORT_TAKEN in proc.tail():
+                if proc.name != "api" and not proc.alive() and _port_taken(proc):
                     # Its metrics port was free when chosen and taken before the worker bound
                     # it (another stack starting beside this one): once more, on a new port.
                     proc.env["RAGLINE_METRICS_PORT"] = str(self._metrics_port())
@@ -407,12 +418,32 @@ class Pipeline:
         while time.monotonic() < deadline:
             assigned: dict[str, float] = dict.fromkeys(stages, 0.0)
             for proc in self.processes:
-                for stage, count in _assigned_partitions(self.metrics_url(proc)):
+                for stage, count in _assigned_partitions(self.metrics_url(proc), timeout=3.0):
                     assigned[stage] = assigned.get(stage, 0.0) + count
             if all(assigned[stage] == partitions for stage in stages):
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"consumer groups did not settle in {timeout:.0f} s: {assigned}")
+        unsettled = [stage for stage in stages if assigned[stage] != partitions]
+        raise RuntimeError(
+            f"consumer groups did not settle in {timeout:.0f} s: {assigned}\n"
+            + "\n".join(self._hosting_report(stage) for stage in unsettled)
+        )
+
+    def _hosting_report(self, stage: str) -> str:
+        """The processes that host a stage's consumers (the API hosts the index stage with the
+        embedded store): whether each runs, what its /metrics says and the end of its log."""
+        hosts = self.workers(stage)
+        if stage == "index" and not self.env.get("RAGLINE_QDRANT__URL"):
+            hosts += [p for p in self.processes if p.name == "api"]
+        parts = []
+        for proc in hosts:
+            state = "running" if proc.alive() else "exited"
+            figures = _assigned_partitions(self.metrics_url(proc), timeout=5.0)
+            parts.append(
+                f"--- {proc.name} ({state}; assigned partitions {figures or 'not served'}):\n"
+                f"{proc.tail(40)}"
+            )
+        return "\n".join(parts) or f"--- no process hosts {stage}"
 
     def metrics_url(self, proc: ManagedProcess) -> str:
         """Where one of its processes serves /metrics (the API on its HTTP port)."""
@@ -424,12 +455,14 @@ class Pipeline:
         return [p for p in self.processes if p.name.startswith(f"{stage}-")]
 
     def api_ready(self) -> bool:
-        """Whether /readyz answers 200."""
+        """Whether /readyz answers 200 with the API's readiness: a process of another stack
+        that took the port (a worker's metrics server answers every path 200) is not it."""
         try:
             with urllib.request.urlopen(f"{self.api_url}/readyz", timeout=1.0) as response:  # noqa: S310
-                return bool(response.status == 200)
-        except (urllib.error.URLError, OSError):
+                body = json.loads(response.read()) if response.status == 200 else None
+        except (urllib.error.URLError, OSError, ValueError):
             return False
+        return isinstance(body, dict) and body.get("status") == "ready"
 
     def stop(self) -> None:
         """Stops workers and API (SIGTERM, then SIGKILL), all at once."""
@@ -575,9 +608,17 @@ def isolated_stack(
             pipeline.stop()
 
 
-def _assigned_partitions(url: str) -> list[tuple[str, float]]:
+def _port_taken(proc: ManagedProcess) -> bool:
+    """Whether the process's log ends with its port taken (the metrics server's error says
+    "Address already in use", uvicorn's "address already in use")."""
+    return PORT_TAKEN.lower() in proc.tail().lower()
+
+
+def _assigned_partitions(url: str, timeout: float = 1.0) -> list[tuple[str, float]]:
+    """`ragline_assigned_partitions` by stage, as the process at `url` serves them (none when
+    it does not answer within `timeout`)."""
     try:
-        with urllib.request.urlopen(url, timeout=1.0) as response:  # noqa: S310
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
             text = response.read().decode()
     except (urllib.error.URLError, OSError):
         return []
