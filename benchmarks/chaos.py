@@ -22,8 +22,10 @@ end to the canary indexed is the fault's recovery time, bounded by `--recovery-l
 At the end (the load stopped, every part back, up to `--grace-s` for the pipeline to finish),
 what a user must be able to rely on, each a figure of the last line:
 
-- `lost_documents`: accepted uploads neither indexed nor failed; `stuck_documents`: those
-  still in a stage; `failed_unexpectedly`: documents that should have been indexed but failed;
+- `lost_documents`: accepted uploads neither indexed nor failed (one gone from the KB's list
+  while a new version of its file is listed indexed was replaced, not lost: that version's
+  upload was accepted though answered with an error); `stuck_documents`: those still in a
+  stage; `failed_unexpectedly`: documents that should have been indexed but failed;
   `indexed_but_should_fail`: hostile files (and the encrypted PDF) that ended indexed;
   `failed_without_reason`: failures whose document says no reason; `delete_not_finished`:
   deletes never answered 204 though sent again as a user would, or whose document is still
@@ -600,6 +602,7 @@ def figures(chaos: Chaos, finals: dict[str, Any], store: dict[str, int]) -> dict
             "replaced": sum(d.status == REPLACED for d in docs),
             "deleted": sum(d.deleted is not None for d in docs),
             "canaries": sum(d.kind == "canary" for d in docs),
+            "accepted_but_unanswered": sum(d.kind == "unanswered upload" for d in docs),
         },
         "lost_documents": len(lost),
         "stuck_documents": len(stuck),
@@ -716,9 +719,24 @@ DATA_PROBLEMS = (
 )
 
 
+# The error kind whose first sample names a document behind a data problem.
+PROBLEM_SAMPLES = {"lost_documents": "document:lost", "stuck_documents": "document:stuck"}
+
+
 def data_problems(result: dict[str, Any]) -> list[str]:
-    """What the run lost, doubled, leaked or got wrong, and what it did not exercise."""
-    problems = [f"{key}: {result[key]}" for key in DATA_PROBLEMS if result[key]]
+    """What the run lost, doubled, leaked or got wrong, and what it did not exercise; a lost
+    or stuck document is named (the first of them)."""
+    samples = result.get("error_samples", {})
+    problems = [
+        f"{key}: {result[key]}"
+        + (
+            f" (first: {samples[PROBLEM_SAMPLES[key]]})"
+            if PROBLEM_SAMPLES.get(key) in samples
+            else ""
+        )
+        for key in DATA_PROBLEMS
+        if result[key]
+    ]
     if not result["kb_counts_match"]:
         problems.append(
             f"KB counts {result['kb_counts']}, documents {result['kb_counts_expected']}"

@@ -98,7 +98,7 @@ import tempfile
 import time
 import tracemalloc
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -610,6 +610,8 @@ class Soak:
         end, taking in documents whose upload was accepted but never answered (timed out)."""
         waiting = {d.id for d in self.pending()}
         seen: set[str] = set()
+        # The files listed indexed, by name, and which document each is now.
+        indexed_files: dict[str, str] = {}
         cursor: str | None = None
         while waiting or everything:
             params: dict[str, Any] = {"limit": 200} | ({"cursor": cursor} if cursor else {})
@@ -621,6 +623,8 @@ class Soak:
                 return
             page = response.json()
             for state in page["items"]:
+                if state["parse_status"] == "indexed":
+                    indexed_files.setdefault(state["filename"], state["id"])
                 doc = self.docs.get(state["id"])
                 if doc is None and everything:
                     doc = Doc(state["id"], "unanswered upload", None)
@@ -635,13 +639,7 @@ class Soak:
                 break
         if everything:
             self.listed_at_end = seen
-            for doc in self.docs.values():
-                if doc.id in seen or doc.deleted is not None or doc.status == REPLACED:
-                    continue
-                if doc.delete_sent is not None:  # its delete's answer timed out, yet it is done
-                    doc.deleted = doc.delete_sent
-                else:
-                    doc.status = "vanished"
+            account_for_unlisted(self.docs.values(), seen, indexed_files, time.monotonic())
 
     def settle(self, doc: Doc, state: dict[str, Any]) -> None:
         """Takes a polled state in; a document that ended is counted."""
@@ -1145,6 +1143,26 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "p50_ms_upload_per_minute": [rounded(percentile(m.upload_ms, 50)) for m in measured],
         "p95_s_ingest_per_minute": [rounded(percentile(m.ingest_s, 95), 2) for m in measured],
     }
+
+
+def account_for_unlisted(
+    docs: Iterable[Doc], listed: set[str], indexed_files: Mapping[str, str], now: float
+) -> None:
+    """Says what became of each document missing from the KB's list at the end: deleted (its
+    delete's answer was lost, yet it was done), replaced by a new version of its file listed
+    indexed (one whose upload was accepted though answered with an error or not at all: a
+    commit MongoDB applied after the API stopped waiting, as a user retrying it would learn),
+    or else vanished (lost)."""
+    for doc in docs:
+        if doc.id in listed or doc.deleted is not None or doc.status == REPLACED:
+            continue
+        newer = indexed_files.get(doc.filename or "")
+        if doc.delete_sent is not None:
+            doc.deleted = doc.delete_sent
+        elif newer is not None and newer != doc.id:
+            doc.status, doc.replaced_by, doc.replaced_at = REPLACED, newer, now
+        else:
+            doc.status = "vanished"
 
 
 # The minutes at each end of the load whose search latencies `drift` compares.
