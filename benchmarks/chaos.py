@@ -571,7 +571,12 @@ def figures(chaos: Chaos, finals: dict[str, Any], store: dict[str, int]) -> dict
     outside = [a[3] for a in chaos.asked if not within(a[0], faulty) and a[2]]
     unfair = unfair_server_errors(chaos.struck, chaos.server_errors)
     for error in unfair:
-        chaos.error(f"server_error:{error.kind}:{error.status}", error.body)
+        chaos.error(
+            f"server_error:{error.kind}:{error.status}",
+            f"sent at {error.sent - chaos.started:.1f} s, answered at "
+            f"{error.answered - chaos.started:.1f} s, "
+            f"{'with' if error.retry_after else 'without'} Retry-After: {error.body}",
+        )
     events = seen_events(chaos)
     events_missing = sorted(kind for kind, n in events.items() if n < chaos.args.min_events)
     freezes = [s.fault.hold_s for s in chaos.struck if s.fault.action == FREEZE]

@@ -198,7 +198,10 @@ class LocalServices:
             ManagedProcess(
                 "mongodb",
                 [
-                    str(Path(sys.executable).parent / "secantusd-py"),
+                    # SecantusDB, ending a transaction left open after 10 s rather than 60.
+                    sys.executable,
+                    "-m",
+                    "devstack.mongo_server",
                     "--host",
                     "127.0.0.1",
                     "--port",

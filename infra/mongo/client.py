@@ -19,6 +19,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
 from core.errors import ServiceUnavailable
+from infra.mongo.abandoned import end_later, may_be_left_open
 from infra.mongo.cancellation import make_condition_waits_cancel_safe
 from infra.settings.mongo import MongoSettings
 
@@ -114,9 +115,16 @@ async def update_each(
 async def in_transaction(
     client: AsyncMongoClient[MongoDoc], work: Callable[[AsyncClientSession], Awaitable[T]]
 ) -> T:
-    """Runs `work` in one transaction (the driver retries it whole on a transient error)."""
+    """Runs `work` in one transaction (the driver retries it whole on a transient error). One
+    that fails without the server's answer is ended once the server answers again
+    (`infra.mongo.abandoned`)."""
     async with mongo_errors(), client.start_session() as session:
-        result: T = await session.with_transaction(work)
+        try:
+            result: T = await session.with_transaction(work)
+        except BaseException as exc:
+            if may_be_left_open(exc):
+                end_later(client, session)
+            raise
     return result
 
 

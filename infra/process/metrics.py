@@ -128,6 +128,13 @@ OUTBOX_DEFERRED = Counter(
     "Pipeline events not sent when their change was accepted (Kafka unavailable); the relay "
     "sends them.",
 )
+MONGO_ABANDONED_TRANSACTIONS = Counter(
+    "ragline_mongo_abandoned_transactions_total",
+    "Transactions a timeout, lost connection or cancellation may have left open on MongoDB "
+    "(holding their documents): ended by killing their session once it answered, or given "
+    "up (the server's own limit ends them).",
+    ["outcome"],
+)
 OUTBOX_RELAYED = Counter(
     "ragline_outbox_relayed_total",
     "Pipeline events the relay sent from the outbox.",
