@@ -352,7 +352,7 @@ class Pipeline:
             )
             stages = ["relay", "records", "crawl", "extract", "chunk"]
             stages += ["embed"] * self.embed_workers
-            if self.env.get("RAGLINE_QDRANT__URL"):
+            if not self.api_hosts_index:
                 stages.append("index")
             if not workers:
                 stages = []
@@ -409,6 +409,12 @@ class Pipeline:
         _wait_for("listening", socket.exists, timeout, proc)
         return proc
 
+    @property
+    def api_hosts_index(self) -> bool:
+        """Whether the API runs the index stage: it owns the embedded vector store when no
+        Qdrant server is configured (else index workers run it)."""
+        return not self.env.get("RAGLINE_QDRANT__URL")
+
     def wait_settled(self, partitions: int, timeout: float = 180.0) -> None:
         """Waits until every stage's consumer group has all input partitions assigned (an
         embed worker loads its model first: on a loaded two-core machine that took over a
@@ -416,7 +422,7 @@ class Pipeline:
         deadline = time.monotonic() + timeout
         stages = {p.name.rsplit("-", 1)[0] for p in self.processes if p.name != "api"}
         stages -= {"relay", STORE_PROCESS}
-        if not self.env.get("RAGLINE_QDRANT__URL"):
+        if self.api_hosts_index:
             stages.add("index")
         while time.monotonic() < deadline:
             assigned: dict[str, float] = dict.fromkeys(stages, 0.0)
@@ -436,7 +442,7 @@ class Pipeline:
         """The processes that host a stage's consumers (the API hosts the index stage with the
         embedded store): whether each runs, what its /metrics says and the end of its log."""
         hosts = self.workers(stage)
-        if stage == "index" and not self.env.get("RAGLINE_QDRANT__URL"):
+        if stage == "index" and self.api_hosts_index:
             hosts += [p for p in self.processes if p.name == "api"]
         parts = []
         for proc in hosts:
