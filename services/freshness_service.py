@@ -120,7 +120,10 @@ class FreshnessService:
         await self._cache.announce(Change(bots={bot_id}))
 
     async def token_revoked(self, token_id: str) -> None:
-        """A token was revoked: it is refused from now on."""
+        """A token was revoked: this process refuses it from now on, the others once the change
+        reaches them (a search catches up with the changes before it answers)."""
+        self._epoch += 1  # a lookup of the token under way holds nothing it read before
+        self._forget_tokens({token_id})
         await self._cache.announce(Change(tokens={token_id}))
 
     async def people_changed(self, tenant_id: str) -> None:
@@ -256,17 +259,21 @@ class FreshnessService:
         for tenant_id in change.tenants:
             self._held[Kind.TENANT_KBS].pop(tenant_id, None)
         if change.tokens:
-            now = time.monotonic()
-            self._revoked = {t: at for t, at in self._revoked.items() if at > now}
-            self._revoked.update(dict.fromkeys(change.tokens, now + self._ttl_s))
-            principals = self._held[Kind.PRINCIPAL]
-            for digest, held in list(principals.items()):
-                if getattr(held.value, "token_id", None) in change.tokens:
-                    del principals[digest]
+            self._forget_tokens(change.tokens)
         if change.people:
             readers = self._held[Kind.READER]
             for key in [key for key in readers if key.split("\x1f", 1)[0] in change.people]:
                 del readers[key]
+
+    def _forget_tokens(self, tokens: set[str]) -> None:
+        """Refuses the tokens from now on (`check_token`) and drops their held principals."""
+        now = time.monotonic()
+        self._revoked = {t: at for t, at in self._revoked.items() if at > now}
+        self._revoked.update(dict.fromkeys(tokens, now + self._ttl_s))
+        principals = self._held[Kind.PRINCIPAL]
+        for digest, held in list(principals.items()):
+            if getattr(held.value, "token_id", None) in tokens:
+                del principals[digest]
 
     def _reset(self, why: str, listening: bool = True) -> None:
         """Drops everything held (and, unless `listening`, stops trusting it until the next

@@ -166,7 +166,10 @@ async def test_one_process_sees_the_others_changes_with_its_very_next_search(
     reader = await second.policy_service.reader(principal)
     people = KnowledgeSearchRequest(query=QUESTION, score_threshold=0.0)
     assert (await search.search_reader("acme", reader, people, caller=principal)).hits
+    assert await first.token_service.resolve(secret) == principal  # held there too
     await first.token_service.revoke("acme", info.id)
+    # The process that revoked it refuses it at once, before the change comes back from Redis.
+    assert await first.token_service.resolve(secret) is None
     with pytest.raises(Unauthorized, match="revoked"):
         await search.search_reader("acme", reader, people, caller=principal)
     assert await second.token_service.resolve(secret) is None
