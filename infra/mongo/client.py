@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, UpdateOne
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, UpdateOne, monitoring
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
@@ -21,6 +21,7 @@ from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 from core.errors import ServiceUnavailable
 from infra.mongo.abandoned import end_later, may_be_left_open
 from infra.mongo.cancellation import make_condition_waits_cancel_safe
+from infra.process.metrics import MONGO_COMMANDS
 from infra.settings.mongo import MongoSettings
 
 KNOWLEDGE_BASES = "knowledge_bases"
@@ -57,14 +58,38 @@ MongoDoc = dict[str, Any]
 Database = AsyncDatabase[MongoDoc]
 
 
+class CommandCounter(monitoring.CommandListener):
+    """Counts every command the client sends (`ragline_mongo_commands_total`): what each
+    process costs the database, by command and collection."""
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        """One more command of its kind, on the collection it names."""
+        MONGO_COMMANDS.labels(event.command_name, collection_of(event)).inc()
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        """Nothing: a command is counted when sent."""
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        """Nothing: a command is counted when sent."""
+
+
+def collection_of(event: monitoring.CommandStartedEvent) -> str:
+    """The collection a command names (`{"insert": "docs", ...}`; a `getMore` names it under
+    `collection`); empty for one on no collection."""
+    field = "collection" if event.command_name == "getMore" else event.command_name
+    target = event.command.get(field)
+    return target if isinstance(target, str) else ""
+
+
 def connect(settings: MongoSettings) -> AsyncMongoClient[MongoDoc]:
-    """A client for the configured server; it connects lazily."""
+    """A client for the configured server; it connects lazily. Its commands are counted."""
     make_condition_waits_cancel_safe()
     return AsyncMongoClient(
         settings.url,
         tz_aware=True,
         serverSelectionTimeoutMS=settings.timeout_ms,
         connectTimeoutMS=settings.timeout_ms,
+        event_listeners=[CommandCounter()],
     )
 
 

@@ -188,6 +188,12 @@ PARSER_STOPPED = Counter(
 )
 for _reason in ("crashed", "abandoned", "recycled"):
     PARSER_STOPPED.labels(_reason)
+MONGO_COMMANDS = Counter(
+    "ragline_mongo_commands_total",
+    "MongoDB commands this process sent, by command (insert, find, update, ...) and the "
+    "collection it named (empty for commands on no collection, such as commitTransaction).",
+    ["command", "collection"],
+)
 VECTOR_STORE_OPTIMIZATIONS = Counter(
     "ragline_vector_store_optimizations_total",
     "Optimisations of the embedded vector store (index built, deleted points dropped, old "
