@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.governance import GovernanceChange
-from schemas.domain import ChunkRecord, Document, Record, chunk_id, utcnow
+from schemas.domain import ChunkRecord, Document, ExtractedDocument, Record, chunk_id, utcnow
 from schemas.formats import extraction_name
 from schemas.search import SearchHit
 
@@ -32,6 +32,12 @@ class Event(BaseModel):
     # Which run of the pipeline this event belongs to; a re-index bumps it, and stages drop
     # events of an older generation.
     generation: int = Field(ge=1)
+
+    @property
+    def opens_stage(self) -> bool:
+        """Whether this is likely the message that takes its document into the next stage
+        (the first part or batch of a run; a single event is)."""
+        return True
 
     @property
     def key(self) -> bytes:
@@ -63,7 +69,8 @@ class DocumentUploaded(Event):
 
 
 class DocumentExtracted(Event):
-    """One part of the document's text is stored under `extracted_key`; chunking can go on.
+    """One part of the document's text, carried in the event (`text`, a small part) or stored
+    under `extracted_key` (a large one); chunking can go on.
 
     Long documents are extracted in parts (a few pages each) so that chunking and embedding
     start before extraction ends; `last` marks the final part.
@@ -71,8 +78,20 @@ class DocumentExtracted(Event):
 
     part_index: int = Field(ge=0)
     last: bool
-    extracted_key: str
+    extracted_key: str | None = None
+    text: ExtractedDocument | None = None
     char_count: int = Field(ge=0)
+
+    @property
+    def opens_stage(self) -> bool:
+        """The first part takes the document into chunking."""
+        return self.part_index == 0
+
+    @model_validator(mode="after")
+    def _text_or_key(self) -> DocumentExtracted:
+        if (self.text is None) == (self.extracted_key is None):
+            raise ValueError("a part is carried in the event or stored, exactly one of them")
+        return self
 
 
 class ChunkBatchReady(Event):
@@ -82,6 +101,12 @@ class ChunkBatchReady(Event):
     # The document's final batch (the total is then on the document as `batch_count`).
     last: bool
     chunks: list[ChunkRecord]
+
+    @property
+    def opens_stage(self) -> bool:
+        """The first batch likely takes the document into embedding (or indexing); later ones
+        find it there."""
+        return self.batch_index == 0
 
     @property
     def key(self) -> bytes:

@@ -19,9 +19,10 @@ class DocumentStatus(Protocol):
         ...
 
     async def advance(
-        self, document_id: str, generation: int, status: ParseStatus
+        self, document_id: str, generation: int, status: ParseStatus, *, first: bool = True
     ) -> Document | None:
-        """Enters a batch stage, or checks the document is still current."""
+        """Enters a batch stage, or checks the document is still current (`first`: the
+        message is likely the one that enters it)."""
         ...
 
     async def touch(self, document_id: str, generation: int) -> None:
@@ -57,9 +58,16 @@ class DocumentStatus(Protocol):
         ...
 
     async def record_batch_indexed(
-        self, document_id: str, generation: int, batch_index: int, size: int
+        self,
+        document_id: str,
+        generation: int,
+        batch_index: int,
+        size: int,
+        *,
+        batch_count: int | None = None,
     ) -> tuple[int, int | None] | None:
-        """Marks a batch indexed; returns (indexed batches, batch count once known)."""
+        """Marks a batch indexed; returns (indexed batches, batch count once known). A
+        `batch_count` of 1 (the run makes one batch) spares the second read."""
         ...
 
     async def set_title(self, document_id: str, generation: int, title: str) -> None:

@@ -71,7 +71,9 @@ def document_stage(
     since is skipped; the handler gets the current document."""
 
     async def handle(event: DocumentEvent) -> StageResult:
-        document = await documents.advance(event.document_id, event.generation, enters)
+        document = await documents.advance(
+            event.document_id, event.generation, enters, first=event.opens_stage
+        )
         if document is None:
             return StageResult(skipped=True)
         return await handler(event, document)

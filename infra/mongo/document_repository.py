@@ -45,7 +45,7 @@ def to_document(doc: MongoDoc) -> Document:
     """A stored record as a `Document` (its bookkeeping fields folded into progress)."""
     record = from_mongo(doc)
     embedded = record.pop("embedded_batches", None) or {}
-    for internal in ("indexed_batches", "batch_count", "chunker", WITHDRAW):
+    for internal in ("indexed_batches", "chunker", WITHDRAW):
         record.pop(internal, None)
     record["chunks_embedded"] = sum(int(size) for size in embedded.values())
     return Document.model_validate(record)
@@ -365,53 +365,49 @@ class DocumentRepository:
             return [to_document(doc) async for doc in cursor]
 
     async def advance(
-        self, document_id: str, generation: int, status: ParseStatus
+        self, document_id: str, generation: int, status: ParseStatus, *, first: bool = True
     ) -> Document | None:
         """Enters a batch stage's status once (the first batch), then just checks currency.
 
         Batches of one document overlap across stages (batch 3 is embedded while batch 2 is
         indexed), so a document already in a later unfinished status is left where it is.
         Returns None if the document is gone, stale, finished or failed.
+
+        Two round trips either way it is likely to go: a message that `first` enters the
+        stage tries the move, then reads where the document is; any other reads first and
+        moves it only if it is still in an earlier status (its batch overtook the first).
+        (No find-and-modify on this path: see `infra.mongo.client`.)
         """
         position = PIPELINE_ORDER.index(status)
         earlier = {s.value for s in PIPELINE_ORDER[:position]}
         unfinished = {s.value for s in PIPELINE_ORDER[position:-1]}
+        current = {"_id": document_id, "generation": generation}
         async with mongo_errors():
-            doc = await self._docs.find_one({"_id": document_id, "generation": generation})
-        if doc is None or doc.get("parse_status") not in earlier | unfinished:
+            doc = None if first else await self._docs.find_one(current)
+            if doc is None or doc.get("parse_status") in earlier:
+                await self._move(current, earlier, status)
+                doc = await self._docs.find_one(current)
+        if doc is None or doc.get("parse_status") not in unfinished:
             return None
-        if doc["parse_status"] in unfinished:
-            return to_document(doc)
+        return to_document(doc)
+
+    async def _move(self, current: MongoDoc, earlier: set[str], status: ParseStatus) -> None:
+        """Moves the document to `status` if it is still in an `earlier` one: only one message
+        moves it, whichever does."""
         now = utcnow()
-        async with mongo_errors():
-            # Only one message moves it (the status must still be an earlier one); whichever
-            # did, it is current if it is now at or past here. (No find-and-modify on this
-            # path: see `infra.mongo.client`.)
-            await self._docs.update_one(
-                {
-                    "_id": document_id,
-                    "generation": generation,
-                    "parse_status": {"$in": sorted(earlier)},
+        await self._docs.update_one(
+            {**current, "parse_status": {"$in": sorted(earlier)}},
+            {
+                "$set": {
+                    "parse_status": status.value,
+                    "updated_at": now,
+                    "progressed_at": now,
+                    f"stage_started_at.{status.value}": now,
                 },
-                {
-                    "$set": {
-                        "parse_status": status.value,
-                        "updated_at": now,
-                        "progressed_at": now,
-                        f"stage_started_at.{status.value}": now,
-                    },
-                    # Counted once per stage entry; the runner adds one per retry.
-                    "$inc": {f"attempts.{status.value}": 1},
-                },
-            )
-            moved = await self._docs.find_one(
-                {
-                    "_id": document_id,
-                    "generation": generation,
-                    "parse_status": {"$in": sorted(unfinished)},
-                }
-            )
-        return None if moved is None else to_document(moved)
+                # Counted once per stage entry; the runner adds one per retry.
+                "$inc": {f"attempts.{status.value}": 1},
+            },
+        )
 
     async def chunking_progress(self, document_id: str, generation: int) -> ChunkingProgress | None:
         """How far the chunk stage got; None if the document is gone or stale."""
@@ -483,23 +479,31 @@ class DocumentRepository:
         )
 
     async def record_batch_indexed(
-        self, document_id: str, generation: int, batch_index: int, size: int
+        self,
+        document_id: str,
+        generation: int,
+        batch_index: int,
+        size: int,
+        *,
+        batch_count: int | None = None,
     ) -> tuple[int, int | None] | None:
         """Marks one batch indexed (idempotent).
 
         Returns (batches indexed, batch count once the last part is chunked), or None if the
-        document is gone or stale.
+        document is gone or stale. A run known to make a single batch (`batch_count` 1) needs
+        no second read: this batch is all of it.
         """
+        current = {"_id": document_id, "generation": generation}
         async with mongo_errors():
-            await self._docs.update_one(
-                {"_id": document_id, "generation": generation},
-                {"$set": {f"indexed_batches.{batch_index}": size, "updated_at": utcnow()}},
+            marked = await self._docs.update_one(
+                current, {"$set": {f"indexed_batches.{batch_index}": size, "updated_at": utcnow()}}
             )
+            if batch_count == 1:
+                return (1, 1) if marked.matched_count == 1 else None
             # Two batches finishing together may both see the last one counted: finishing a
             # document is idempotent (`DocumentLifecycle.finish`).
             doc = await self._docs.find_one(
-                {"_id": document_id, "generation": generation},
-                projection={"indexed_batches": 1, "batch_count": 1},
+                current, projection={"indexed_batches": 1, "batch_count": 1}
             )
         if doc is None:
             return None

@@ -116,7 +116,7 @@ class DocumentLifecycle:
             return Started([], {})
         records = []
         for document in documents:
-            record = document.model_dump(exclude={"id", "chunks_embedded"})
+            record = document.model_dump(exclude={"id", "chunks_embedded", "batch_count"})
             record["_id"] = document.id
             records.append(record)
         kb_id = documents[0].kb_id
@@ -222,17 +222,22 @@ class DocumentLifecycle:
                 await self._sources.update_one(
                     {"_id": source}, {"$set": {"live_version": document.version}}, session=session
                 )
-            older = [
-                to_document(doc)
-                async for doc in self._docs.find(
-                    {
-                        "kb_id": document.kb_id,
-                        "source_key": document.source_key,
-                        "version": {"$lt": document.version},
-                    },
-                    session=session,
-                )
-            ]
+            # A source's first version has none older to retire (the read is saved).
+            older = (
+                [
+                    to_document(doc)
+                    async for doc in self._docs.find(
+                        {
+                            "kb_id": document.kb_id,
+                            "source_key": document.source_key,
+                            "version": {"$lt": document.version},
+                        },
+                        session=session,
+                    )
+                ]
+                if document.version > 1
+                else []
+            )
             if older:
                 await self._docs.delete_many(
                     {"_id": {"$in": [doc.id for doc in older]}}, session=session

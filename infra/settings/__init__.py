@@ -138,6 +138,17 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default=ApiSettings(), description="The HTTP server.")
 
     @model_validator(mode="after")
+    def _inline_parts_fit_in_a_message(self) -> Settings:
+        # An event's own fields take a few hundred bytes beside the part it carries.
+        inline, largest = self.ingest.extract_inline_max_bytes, self.kafka.max_message_bytes
+        if inline > largest - 16 * 1024:
+            raise ValueError(
+                f"RAGLINE_INGEST__EXTRACT_INLINE_MAX_BYTES ({inline}) must leave 16 KiB of a "
+                f"Kafka message (kafka.max_message_bytes {largest}) for the event's other fields"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _refuse_placeholder_secrets(self) -> Settings:
         if self.local_mode:
             return self

@@ -135,6 +135,17 @@ class IngestSettings(BaseModel):
             "(characters)."
         ),
     )
+    # A part carried in its event costs MongoDB nothing; a stored one costs a write, a read and
+    # a delete of GridFS files and chunks (about 7 commands).
+    extract_inline_max_bytes: int = Field(
+        default=256 * 1024,
+        ge=0,
+        description=(
+            "Largest part of extracted text carried in its Kafka event rather than stored in "
+            "GridFS (bytes of JSON; 0 stores every part). Keep it well below "
+            "`kafka.max_message_bytes`."
+        ),
+    )
     # What one file may make the extract stage do; each limit fails the document with a reason.
     parser_memory_mb: int = Field(
         default=2048,

@@ -58,7 +58,7 @@ class ChunkHandler:
             )  # fmt: skip
             return StageResult(skipped=True)
         try:
-            part = await self._texts.get_extracted(event.extracted_key)
+            part = event.text or await self._texts.get_extracted(str(event.extracted_key))
         except NotFound:
             # The database lost a write it had acknowledged (a crash): the document cannot
             # go on from here. It stops moving, and the reconciler starts it again.
@@ -107,7 +107,8 @@ class ChunkHandler:
             await self._documents.save_chunking_progress(
                 event.document_id, event.generation, event.part_index, saved
             )
-            await self._texts.delete(event.extracted_key)
+            if event.extracted_key is not None:
+                await self._texts.delete(event.extracted_key)
 
         return StageResult(
             publish=[

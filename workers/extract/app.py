@@ -32,6 +32,7 @@ async def build_stage(system: System) -> Stage[DocumentUploaded]:
         system.publish,
         ingest.extract_part_chars,
         parsers,
+        ingest.extract_inline_max_bytes,
     )
     return document_stage(
         "extract",

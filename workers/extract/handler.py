@@ -1,8 +1,9 @@
-"""Extract stage: original bytes in, stored text out, in parts of a few pages.
+"""Extract stage: original bytes in, text out, in parts of a few pages.
 
-Each part is stored and announced as soon as it is extracted, so a long PDF is being chunked
-and embedded while its later pages are still read. A retry starts from the first part again;
-the chunk stage skips parts it already has. The file is read in a parser process of its own
+Each part is handed on as soon as it is extracted, so a long PDF is being chunked and embedded
+while its later pages are still read: in its event when small (`extract_inline_max_bytes`),
+else stored in GridFS and named by its event. A retry starts from the first part again; the
+chunk stage skips parts it already has. The file is read in a parser process of its own
 (`sandbox`), so no file can take this worker down.
 """
 
@@ -25,12 +26,14 @@ class ExtractHandler:
         publish: Publish,
         part_chars: int,
         parsers: ParserSandbox,
+        inline_max_bytes: int = 0,
     ) -> None:
         self._documents = documents
         self._texts = texts
         self._publish = publish
         self._part_chars = part_chars
         self._parsers = parsers
+        self._inline_max_bytes = inline_max_bytes
 
     async def __call__(self, event: DocumentUploaded, document: Document) -> StageResult:
         """Handles one `DocumentUploaded` of a document now `extracting`."""
@@ -69,7 +72,9 @@ class ExtractHandler:
         last: bool,
     ) -> None:
         part = ExtractedDocument(title="", segments=segments)
-        key = await self._texts.put_extracted(event.document_id, part)
+        # A small part travels in the event; a large one is stored, and the event names it.
+        carried = len(part.model_dump_json().encode()) <= self._inline_max_bytes
+        key = None if carried else await self._texts.put_extracted(event.document_id, part)
         await self._publish(
             [
                 DocumentExtracted(
@@ -80,6 +85,7 @@ class ExtractHandler:
                     part_index=index,
                     last=last,
                     extracted_key=key,
+                    text=part if carried else None,
                     char_count=part.char_count,
                 )
             ]

@@ -101,7 +101,11 @@ class IndexHandler:
         await self._store.upsert(points)
         CHUNKS_INDEXED.inc(len(points))
         progress = await self._documents.record_batch_indexed(
-            event.document_id, event.generation, event.batch_index, len(points)
+            event.document_id,
+            event.generation,
+            event.batch_index,
+            len(points),
+            batch_count=document.batch_count,
         )
         if progress is None:
             current = await self._documents.find(event.document_id)
@@ -120,9 +124,9 @@ class IndexHandler:
         if live > document.version:
             await self._drop_superseded(document)
             return StageResult(skipped=True)
-        # Who may read it is read now, not when the run began: its permissions may have
-        # changed meanwhile.
-        readers = await self._current_readers(document)
+        # Who may read it as read by this message (`advance`), not when the run began: its
+        # permissions may have changed meanwhile.
+        readers = document.readers
         await self._store.publish_document(
             PublishedDocument(
                 tenant_id=document.tenant_id,
