@@ -13,6 +13,8 @@ Markdown files through the API, one after the other, and reports:
   records' chunks embedded by the model alone in this process (the pipeline's batch size);
   `bulk_ratio_to_model`, the first over the second (the share of the model's speed the write
   path keeps);
+- `mongo_commands_idle_per_s`: what the stack sends MongoDB with nothing to do, counted for
+  `--idle-s` before the records go out (its sweeps and polling: part of the figures below);
 - `mongo_commands_per_record` and `mongo_commands_per_file`: every MongoDB command the stack's
   processes sent (their `ragline_mongo_commands_total`) while the records, then the files,
   went through, over their number; `mongo_commands_by_kind_per_record` and `..._per_file`:
@@ -65,7 +67,7 @@ from workers.extract.extractors import extract
 # Every setting at its default.
 STACK_SETTINGS: dict[str, str] = {}
 TINY_SETTINGS = {"RAGLINE_EMBEDDING__PROVIDER": "hashed"}
-TINY = {"records": 200, "updates": 0.1, "files": 5}
+TINY = {"records": 200, "updates": 0.1, "files": 5, "idle_s": 3.0}
 WAIT_LIMIT_S = 3 * 3600
 POLL_EVERY_S = 1.0
 TENANT = "default"
@@ -222,7 +224,12 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {TOKEN}"}
         with httpx.Client(base_url=pipeline.api_url, headers=headers, timeout=120) as http:
             kb = http.post("/api/v1/knowledge-bases", json={"name": "bulk"}).json()["id"]
+            # What the stack sends MongoDB with nothing to do (its periodic sweeps, the relay's
+            # polling): part of every figure below, and what a longer run spreads thinner.
+            idle_from, idle_started = command_counts(pipeline), time.monotonic()
+            time.sleep(args.idle_s)
             before = command_counts(pipeline)
+            idle_per_s = sum((before - idle_from).values()) / (time.monotonic() - idle_started)
             started = time.monotonic()
             bootstrap = services.env()["RAGLINE_KAFKA__BOOTSTRAP_SERVERS"]
             asyncio.run(publish_records(bootstrap, kb, records))
@@ -278,6 +285,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "records_per_s": round(len(records) / seconds, 1),
         "model_records_per_s": round(len(records) / model_s, 1) if model_s else None,
         "bulk_ratio_to_model": round(model_s / seconds, 3) if model_s else None,
+        "mongo_commands_idle_per_s": round(idle_per_s, 1),
         "mongo_commands_per_record": per_record,
         "mongo_commands_per_file": per_file,
         "mongo_commands_by_kind_per_record": by_kind_record,
@@ -316,6 +324,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--updates", type=float, default=0.1, help="share published again")
     parser.add_argument("--files", type=int, default=50)
+    parser.add_argument(
+        "--idle-s", type=float, default=10.0, help="seconds the idle stack's commands are counted"
+    )
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--eval", type=Path, default=Path("../shared/eval/manpages.json"))
     parser.add_argument("--tiny", action="store_true", help="200 records: what `make test` runs")

@@ -48,6 +48,7 @@ BENCHMARKS = (
     "soak-plateau",
     "chaos",
     "encoder",
+    "bulk",
 )
 
 # -- the search benchmark's keys (benchmarks/search.py, benchmarks/search_stores.py) -----------

@@ -3,14 +3,15 @@ promises: a change that breaks a benchmark fails here. Speed figures are not jud
 seconds of load on a shared machine say nothing); what is checked is that each benchmark ran
 its main path (its stack started with the settings it prints, its load went through, its figures
 came out) and that its data came through whole: the soak lost nothing and answered every
-request, ingest and crawl indexed every chunk their inputs make, the quantised store's recall
-holds. A benchmark whose run loses or corrupts data also exits non-zero by itself.
+request, ingest and crawl indexed every chunk their inputs make, bulk indexed every record once,
+the quantised store's recall holds. A benchmark whose run loses or corrupts data also exits
+non-zero by itself.
 
 Each benchmark runs as a user runs it (`python -m benchmarks.<name> --tiny` from the
 repository's root), in a process of its own with stacks of its own. (The search benchmark's
 `--user-form --tiny`, a second mode of it, is left out: about 20 s more.) One runs at a time:
 alone they take about 225 s in all on a quiet two-core machine (search 24 s, soak 32 s, chaos
-80 s, ingest 35 s, crawl 30 s, quality 16 s, large inputs 15 s); two at a time beside the
+80 s, ingest 35 s, crawl 30 s, quality 16 s, large inputs 15 s, bulk 45 s); two at a time beside the
 suite's other worker overloaded the machine (the search benchmark alone took 343 s in such a
 run).
 """
@@ -136,6 +137,24 @@ CHAOS_KEYS = {
     "timeline",
 }
 # name: (module, arguments, keys of the last line), the longest first.
+BULK_KEYS = {
+    "records",
+    "distinct_records",
+    "chunks",
+    "seconds",
+    "records_per_s",
+    "bulk_ratio_to_model",
+    "mongo_commands_idle_per_s",
+    "mongo_commands_per_record",
+    "mongo_commands_per_file",
+    "mongo_commands_by_kind_per_record",
+    "mongo_commands_by_kind_per_file",
+    "intake_p95_ms",
+    "lost_records",
+    "indexed_twice",
+    "points_of_no_document",
+    "files_not_indexed",
+}
 BENCHMARKS: dict[str, tuple[str, list[str], set[str]]] = {
     "search": ("search", ["--tiny"], SEARCH_KEYS),
     # With the store in a process of its own: the chaos soak runs the API holding it.
@@ -144,6 +163,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], set[str]]] = {
     "ingest": ("ingest", ["--tiny"], INGEST_KEYS),
     "quality": ("quality", ["--tiny"], QUALITY_KEYS),
     "crawl": ("crawl", ["--tiny"], CRAWL_KEYS),
+    "bulk": ("bulk", ["--tiny"], BULK_KEYS),
     "large_inputs": ("large_inputs", ["--tiny"], {"pdf_2_pages"}),
 }
 
@@ -263,6 +283,20 @@ def test_ingest_and_crawl_index_every_chunk_their_inputs_make(
     assert ingest["chunks"] == ingest["chunks_made"] == ingest["chunks_in_store"] > 0
     crawl = last_json("crawl", runs["crawl"].result())
     assert crawl["chunks"] == crawl["model_alone_chunks"] == crawl["chunks_in_store"] > 0
+
+
+def test_bulk_indexes_every_record_once_and_counts_what_each_costs_mongodb(
+    runs: dict[str, Future[subprocess.CompletedProcess[str]]],
+) -> None:
+    figures = last_json("bulk", runs["bulk"].result())
+    assert figures["records"] > figures["distinct_records"] > 0  # some published again
+    assert (figures["lost_records"], figures["indexed_twice"]) == (0, 0)
+    assert (figures["points_of_no_document"], figures["files_not_indexed"]) == (0, 0)
+    # Every process's commands are counted: each stage's share of a record shows up.
+    processes = {key.split()[0] for key in figures["mongo_commands_by_kind_per_record"]}
+    assert {"api", "records-1", "extract-1", "chunk-1", "embed-1"} <= processes
+    assert figures["mongo_commands_per_record"] > 0
+    assert figures["mongo_commands_per_file"] > 0
 
 
 def _at_tiny_size(goal: Goal) -> str:
