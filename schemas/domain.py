@@ -345,8 +345,10 @@ class Document(BaseModel):
     chunk_count: int | None = None
     text_char_count: int | None = None
     chunks_embedded: int = 0
-    # How many chunk batches the run makes, once its last part is chunked (the run's field).
+    # How many chunk batches the run makes, once its last part is chunked, and the chunk
+    # stage's place in the run's parts (the run's fields).
     batch_count: int | None = None
+    chunker: ChunkingProgress | None = None
     # Chunks this document contributes to its KB's count: set when a generation finishes.
     indexed_chunk_count: int = 0
     generation: int = 1

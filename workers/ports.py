@@ -29,10 +29,6 @@ class DocumentStatus(Protocol):
         """Notes that a stage is still working on the document."""
         ...
 
-    async def chunking_progress(self, document_id: str, generation: int) -> ChunkingProgress | None:
-        """How far the chunk stage got with the document's parts."""
-        ...
-
     async def save_chunking_progress(
         self, document_id: str, generation: int, done_part: int, progress: ChunkingProgress
     ) -> bool:

@@ -45,7 +45,7 @@ def to_document(doc: MongoDoc) -> Document:
     """A stored record as a `Document` (its bookkeeping fields folded into progress)."""
     record = from_mongo(doc)
     embedded = record.pop("embedded_batches", None) or {}
-    for internal in ("indexed_batches", "chunker", WITHDRAW):
+    for internal in ("indexed_batches", WITHDRAW):
         record.pop(internal, None)
     record["chunks_embedded"] = sum(int(size) for size in embedded.values())
     return Document.model_validate(record)
@@ -407,21 +407,6 @@ class DocumentRepository:
                 # Counted once per stage entry; the runner adds one per retry.
                 "$inc": {f"attempts.{status.value}": 1},
             },
-        )
-
-    async def chunking_progress(self, document_id: str, generation: int) -> ChunkingProgress | None:
-        """How far the chunk stage got; None if the document is gone or stale."""
-        async with mongo_errors():
-            doc = await self._docs.find_one(
-                {"_id": document_id, "generation": generation}, projection={"chunker": 1}
-            )
-        if doc is None:
-            return None
-        saved = doc.get("chunker") or {}
-        return ChunkingProgress(
-            next_part=int(saved.get("next_part", 0)),
-            next_batch=int(saved.get("next_batch", 0)),
-            state=dict(saved.get("state") or {}),
         )
 
     async def save_chunking_progress(

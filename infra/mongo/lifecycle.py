@@ -116,7 +116,9 @@ class DocumentLifecycle:
             return Started([], {})
         records = []
         for document in documents:
-            record = document.model_dump(exclude={"id", "chunks_embedded", "batch_count"})
+            record = document.model_dump(
+                exclude={"id", "chunks_embedded", "batch_count", "chunker"}
+            )
             record["_id"] = document.id
             records.append(record)
         kb_id = documents[0].kb_id

@@ -183,14 +183,21 @@ async def test_batches_are_counted_once_and_the_document_finishes_once(db: Datab
 
 async def test_chunking_progress_advances_one_part_at_a_time(db: Database) -> None:
     documents, doc = await _stored(db)
-    start = await documents.chunking_progress(doc.id, 1)
-    assert start == ChunkingProgress()
+    start = await documents.advance(doc.id, 1, ParseStatus.CHUNKING)
+    assert start is not None
+    assert start.chunker is None  # not begun
     first = ChunkingProgress(next_part=1, next_batch=2, state={"pending": "tail", "offset": 9})
     assert await documents.save_chunking_progress(doc.id, 1, 0, first)
     # Saving part 0 again (a replay) does not move anything back.
     assert not await documents.save_chunking_progress(doc.id, 1, 0, ChunkingProgress())
-    assert await documents.chunking_progress(doc.id, 1) == first
-    assert await documents.chunking_progress(doc.id, 2) is None
+    again = await documents.advance(doc.id, 1, ParseStatus.CHUNKING, first=False)
+    assert again is not None
+    assert again.chunker == first
+    # A new run begins with no progress.
+    await DocumentLifecycle(db.client, db, Outbox(db)).restart(doc.id)
+    restarted = await documents.advance(doc.id, 2, ParseStatus.CHUNKING)
+    assert restarted is not None
+    assert restarted.chunker is None
 
 
 async def test_failure_reason_is_truncated_and_never_overwrites_success(db: Database) -> None:

@@ -44,8 +44,9 @@ class ChunkHandler:
 
     async def __call__(self, event: DocumentExtracted, document: Document) -> StageResult:
         """Handles one `DocumentExtracted` part of a document now `chunking`."""
-        progress = await self._documents.chunking_progress(event.document_id, event.generation)
-        if progress is None or event.part_index < progress.next_part:
+        # Where the chunk stage is in this run, as this message's `advance` read it.
+        progress = document.chunker or ChunkingProgress()
+        if event.part_index < progress.next_part:
             return StageResult(skipped=True)
         if event.part_index > progress.next_part:
             # An earlier part was lost (published to a broker that then restarted without it;
