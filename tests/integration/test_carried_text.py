@@ -6,6 +6,7 @@ parser process; about 2 s."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from typing import TypeVar
 
 import pytest
 
@@ -26,9 +27,10 @@ from workers.chunk.handler import ChunkHandler
 from workers.extract.extractors import ExtractionLimits, OcrPolicy
 from workers.extract.handler import ExtractHandler
 from workers.extract.sandbox import ParserSandbox
-from workers.runtime import StageRunner, document_stage
+from workers.runtime import Stage, StageRunner, document_stage
 
 MB = 1024 * 1024
+E = TypeVar("E", bound=Event)
 TEXT = "\n\n".join(f"Paragraph {n} says what the manual says about item {n}." for n in range(60))
 
 
@@ -52,24 +54,19 @@ class Stages:
             contexts=Contextualizer(ContextualSettings(), None, ContextCache(db)),
         )
         policy = StagePolicy(max_attempts=1, time_limit_s=60)
-        self.extract = StageRunner(
+        self.extract = self._runner(
             document_stage(
                 "extract", DocumentUploaded, ParseStatus.EXTRACTING, extract, self.documents, policy
-            ),
-            self.documents,
-            self.publish,
-            self.dead_letter,
-            IngestSettings(),
+            )
         )
-        self.chunk = StageRunner(
+        self.chunk = self._runner(
             document_stage(
                 "chunk", DocumentExtracted, ParseStatus.CHUNKING, chunk, self.documents, policy
-            ),
-            self.documents,
-            self.publish,
-            self.dead_letter,
-            IngestSettings(),
+            )
         )
+
+    def _runner(self, stage: Stage[E]) -> StageRunner[E]:
+        return StageRunner(stage, self.documents, self.publish, self.dead_letter, IngestSettings())
 
     async def publish(self, events: Sequence[Event]) -> None:
         self.published.extend(events)
