@@ -319,17 +319,27 @@ class IntakeService:
         texts: list[tuple[TextItem, Governance, str | None]],
         sync: SyncRun | None = None,
     ) -> list[Document]:
-        """Stores the texts and numbers their versions (a few at a time)."""
+        """Numbers the texts' versions (all at once) and stores them (a few at a time)."""
         limit = asyncio.Semaphore(RECORD_CONCURRENCY)
         stored: list[str] = []
+        document_ids = [new_document_id() for _ in texts]
+        source_keys = [
+            item.source_key or f"text:{document_id}"
+            for (item, _, _), document_id in zip(texts, document_ids, strict=True)
+        ]
+        versions = await self._lifecycle.next_versions(kb_id, source_keys)
 
-        async def prepare(item: TextItem, governance: Governance, item_id: str | None) -> Document:
+        async def prepare(
+            item: TextItem,
+            governance: Governance,
+            item_id: str | None,
+            document_id: str,
+            source_key: str,
+            version: int,
+        ) -> Document:
             async with limit:
                 record = item.record
-                document_id = new_document_id()
                 name = item.topic or record.title.strip() or record.external_id or "text"
-                source_key = item.source_key or f"text:{document_id}"
-                version = await self._lifecycle.next_version(kb_id, source_key)
                 original = await self._blobs.store_original(
                     (item.text or record.as_markdown()).encode(), f"{name}.md", document_id
                 )
@@ -364,7 +374,18 @@ class IntakeService:
                 )
 
         try:
-            return list(await asyncio.gather(*(prepare(*text) for text in texts)))
+            return list(
+                await asyncio.gather(
+                    *(
+                        prepare(*text, *numbered)
+                        for text, numbered in zip(
+                            texts,
+                            zip(document_ids, source_keys, versions, strict=True),
+                            strict=True,
+                        )
+                    )
+                )
+            )
         except BaseException:
             for key in stored:
                 await self._blobs.delete(key)

@@ -17,11 +17,12 @@ which costs a cached answer at most), or before it when nothing would replay it 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pymongo import AsyncMongoClient, ReturnDocument
+from pymongo import AsyncMongoClient, ReturnDocument, UpdateOne
 from pymongo.asynchronous.client_session import AsyncClientSession
 
 from core.errors import NotFound
@@ -95,20 +96,44 @@ class DocumentLifecycle:
 
     async def next_version(self, kb_id: str, source_key: str) -> int:
         """The next version number of a source in a KB (1 for a new source)."""
-        source = _source_id(kb_id, source_key)
+        return (await self.next_versions(kb_id, [source_key]))[0]
 
-        async def work(session: AsyncClientSession) -> int:
-            await self._sources.update_one(
-                {"_id": source},
-                {"$inc": {"next_version": 1}, "$setOnInsert": {"kb_id": kb_id, "live_version": 0}},
-                upsert=True,
+    async def next_versions(self, kb_id: str, source_keys: Sequence[str]) -> list[int]:
+        """The next version number of each source in a KB, in order (a source named twice gets
+        two numbers, one after the other; 1 for a new source), in one transaction of three
+        round trips however many sources there are."""
+        wanted = Counter(source_keys)
+        if not wanted:
+            return []
+        ids = {key: _source_id(kb_id, key) for key in wanted}
+
+        async def work(session: AsyncClientSession) -> dict[str, int]:
+            await self._sources.bulk_write(
+                [
+                    UpdateOne(
+                        {"_id": ids[key]},
+                        {
+                            "$inc": {"next_version": count},
+                            "$setOnInsert": {"kb_id": kb_id, "live_version": 0},
+                        },
+                        upsert=True,
+                    )
+                    for key, count in wanted.items()
+                ],
+                ordered=False,
                 session=session,
             )
-            record = await self._sources.find_one({"_id": source}, session=session)
-            assert record is not None
-            return int(record["next_version"])
+            cursor = self._sources.find({"_id": {"$in": list(ids.values())}}, session=session)
+            return {record["_id"]: int(record["next_version"]) async for record in cursor}
 
-        return await self._transaction(work)
+        last = await self._transaction(work)
+        # Each source's numbers end at its new `next_version`: hand them out from the first.
+        handed = {key: last[ids[key]] - count for key, count in wanted.items()}
+        versions = []
+        for key in source_keys:
+            handed[key] += 1
+            versions.append(handed[key])
+        return versions
 
     async def create(self, documents: Sequence[Document]) -> Started:
         """Stores new documents of one KB, counts them and queues their pipeline events."""

@@ -115,6 +115,29 @@ async def test_concurrent_messages_enter_a_stage_once_and_versions_never_repeat(
     assert sorted(versions) == list(range(1, 21))
 
 
+async def test_a_batch_of_sources_is_numbered_in_three_round_trips(
+    db: Database, local_services: LocalServices
+) -> None:
+    commands = MongoCommands()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        settings_for(local_services).mongo.url, event_listeners=[commands]
+    )
+    try:
+        lifecycle = DocumentLifecycle(client, client[db.name], Outbox(client[db.name]))
+        assert await lifecycle.next_version("kb", "record:a") == 1
+        commands.sent.clear()
+        keys = ["record:a", "record:b", "record:a", *(f"record:{n}" for n in range(50))]
+        versions = await lifecycle.next_versions("kb", keys)
+        # A source named twice gets two numbers in order; one seen before goes on from there.
+        assert versions[:3] == [2, 1, 3]
+        assert versions[3:] == [1] * 50
+        sent = [name for name, _, _ in commands.sent]
+        assert sent == ["update", "find", "commitTransaction"]
+        assert await lifecycle.next_versions("kb", []) == []
+    finally:
+        await client.close()
+
+
 async def test_per_message_writes_use_no_find_and_modify(
     db: Database, local_services: LocalServices
 ) -> None:
