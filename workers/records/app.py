@@ -6,16 +6,22 @@ from ragline.system import System
 from schemas.events import RecordPublished
 from schemas.topics import RECORDS_INGEST
 from workers.hosting import StageProcess
+from workers.records.coalescing import CONCURRENCY, CoalescedIntake
 from workers.records.handler import RecordHandler, Requeue
 from workers.runtime import Stage
 
 
 async def build_stage(system: System) -> Stage[RecordPublished]:
-    """The records stage: each record goes through the same intake as the API's."""
+    """The records stage: each record goes through the same intake as the API's, with the
+    records of the messages in flight together (`workers.records.coalescing`)."""
     return Stage(
         "records",
         RecordPublished,
-        RecordHandler(system.intake_service, system.retiring_sync_service, requeue(system)),
+        RecordHandler(
+            CoalescedIntake(system.intake_service),
+            system.retiring_sync_service,
+            requeue(system),
+        ),
         system.settings.stages.records,
     )
 
@@ -29,4 +35,4 @@ def requeue(system: System) -> Requeue:
     return send
 
 
-RECORDS = StageProcess("records", build_stage)
+RECORDS = StageProcess("records", build_stage, lambda _settings: CONCURRENCY)
