@@ -10,7 +10,6 @@ still accepted.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from enum import StrEnum
 
 from core.errors import Conflict, Forbidden, InvalidRequest, RateLimited
 from core.governance import Governance, Reader
-from infra.mongo.blob_store import BlobStore, OriginalUpload, StoredUpload
+from infra.mongo.blob_store import BlobStore, NewFile, OriginalUpload, StoredUpload
 from infra.mongo.document_repository import DocumentRepository
 from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from infra.mongo.lifecycle import DocumentLifecycle
@@ -41,9 +40,6 @@ from services.freshness_service import FreshnessService
 from services.policy_service import PolicyService, Submission
 
 log = logging.getLogger(__name__)
-
-# Records of one batch stored at once.
-RECORD_CONCURRENCY = 16
 
 
 class Outcome(StrEnum):
@@ -319,77 +315,64 @@ class IntakeService:
         texts: list[tuple[TextItem, Governance, str | None]],
         sync: SyncRun | None = None,
     ) -> list[Document]:
-        """Numbers the texts' versions (all at once) and stores them (a few at a time)."""
-        limit = asyncio.Semaphore(RECORD_CONCURRENCY)
-        stored: list[str] = []
+        """Numbers the texts' versions and stores their originals, each all at once."""
+        if not texts:
+            return []
         document_ids = [new_document_id() for _ in texts]
         source_keys = [
             item.source_key or f"text:{document_id}"
             for (item, _, _), document_id in zip(texts, document_ids, strict=True)
         ]
         versions = await self._lifecycle.next_versions(kb_id, source_keys)
-
-        async def prepare(
-            item: TextItem,
-            governance: Governance,
-            item_id: str | None,
-            document_id: str,
-            source_key: str,
-            version: int,
-        ) -> Document:
-            async with limit:
-                record = item.record
-                name = item.topic or record.title.strip() or record.external_id or "text"
-                original = await self._blobs.store_original(
-                    (item.text or record.as_markdown()).encode(), f"{name}.md", document_id
+        names = [
+            item.topic or item.record.title.strip() or item.record.external_id or "text"
+            for item, _, _ in texts
+        ]
+        originals = await self._blobs.store_originals(
+            [
+                NewFile(
+                    (item.text or item.record.as_markdown()).encode(), f"{name}.md", document_id
                 )
-                stored.append(original.storage_key)
-                now = utcnow()
-                return Document(
-                    id=document_id,
-                    tenant_id=tenant_id,
-                    kb_id=kb_id,
-                    filename=name,
-                    title=(record.title.strip() or name)[:500],
-                    content_type=CONTENT_TYPES[".md"],
-                    size_bytes=original.size_bytes,
-                    sha256=record.fingerprint(),
-                    storage_key=original.storage_key,
-                    source_key=source_key,
-                    version=version,
-                    external_id=record.external_id,
-                    url=record.url,
-                    metadata=dict(record.metadata),
-                    parse_status=ParseStatus.QUEUED,
-                    stage_started_at={ParseStatus.QUEUED.value: now},
-                    created_at=now,
-                    updated_at=now,
-                    governance=governance,
-                    knowledge_item_id=item_id or document_id,
-                    kind=item.kind,
-                    topic=item.topic,
-                    summary=item.summary,
-                    source=sync.source if sync else None,
-                    sync_run=sync.run if sync else None,
-                )
-
-        try:
-            return list(
-                await asyncio.gather(
-                    *(
-                        prepare(*text, *numbered)
-                        for text, numbered in zip(
-                            texts,
-                            zip(document_ids, source_keys, versions, strict=True),
-                            strict=True,
-                        )
-                    )
-                )
+                for (item, _, _), name, document_id in zip(texts, names, document_ids, strict=True)
+            ]
+        )
+        now = utcnow()
+        return [
+            Document(
+                id=document_id,
+                tenant_id=tenant_id,
+                kb_id=kb_id,
+                filename=name,
+                title=(item.record.title.strip() or name)[:500],
+                content_type=CONTENT_TYPES[".md"],
+                size_bytes=original.size_bytes,
+                sha256=item.record.fingerprint(),
+                storage_key=original.storage_key,
+                source_key=source_key,
+                version=version,
+                external_id=item.record.external_id,
+                url=item.record.url,
+                metadata=dict(item.record.metadata),
+                parse_status=ParseStatus.QUEUED,
+                stage_started_at={ParseStatus.QUEUED.value: now},
+                created_at=now,
+                updated_at=now,
+                governance=governance,
+                knowledge_item_id=item_id or document_id,
+                kind=item.kind,
+                topic=item.topic,
+                summary=item.summary,
+                source=sync.source if sync else None,
+                sync_run=sync.run if sync else None,
             )
-        except BaseException:
-            for key in stored:
-                await self._blobs.delete(key)
-            raise
+            for (
+                item,
+                governance,
+                item_id,
+            ), name, document_id, source_key, version, original in zip(
+                texts, names, document_ids, source_keys, versions, originals, strict=True
+            )
+        ]
 
     async def replace_record(
         self, tenant_id: str, kb_id: str, document_id: str, record: Record, by: Submission

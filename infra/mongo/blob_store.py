@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from bson import ObjectId
+from bson import Binary, ObjectId
 from bson.errors import InvalidId
-from gridfs import AsyncGridFSBucket, NoFile
+from gridfs import DEFAULT_CHUNK_SIZE, AsyncGridFSBucket, NoFile
 from gridfs.asynchronous.grid_file import AsyncGridIn
 from gridfs.errors import FileExists
-from pymongo.errors import PyMongoError
+from pymongo.errors import BulkWriteError, PyMongoError
 
 from core.errors import NotFound, ServiceUnavailable
 from infra.mongo.client import EXTRACTED_BUCKET, ORIGINALS_BUCKET, Database, mongo_errors
@@ -67,6 +68,15 @@ def _parse_key(key: str) -> tuple[str, ObjectId]:
         raise NotFound("blob", key) from exc
 
 
+@dataclass(frozen=True)
+class NewFile:
+    """A document's original bytes, to store (`BlobStore.store_originals`)."""
+
+    data: bytes
+    filename: str
+    document_id: str
+
+
 @dataclass
 class StoredUpload:
     """What is known about an upload once its bytes are stored."""
@@ -113,6 +123,7 @@ class BlobStore:
 
     def __init__(self, db: Database) -> None:
         self._originals = AsyncGridFSBucket(db, bucket_name=ORIGINALS_BUCKET)
+        self._originals_db = db
         self._extracted = AsyncGridFSBucket(db, bucket_name=EXTRACTED_BUCKET)
 
     def start_original(self, filename: str, document_id: str) -> OriginalUpload:
@@ -126,6 +137,68 @@ class BlobStore:
         upload = self.start_original(filename, document_id)
         await upload.write(data)
         return await upload.finish()
+
+    async def store_originals(self, files: Sequence[NewFile]) -> list[StoredUpload]:
+        """Stores several documents' original bytes in two writes (records of a batch), each
+        file as GridFS stores it: its chunks (`DEFAULT_CHUNK_SIZE` bytes each) first, then
+        the file records that make them visible, so that no reader finds a file without its
+        bytes. GridFS's own writer takes one write per chunk and one per file."""
+        if not files:
+            return []
+        ids = [ObjectId() for _ in files]
+        now = datetime.now(UTC)
+        chunks = [
+            {
+                "files_id": file_id,
+                "n": n,
+                "data": Binary(file.data[start : start + DEFAULT_CHUNK_SIZE]),
+            }
+            for file_id, file in zip(ids, files, strict=True)
+            for n, start in enumerate(range(0, len(file.data), DEFAULT_CHUNK_SIZE))
+        ]
+        records = [
+            {
+                "_id": file_id,
+                "length": len(file.data),
+                "chunkSize": DEFAULT_CHUNK_SIZE,
+                "uploadDate": now,
+                "filename": file.filename,
+                "metadata": {"document_id": file.document_id},
+            }
+            for file_id, file in zip(ids, files, strict=True)
+        ]
+        db = self._originals_db
+        try:
+            async with mongo_errors():
+                if chunks:
+                    await db[f"{ORIGINALS_BUCKET}.chunks"].insert_many(chunks, ordered=False)
+                await db[f"{ORIGINALS_BUCKET}.files"].insert_many(records, ordered=False)
+        except BulkWriteError as exc:
+            # A write the driver retried after losing the server, which had stored part of it.
+            await self._forget(ids)
+            raise ServiceUnavailable(
+                "mongodb", f"a batch of originals was cut short: {exc}"
+            ) from exc
+        except ServiceUnavailable:
+            with suppress(ServiceUnavailable, PyMongoError):
+                await self._forget(ids)
+            raise
+        return [
+            StoredUpload(
+                _key(ORIGINALS_BUCKET, file_id),
+                len(file.data),
+                hashlib.sha256(file.data).hexdigest(),
+            )
+            for file_id, file in zip(ids, files, strict=True)
+        ]
+
+    async def _forget(self, ids: list[ObjectId]) -> None:
+        """Deletes what was stored of a batch of originals."""
+        async with mongo_errors():
+            await self._originals_db[f"{ORIGINALS_BUCKET}.files"].delete_many({"_id": {"$in": ids}})
+            await self._originals_db[f"{ORIGINALS_BUCKET}.chunks"].delete_many(
+                {"files_id": {"$in": ids}}
+            )
 
     async def read(self, key: str) -> bytes:
         """The whole content stored under `key`."""

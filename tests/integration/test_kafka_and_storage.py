@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +18,7 @@ from core.errors import NotFound, ServiceUnavailable
 from devstack.launcher import LocalServices
 from infra.kafka.client import build_broker, ensure_topics, kafka_dead_letter, kafka_publisher
 from infra.mongo import blob_store
-from infra.mongo.blob_store import BlobStore
+from infra.mongo.blob_store import BlobStore, NewFile
 from infra.mongo.broker_epoch import BrokerEpoch
 from infra.mongo.client import Database, ensure_indexes
 from infra.mongo.document_repository import DocumentRepository
@@ -178,6 +179,39 @@ async def test_an_aborted_upload_leaves_nothing(db: Database) -> None:
     await upload.abort()
     assert await db["originals.files"].count_documents({}) == 0
     assert await db["originals.chunks"].count_documents({}) == 0
+
+
+async def test_a_batch_of_originals_is_stored_in_two_writes_as_gridfs_reads_it(
+    local_services: LocalServices,
+) -> None:
+    settings = settings_for(local_services)
+    commands = MongoCommands()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        settings.mongo.url, event_listeners=[commands]
+    )
+    db = client[unique("blobs")]
+    try:
+        await ensure_indexes(db)
+        commands.sent.clear()
+        blobs = BlobStore(db)
+        large = bytes(range(256)) * 2_500  # 640,000 bytes: three GridFS chunks
+        files = [
+            NewFile(b"# one", "one.md", "doc_1"),
+            NewFile(large, "large.md", "doc_2"),
+            NewFile(b"", "empty.md", "doc_3"),
+        ]
+        stored = await blobs.store_originals(files)
+        assert [name for name, _, _ in commands.sent] == ["insert", "insert"]
+        for file, upload in zip(files, stored, strict=True):
+            assert await blobs.read(upload.storage_key) == file.data
+            assert upload.size_bytes == len(file.data)
+            assert upload.sha256 == hashlib.sha256(file.data).hexdigest()
+        await blobs.delete(stored[1].storage_key)
+        assert await db["originals.chunks"].count_documents({}) == 1  # "# one"'s only chunk
+        assert await blobs.store_originals([]) == []
+    finally:
+        await client.drop_database(db.name)
+        await client.close()
 
 
 async def test_storing_a_file_does_not_scan_what_is_stored(local_services: LocalServices) -> None:
