@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -181,18 +182,27 @@ async def test_an_aborted_upload_leaves_nothing(db: Database) -> None:
     assert await db["originals.chunks"].count_documents({}) == 0
 
 
-async def test_a_batch_of_originals_is_stored_in_two_writes_as_gridfs_reads_it(
-    local_services: LocalServices,
-) -> None:
-    settings = settings_for(local_services)
+@contextlib.asynccontextmanager
+async def _counted_blobs(services: LocalServices) -> AsyncIterator[tuple[Database, MongoCommands]]:
+    """A database of its own with the GridFS indexes, and the commands sent to it after."""
     commands = MongoCommands()
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        settings.mongo.url, event_listeners=[commands]
+        settings_for(services).mongo.url, event_listeners=[commands]
     )
     db = client[unique("blobs")]
     try:
         await ensure_indexes(db)
         commands.sent.clear()
+        yield db, commands
+    finally:
+        await client.drop_database(db.name)
+        await client.close()
+
+
+async def test_a_batch_of_originals_is_stored_in_two_writes_as_gridfs_reads_it(
+    local_services: LocalServices,
+) -> None:
+    async with _counted_blobs(local_services) as (db, commands):
         blobs = BlobStore(db)
         large = bytes(range(256)) * 2_500  # 640,000 bytes: three GridFS chunks
         files = [
@@ -209,22 +219,12 @@ async def test_a_batch_of_originals_is_stored_in_two_writes_as_gridfs_reads_it(
         await blobs.delete(stored[1].storage_key)
         assert await db["originals.chunks"].count_documents({}) == 1  # "# one"'s only chunk
         assert await blobs.store_originals([]) == []
-    finally:
-        await client.drop_database(db.name)
-        await client.close()
 
 
 async def test_storing_a_file_does_not_scan_what_is_stored(local_services: LocalServices) -> None:
     # An unfiltered query scans the whole collection on the local MongoDB server: storing must
     # cost the same with a thousand files stored as with none.
-    settings = settings_for(local_services)
-    commands = MongoCommands()
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        settings.mongo.url, event_listeners=[commands]
-    )
-    db = client[unique("blobs")]
-    try:
-        await ensure_indexes(db)
+    async with _counted_blobs(local_services) as (db, commands):
         blobs = BlobStore(db)
         stored = await blobs.store_original(b"first", "a.txt", "doc_1")
         key = await blobs.put_extracted("doc_1", ExtractedDocument(title="a", segments=[]))
@@ -238,9 +238,6 @@ async def test_storing_a_file_does_not_scan_what_is_stored(local_services: Local
         assert (await blobs.get_extracted(key)).title == "a"
         indexes = [index async for index in await db["originals.chunks"].list_indexes()]
         assert any(index.get("unique") and "files_id" in index["key"] for index in indexes)
-    finally:
-        await client.drop_database(db.name)
-        await client.close()
 
 
 async def _group_with_a_commit(settings: Settings, position: int) -> tuple[str, dict[str, Any]]:
