@@ -164,7 +164,7 @@ from core.sparse import SparseEncoder, packed_terms
 from devstack.launcher import LocalServices, Pipeline, free_port, pipeline_env
 from infra.embedding.base import Embedder
 from infra.embedding.factory import build_embedder
-from infra.mongo.client import ensure_indexes
+from infra.mongo.indexes import ensure_indexes
 from infra.settings import Settings
 from infra.settings.embedding import EmbeddingSettings
 from infra.settings.ingest import ChunkingSettings

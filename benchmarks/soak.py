@@ -77,10 +77,11 @@ blocks, in thousands, from its `/metrics`: live growth told from fragmentation),
 serve theirs on their metrics port),
 `mapped_growth_mb`, `cpu_pct_of_a_core`,
 `p95_ms_upload`, `p95_ms_search`, their per-minute lists, `search_p95_drift` (the search p95
-of the last five minutes over that of the first five: how much searches slowed as the store
-grew and churned; the halves of a shorter run), `search_drift_by_step` (each step's p95 at both
-ends, from the answers' own timings, and what the client waited beyond them: the store's steps
-against queueing behind the machine's other work) and `load_average_at_end`.
+of the last ten minutes over that of the first ten: how much searches slowed as the store
+grew and churned; the halves of a shorter run), `upload_p95_drift` (the same of uploads),
+`search_drift_by_step` (each step's p95 at both ends, from the answers' own timings, and what
+the client waited beyond them: the store's steps against queueing behind the machine's other
+work) and `load_average_at_end`.
 """
 
 from __future__ import annotations
@@ -1137,6 +1138,7 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "store_process": args.store_process,
         "p95_ms_search_per_minute": [rounded(percentile(m.search_ms, 95)) for m in measured],
         "search_p95_drift": drift(measured),
+        "upload_p95_drift": drift(measured, lambda minute: minute.upload_ms),
         "search_drift_by_step": drift_by_step(measured),
         "p50_ms_search_per_minute": [rounded(percentile(m.search_ms, 50)) for m in measured],
         "p95_ms_upload_per_minute": [rounded(percentile(m.upload_ms, 95)) for m in measured],
@@ -1165,8 +1167,8 @@ def account_for_unlisted(
             doc.status = "vanished"
 
 
-# The minutes at each end of the load whose search latencies `drift` compares.
-DRIFT_MINUTES = 5
+# The minutes at each end of the load whose latencies `drift` compares.
+DRIFT_MINUTES = 10
 
 
 def per_minute(snapshots: dict[str, dict[str, float]]) -> dict[str, list[float]]:
@@ -1180,15 +1182,18 @@ def per_minute(snapshots: dict[str, dict[str, float]]) -> dict[str, list[float]]
     return {name: [round(values.get(name, 0.0), 1) for _, values in minutes] for name in names}
 
 
-def drift(measured: Sequence[Minute]) -> float | None:
-    """Search p95 of the last `DRIFT_MINUTES` minutes over that of the first (1.0: no
-    slowdown as the store grows and churns); None for a run too short to have both."""
+def drift(
+    measured: Sequence[Minute], of: Callable[[Minute], list[float]] = lambda m: m.search_ms
+) -> float | None:
+    """The p95 of `of` (searches' latencies, or uploads') in the last `DRIFT_MINUTES` minutes
+    over that of the first (1.0: no slowdown as the store grows and churns); None for a run too
+    short to have both."""
     if len(measured) < 2 * DRIFT_MINUTES:
         first, last = measured[: len(measured) // 2], measured[len(measured) // 2 :]
     else:
         first, last = measured[:DRIFT_MINUTES], measured[-DRIFT_MINUTES:]
-    before = percentile([ms for minute in first for ms in minute.search_ms], 95)
-    after = percentile([ms for minute in last for ms in minute.search_ms], 95)
+    before = percentile([ms for minute in first for ms in of(minute)], 95)
+    after = percentile([ms for minute in last for ms in of(minute)], 95)
     if before is None or after is None or before <= 0:
         return None
     return round(after / before, 3)

@@ -1,18 +1,28 @@
 """Requests in micro-batches: callers that wait at the same moment share one call.
 
-Used for query embeddings (`infra.embedding.batching`) and the stores' rankings
-(`infra.vectorstore`). A caller submits its group of requests (a search's dense, sparse and
-probe queries) and waits; groups queue while a call is running, and the next call takes every
-group that queued (up to `max_batch` groups), flattened into one batch, and hands each caller
-back its own answers. A lone group goes out at once: the queue only forms while the engine is
-busy, so nothing waits when it is idle. `max_wait_s` adds an optional short wait to collect a
-batch before the first call of a burst. `in_flight` calls may run at once (a server answers
-several in parallel); further groups queue for the first call to finish.
+Used for query embeddings (`infra.embedding.batching`), the stores' rankings
+(`infra.vectorstore`), and the pipeline's MongoDB round trips and model calls
+(`infra.mongo.document_repository`, `infra.mongo.lifecycle`, `infra.mongo.blob_store`,
+`workers.embed.handler`, `workers.records.coalescing`).
+
+A caller submits its group of requests (a search's dense, sparse and probe queries) and waits;
+groups queue while a call is running, and the next call takes every group that queued (up to
+`max_batch` groups), flattened into one batch, and hands each caller back its own answers. A
+lone group goes out at once: the queue only forms while the engine is busy, so nothing waits
+when it is idle. `max_wait_s` adds an optional short wait to collect a batch before the first
+call of a burst. `in_flight` calls may run at once (a server answers several in parallel);
+further groups queue for the first call to finish.
+
+A shared call belongs to none of its callers: it runs in a context of its own, so one caller's
+context variables (a request's `pymongo.timeout` deadline) never bound the others' requests.
+It is cancelled only when every one of its callers has given up (cancelled: a time limit), as
+a caller's own call would be; the groups queued behind it go on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -60,7 +70,7 @@ class Coalescer(Generic[RequestT, AnswerT]):
         self._queue.append(_Group(list(requests), future))
         # A finished worker may still be in the set until its done-callback runs.
         if sum(1 for worker in self._workers if not worker.done()) < self._in_flight:
-            worker = asyncio.create_task(self._drain())
+            worker = asyncio.create_task(self._drain(), context=contextvars.Context())
             self._workers.add(worker)
             worker.add_done_callback(self._workers.discard)
         return await future
@@ -75,9 +85,22 @@ class Coalescer(Generic[RequestT, AnswerT]):
                 await self._answer(waiting)
 
     async def _answer(self, groups: list[_Group[RequestT, AnswerT]]) -> None:
+        call = asyncio.ensure_future(
+            self._call([request for group in groups for request in group.requests])
+        )
+
+        def gave_up(_: asyncio.Future[list[AnswerT]]) -> None:
+            if all(group.future.cancelled() for group in groups):
+                call.cancel()
+
+        for group in groups:
+            group.future.add_done_callback(gave_up)
         try:
-            answers = await self._call([request for group in groups for request in group.requests])
+            answers = await call
         except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if call.cancelled() and task is not None and not task.cancelling():
+                return  # every caller gave up (a time limit): the queue goes on
             for group in groups:
                 group.future.cancel()
             raise

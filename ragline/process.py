@@ -8,7 +8,7 @@ from contextlib import AsyncExitStack
 from faststream.kafka import KafkaBroker
 
 from infra.kafka.client import ensure_topics
-from infra.mongo.client import ensure_indexes
+from infra.mongo.indexes import ensure_indexes
 from infra.process.basics import open_process_basics
 from infra.settings import Settings
 from ragline.system import System

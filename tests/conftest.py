@@ -8,10 +8,11 @@ import secrets
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
-from pymongo import monitoring
+from pymongo import AsyncMongoClient, monitoring
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -19,6 +20,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from devstack.launcher import LocalServices, Pipeline, free_port, pipeline_env
 from infra.embedding.base import Embedder
 from infra.mongo.client import Database, connect
+from infra.mongo.indexes import ensure_indexes
 from infra.settings import Settings
 from infra.settings.embedding import EmbeddingSettings
 from infra.settings.kafka import KafkaSettings
@@ -92,6 +94,26 @@ class MongoCommands(monitoring.CommandListener):
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
         return None
+
+
+@contextlib.asynccontextmanager
+async def counted_database(
+    services: LocalServices,
+) -> AsyncIterator[tuple[Database, MongoCommands]]:
+    """A database of its own with Ragline's indexes, on a client that records the commands
+    sent to it once the indexes are made; dropped afterwards."""
+    commands = MongoCommands()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        services.mongo_url, tz_aware=True, event_listeners=[commands]
+    )
+    db = client[unique("counted")]
+    try:
+        await ensure_indexes(db)
+        commands.sent.clear()
+        yield db, commands
+    finally:
+        await client.drop_database(db.name)
+        await client.close()
 
 
 # `make test-containers` sets this: the servers are the real engines in containers.

@@ -227,12 +227,12 @@ def stage_runner(system: System, stage: Stage[Any]) -> StageRunner[Any]:
 
 @dataclass(frozen=True)
 class StageProcess:
-    """A stage as a process hosts it: its name, how it is built over the process's objects
-    (its handler and its policy), and how many of its messages one process works at once."""
+    """A stage as a process hosts it: its name, and how it is built over the process's
+    objects (its handler and its policy; how many of its messages one process works at once is
+    `stages.<name>.concurrency`)."""
 
     name: str
     build: Callable[[System], Awaitable[Stage[Any]]]
-    concurrency: Callable[[Settings], int] = lambda _settings: 1
 
 
 async def host_stage(system: System, stage: StageProcess, stack: AsyncExitStack) -> None:
@@ -240,7 +240,11 @@ async def host_stage(system: System, stage: StageProcess, stack: AsyncExitStack)
     afterwards; its consumers are watched (`rewinding`) for as long as `stack` is open."""
     runner = stage_runner(system, await stage.build(system))
     subscriber = subscribe_stage(
-        system.broker, system.settings, stage.name, runner, stage.concurrency(system.settings)
+        system.broker,
+        system.settings,
+        stage.name,
+        runner,
+        system.settings.stages.of(stage.name).concurrency,
     )
     await stack.enter_async_context(rewinding(subscriber, stage.name, system.broker_epoch))
 

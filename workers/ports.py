@@ -18,6 +18,10 @@ class DocumentStatus(Protocol):
         """A document by id."""
         ...
 
+    async def current(self, document_id: str) -> Document | None:
+        """A document by id, read with the others asked for at the same moment."""
+        ...
+
     async def advance(
         self, document_id: str, generation: int, status: ParseStatus, *, first: bool = True
     ) -> Document | None:

@@ -2,6 +2,10 @@
 
 Keys look like `gridfs:<bucket>/<object id>`, so another backend can be added behind the same
 key scheme later.
+
+Reads made at the same moment (the extract stage's messages in flight) share two round trips,
+the files' records and then their chunks (`core.coalescing`), where GridFS's reader takes two
+per file.
 """
 
 from __future__ import annotations
@@ -20,8 +24,15 @@ from gridfs.asynchronous.grid_file import AsyncGridIn
 from gridfs.errors import FileExists
 from pymongo.errors import BulkWriteError, PyMongoError
 
+from core.coalescing import Coalescer
 from core.errors import NotFound, ServiceUnavailable
-from infra.mongo.client import EXTRACTED_BUCKET, ORIGINALS_BUCKET, Database, mongo_errors
+from infra.mongo.client import (
+    EXTRACTED_BUCKET,
+    ORIGINALS_BUCKET,
+    Database,
+    MongoDoc,
+    mongo_errors,
+)
 from schemas.domain import ExtractedDocument
 
 _PREFIX = "gridfs:"
@@ -66,6 +77,17 @@ def _parse_key(key: str) -> tuple[str, ObjectId]:
         return bucket, ObjectId(raw_id)
     except InvalidId as exc:
         raise NotFound("blob", key) from exc
+
+
+def _whole(record: MongoDoc, pieces: list[tuple[int, bytes]]) -> bytes | None:
+    """A stored file's bytes from its chunks, or None if any is missing or out of size (a
+    file being deleted: its record goes first, then its chunks)."""
+    pieces.sort()
+    length, size = int(record["length"]), int(record["chunkSize"])
+    if [n for n, _ in pieces] != list(range(-(-length // size))):
+        return None
+    data = b"".join(piece for _, piece in pieces)
+    return data if len(data) == length else None
 
 
 @dataclass(frozen=True)
@@ -125,6 +147,7 @@ class BlobStore:
         self._originals = AsyncGridFSBucket(db, bucket_name=ORIGINALS_BUCKET)
         self._originals_db = db
         self._extracted = AsyncGridFSBucket(db, bucket_name=EXTRACTED_BUCKET)
+        self._reads: Coalescer[str, bytes | None] = Coalescer(self._read_all, max_batch=16)
 
     def start_original(self, filename: str, document_id: str) -> OriginalUpload:
         """Opens a stream for an upload's bytes."""
@@ -201,15 +224,42 @@ class BlobStore:
             )
 
     async def read(self, key: str) -> bytes:
-        """The whole content stored under `key`."""
-        bucket, file_id = _parse_key(key)
-        store = self._bucket(bucket)
-        try:
-            async with mongo_errors():
-                stream = await store.open_download_stream(file_id)
-                return await stream.read()
-        except NoFile as exc:
-            raise NotFound("blob", key) from exc
+        """The whole content stored under `key`, read with the others asked for at the same
+        moment."""
+        _parse_key(key)
+        (data,) = await self._reads.submit([key])
+        if data is None:
+            raise NotFound("blob", key)
+        return data
+
+    async def _read_all(self, keys: list[str]) -> list[bytes | None]:
+        """The content of each key (None: not stored, or not whole), by bucket in two reads."""
+        found: dict[str, bytes | None] = {}
+        by_bucket: dict[str, set[ObjectId]] = {}
+        for key in keys:
+            bucket, file_id = _parse_key(key)
+            by_bucket.setdefault(bucket, set()).add(file_id)
+        db = self._originals_db
+        async with mongo_errors():
+            for bucket, ids in by_bucket.items():
+                files = {
+                    record["_id"]: record
+                    async for record in db[f"{bucket}.files"].find(
+                        {"_id": {"$in": sorted(ids)}}, {"length": 1, "chunkSize": 1}
+                    )
+                }
+                pieces: dict[ObjectId, list[tuple[int, bytes]]] = {file_id: [] for file_id in files}
+                if any(int(record["length"]) > 0 for record in files.values()):
+                    async for chunk in db[f"{bucket}.chunks"].find(
+                        {"files_id": {"$in": sorted(files)}}
+                    ):
+                        pieces[chunk["files_id"]].append((int(chunk["n"]), bytes(chunk["data"])))
+                for file_id in ids:
+                    record = files.get(file_id)
+                    found[_key(bucket, file_id)] = (
+                        None if record is None else _whole(record, pieces[file_id])
+                    )
+        return [found[key] for key in keys]
 
     async def delete(self, key: str) -> None:
         """Deletes what is stored under `key`; a missing key is not an error."""

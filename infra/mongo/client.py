@@ -3,16 +3,17 @@
 Writes made once per document or per message are an `update_one` followed by a read, or both
 inside a transaction where they must be atomic, rather than `find_one_and_update`: the local
 MongoDB server (SecantusDB) scans the whole collection for every find-and-modify, which makes
-each of them slower in proportion to everything stored. Rare administrative writes keep it.
+each of them slower in proportion to everything stored. Rare administrative writes keep it, and
+so does the raise of a KB's revision (one round trip instead of two, and KBs are few).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, UpdateOne, monitoring
+from pymongo import AsyncMongoClient, UpdateOne, monitoring
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
@@ -153,80 +154,14 @@ async def in_transaction(
     return result
 
 
-async def ensure_indexes(db: Database) -> None:
-    """Creates the indexes every query relies on; safe to run at every start."""
-    async with mongo_errors():
-        kbs = db[KNOWLEDGE_BASES]
-        await kbs.create_index([("tenant_id", ASCENDING), ("created_at", DESCENDING)])
-        await kbs.create_index([("tenant_id", ASCENDING), ("code", ASCENDING)])
-        docs = db[DOCUMENTS]
-        # The document list, by KB and optionally by status, newest first (created_at, _id).
-        await docs.create_index(
-            [
-                ("tenant_id", ASCENDING),
-                ("kb_id", ASCENDING),
-                ("created_at", DESCENDING),
-                ("_id", DESCENDING),
-            ]
-        )
-        await docs.create_index(
-            [
-                ("tenant_id", ASCENDING),
-                ("kb_id", ASCENDING),
-                ("parse_status", ASCENDING),
-                ("created_at", DESCENDING),
-                ("_id", DESCENDING),
-            ]
-        )
-        await docs.create_index([("kb_id", ASCENDING), ("sha256", ASCENDING)])
-        # A KB's counts are counted from its documents (`KnowledgeBaseRepository.counted`).
-        await docs.create_index([("kb_id", ASCENDING), ("indexed_chunk_count", ASCENDING)])
-        await docs.create_index(
-            [("kb_id", ASCENDING), ("source_key", ASCENDING), ("version", DESCENDING)]
-        )
-        await docs.create_index([("parse_status", ASCENDING), ("updated_at", ASCENDING)])
-        # When a stage last moved any document on (the reconciler's question).
-        await docs.create_index([("progressed_at", DESCENDING)])
-        # The runs the reconciler failed, for the API process's sweep to withdraw.
-        await docs.create_index([("withdraw_generation", ASCENDING)])
-        # A record's versions by external id; a source's documents for a full sync.
-        await docs.create_index([("kb_id", ASCENDING), ("external_id", ASCENDING)])
-        await docs.create_index([("kb_id", ASCENDING), ("source", ASCENDING)])
-        await db[SOURCES].create_index([("kb_id", ASCENDING)])
-        await db[BOTS].create_index([("tenant_id", ASCENDING), ("created_at", DESCENDING)])
-        await db[BOTS].create_index([("knowledge.kb_ids", ASCENDING)])
-        await db[TOKENS].create_index([("tenant_id", ASCENDING)])
-        await db[AUDIT].create_index([("tenant_id", ASCENDING), ("at", DESCENDING)])
-        await db[USERS].create_index([("tenant_id", ASCENDING), ("user_id", ASCENDING)])
-        await db[AUDIENCES].create_index([("tenant_id", ASCENDING), ("members", ASCENDING)])
-        # The versions of one knowledge item, and a tenant's wiki pages by topic.
-        await docs.create_index([("knowledge_item_id", ASCENDING)])
-        await docs.create_index(
-            [("tenant_id", ASCENDING), ("kind", ASCENDING), ("topic", ASCENDING)]
-        )
-        await db[OUTBOX].create_index([("created_at", ASCENDING)])
-        await db[OUTBOX].create_index([("document_id", ASCENDING)])
-        await db[DEAD_LETTERS].create_index([("tenant_id", ASCENDING), ("at", DESCENDING)])
-        await db[CRAWL_JOBS].create_index(
-            [("tenant_id", ASCENDING), ("kb_id", ASCENDING), ("created_at", DESCENDING)]
-        )
-        await db[CRAWL_FRONTIER].create_index([("job_id", ASCENDING)])
-        await db[EVALUATIONS].create_index(
-            [("tenant_id", ASCENDING), ("kb_id", ASCENDING), ("created_at", DESCENDING)]
-        )
-        for bucket in (ORIGINALS_BUCKET, EXTRACTED_BUCKET):
-            # The indexes the GridFS spec asks for (PyMongo would create them lazily, at the
-            # cost of probing both collections before every upload; see `infra.mongo.blob_store`).
-            await db[f"{bucket}.files"].create_index(
-                [("filename", ASCENDING), ("uploadDate", ASCENDING)]
-            )
-            await db[f"{bucket}.chunks"].create_index(
-                [("files_id", ASCENDING), ("n", ASCENDING)], unique=True
-            )
-
-
 def from_mongo(doc: MongoDoc) -> MongoDoc:
     """A stored record with `_id` renamed to `id`."""
     out = dict(doc)
     out["id"] = out.pop("_id")
     return out
+
+
+def with_ids(ids: Iterable[str]) -> MongoDoc:
+    """A query for the records with these ids (an equality for one: the cheaper read)."""
+    unique = sorted(set(ids))
+    return {"_id": unique[0] if len(unique) == 1 else {"$in": unique}}

@@ -3,6 +3,11 @@
 Every status write is conditional on the document's `generation` (which run of the pipeline
 it belongs to) and on the status it expects, so a redelivered or stale event changes nothing.
 Changes that also touch the KB's counts or the version line are in `infra.mongo.lifecycle`.
+
+The writes the stages make on every message (entering a status, recording a batch) and the
+index stage's second read of a document go through micro-batches (`core.coalescing`): messages
+a process works at the same moment share one round trip, an unordered bulk write or one read
+of all their documents, where each alone took its own.
 """
 
 from __future__ import annotations
@@ -14,11 +19,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo import ASCENDING, DESCENDING, ReturnDocument, UpdateOne
 
+from core.coalescing import Coalescer
 from core.errors import InvalidRequest, NotFound
 from core.governance import Governance
-from infra.mongo.client import DOCUMENTS, Database, MongoDoc, from_mongo, mongo_errors, update_each
+from infra.mongo.client import (
+    DOCUMENTS,
+    Database,
+    MongoDoc,
+    from_mongo,
+    mongo_errors,
+    update_each,
+    with_ids,
+)
 from schemas.domain import (
     PIPELINE_ORDER,
     ChunkingProgress,
@@ -36,6 +50,10 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 RUN_FIELDS = ("chunker", "embedded_batches", "indexed_batches", "batch_count")
 
 
+# Stage messages whose status writes one round trip takes at most.
+MAX_BATCH = 64
+
+
 # Set on a document the reconciler failed: the generation whose run the API process's sweep is
 # to take out of search (it may have been published; the reconciler cannot reach the store).
 WITHDRAW = "withdraw_generation"
@@ -49,6 +67,75 @@ def to_document(doc: MongoDoc) -> Document:
         record.pop(internal, None)
     record["chunks_embedded"] = sum(int(size) for size in embedded.values())
     return Document.model_validate(record)
+
+
+@dataclass(frozen=True)
+class _Advance:
+    """A stage message entering its document's status (`DocumentRepository.advance`)."""
+
+    document_id: str
+    generation: int
+    status: ParseStatus
+    first: bool
+
+    def behind(self, doc: MongoDoc | None) -> bool:
+        """Whether the document runs this generation, still in an earlier status."""
+        return (
+            doc is not None
+            and doc.get("generation") == self.generation
+            and doc.get("parse_status") in _before(self.status)
+        )
+
+    def entered(self, doc: MongoDoc | None) -> Document | None:
+        """The document, if it runs this generation in this status or a later unfinished one."""
+        if (
+            doc is None
+            or doc.get("generation") != self.generation
+            or doc.get("parse_status") not in _from(self.status)
+        ):
+            return None
+        return to_document(doc)
+
+    def move(self, now: datetime) -> UpdateOne:
+        """Moves the document to the status if it is still in an earlier one: only one message
+        moves it, whichever does."""
+        return UpdateOne(
+            {
+                "_id": self.document_id,
+                "generation": self.generation,
+                "parse_status": {"$in": sorted(_before(self.status))},
+            },
+            {
+                "$set": {
+                    "parse_status": self.status.value,
+                    "updated_at": now,
+                    "progressed_at": now,
+                    f"stage_started_at.{self.status.value}": now,
+                },
+                # Counted once per stage entry; the runner adds one per retry.
+                "$inc": {f"attempts.{self.status.value}": 1},
+            },
+        )
+
+
+def _before(status: ParseStatus) -> set[str]:
+    """The statuses a document goes through before `status`."""
+    return {s.value for s in PIPELINE_ORDER[: PIPELINE_ORDER.index(status)]}
+
+
+def _from(status: ParseStatus) -> set[str]:
+    """`status` and the unfinished ones after it."""
+    return {s.value for s in PIPELINE_ORDER[PIPELINE_ORDER.index(status) : -1]}
+
+
+@dataclass(frozen=True)
+class _Write:
+    """A conditional update of one document, and a query it matches once the update is in
+    (which tells, when some of a batch matched nothing, which ones did)."""
+
+    query: MongoDoc
+    update: MongoDoc
+    applied: MongoDoc
 
 
 @dataclass
@@ -83,6 +170,13 @@ class DocumentRepository:
     def __init__(self, db: Database, parse_error_max_chars: int = 500) -> None:
         self._docs = db[DOCUMENTS]
         self._parse_error_max_chars = parse_error_max_chars
+        self._advances: Coalescer[_Advance, Document | None] = Coalescer(
+            self._advance_all, max_batch=MAX_BATCH
+        )
+        self._writes: Coalescer[_Write, bool] = Coalescer(self._write_all, max_batch=MAX_BATCH)
+        self._reads: Coalescer[str, Document | None] = Coalescer(
+            self._read_all, max_batch=MAX_BATCH
+        )
 
     async def get(self, tenant_id: str, kb_id: str, document_id: str) -> Document:
         """One document of the tenant's KB; `NotFound` otherwise."""
@@ -246,18 +340,16 @@ class DocumentRepository:
 
     async def not_in_run(self, tenant_id: str, kb_id: str, source: str, run: str) -> list[Document]:
         """The KB's documents of a source that a sync run did not contain (none being
-        deleted)."""
+        deleted). Equality on the indexed fields only; the rest is sorted out here (the local
+        server scans the collection for a negation)."""
         async with mongo_errors():
-            cursor = self._docs.find(
-                {
-                    "tenant_id": tenant_id,
-                    "kb_id": kb_id,
-                    "source": source,
-                    "sync_run": {"$ne": run},
-                    "parse_status": {"$ne": ParseStatus.DELETING.value},
-                }
-            )
-            return [to_document(doc) async for doc in cursor]
+            cursor = self._docs.find({"tenant_id": tenant_id, "kb_id": kb_id, "source": source})
+            return [
+                to_document(doc)
+                async for doc in cursor
+                if doc.get("sync_run") != run
+                and doc.get("parse_status") != ParseStatus.DELETING.value
+            ]
 
     async def retired(self, before: datetime, limit: int) -> list[Document]:
         """Documents being deleted since before `before` (their delete is to be finished)."""
@@ -373,62 +465,69 @@ class DocumentRepository:
         indexed), so a document already in a later unfinished status is left where it is.
         Returns None if the document is gone, stale, finished or failed.
 
-        Two round trips either way it is likely to go: a message that `first` enters the
-        stage tries the move, then reads where the document is; any other reads first and
-        moves it only if it is still in an earlier status (its batch overtook the first).
-        (No find-and-modify on this path: see `infra.mongo.client`.)
+        Two round trips either way it is likely to go, shared with the other messages
+        entering at the same moment: a message that `first` enters the stage tries the move,
+        then reads where the document is; any other reads first and moves it only if it is
+        still in an earlier status (its batch overtook the first). (No find-and-modify on
+        this path: see `infra.mongo.client`.)
         """
-        position = PIPELINE_ORDER.index(status)
-        earlier = {s.value for s in PIPELINE_ORDER[:position]}
-        unfinished = {s.value for s in PIPELINE_ORDER[position:-1]}
-        current = {"_id": document_id, "generation": generation}
-        async with mongo_errors():
-            doc = None if first else await self._docs.find_one(current)
-            if doc is None or doc.get("parse_status") in earlier:
-                await self._move(current, earlier, status)
-                doc = await self._docs.find_one(current)
-        if doc is None or doc.get("parse_status") not in unfinished:
-            return None
-        return to_document(doc)
-
-    async def _move(self, current: MongoDoc, earlier: set[str], status: ParseStatus) -> None:
-        """Moves the document to `status` if it is still in an `earlier` one: only one message
-        moves it, whichever does."""
-        now = utcnow()
-        await self._docs.update_one(
-            {**current, "parse_status": {"$in": sorted(earlier)}},
-            {
-                "$set": {
-                    "parse_status": status.value,
-                    "updated_at": now,
-                    "progressed_at": now,
-                    f"stage_started_at.{status.value}": now,
-                },
-                # Counted once per stage entry; the runner adds one per retry.
-                "$inc": {f"attempts.{status.value}": 1},
-            },
+        (document,) = await self._advances.submit(
+            [_Advance(document_id, generation, status, first)]
         )
+        return document
+
+    async def _advance_all(self, advances: list[_Advance]) -> list[Document | None]:
+        """`advance` for each message of a batch: one bulk write of the moves, one read."""
+        now = utcnow()
+        async with mongo_errors():
+            entering = [advance.move(now) for advance in advances if advance.first]
+            if entering:
+                await self._docs.bulk_write(entering, ordered=False)
+            found = await self._by_id([advance.document_id for advance in advances])
+            behind = [a for a in advances if not a.first and a.behind(found.get(a.document_id))]
+            if behind:
+                await self._docs.bulk_write([a.move(now) for a in behind], ordered=False)
+                found.update(await self._by_id([advance.document_id for advance in behind]))
+        return [advance.entered(found.get(advance.document_id)) for advance in advances]
+
+    async def current(self, document_id: str) -> Document | None:
+        """A document by id, as `find`, read with the others the stages ask for at the same
+        moment (one read for all)."""
+        (document,) = await self._reads.submit([document_id])
+        return document
+
+    async def _read_all(self, document_ids: list[str]) -> list[Document | None]:
+        async with mongo_errors():
+            found = await self._by_id(document_ids)
+        return [
+            None if (doc := found.get(document_id)) is None else to_document(doc)
+            for document_id in document_ids
+        ]
+
+    async def _by_id(self, document_ids: list[str]) -> dict[str, MongoDoc]:
+        """The stored records of these documents, by id (one read)."""
+        return {str(doc["_id"]): doc async for doc in self._docs.find(with_ids(document_ids))}
 
     async def save_chunking_progress(
         self, document_id: str, generation: int, done_part: int, progress: ChunkingProgress
     ) -> bool:
         """Records that part `done_part` is chunked, only if it was the next one."""
         expected: dict[str, Any] | int = {"$in": [None, 0]} if done_part == 0 else done_part
-        async with mongo_errors():
-            result = await self._docs.update_one(
-                {"_id": document_id, "generation": generation, "chunker.next_part": expected},
-                {
-                    "$set": {
-                        "chunker": {
-                            "next_part": progress.next_part,
-                            "next_batch": progress.next_batch,
-                            "state": progress.state,
-                        },
-                        "updated_at": utcnow(),
-                    }
-                },
-            )
-        return result.matched_count == 1
+        current = {"_id": document_id, "generation": generation}
+        return await self._write(
+            {**current, "chunker.next_part": expected},
+            {
+                "$set": {
+                    "chunker": {
+                        "next_part": progress.next_part,
+                        "next_batch": progress.next_batch,
+                        "state": progress.state,
+                    },
+                    "updated_at": utcnow(),
+                }
+            },
+            applied={**current, "chunker.next_part": progress.next_part},
+        )
 
     async def record_chunking(
         self,
@@ -440,9 +539,8 @@ class DocumentRepository:
         batch_count: int,
     ) -> bool:
         """Stores the chunking outcome; False if the document is gone or stale."""
-        return await self._update_current(
-            document_id,
-            generation,
+        return await self._write(
+            _unfinished(document_id, generation),
             {
                 "$set": {
                     "chunk_count": chunk_count,
@@ -457,9 +555,8 @@ class DocumentRepository:
         self, document_id: str, generation: int, batch_index: int, size: int
     ) -> bool:
         """Marks one batch of `size` chunks embedded (idempotent); False if gone or stale."""
-        return await self._update_current(
-            document_id,
-            generation,
+        return await self._write(
+            _unfinished(document_id, generation),
             {"$set": {f"embedded_batches.{batch_index}": size, "updated_at": utcnow()}},
         )
 
@@ -479,14 +576,14 @@ class DocumentRepository:
         no second read: this batch is all of it.
         """
         current = {"_id": document_id, "generation": generation}
+        marked = await self._write(
+            current, {"$set": {f"indexed_batches.{batch_index}": size, "updated_at": utcnow()}}
+        )
+        if batch_count == 1:
+            return (1, 1) if marked else None
+        # Two batches finishing together may both see the last one counted: finishing a
+        # document is idempotent (`DocumentLifecycle.finish`).
         async with mongo_errors():
-            marked = await self._docs.update_one(
-                current, {"$set": {f"indexed_batches.{batch_index}": size, "updated_at": utcnow()}}
-            )
-            if batch_count == 1:
-                return (1, 1) if marked.matched_count == 1 else None
-            # Two batches finishing together may both see the last one counted: finishing a
-            # document is idempotent (`DocumentLifecycle.finish`).
             doc = await self._docs.find_one(
                 current, projection={"indexed_batches": 1, "batch_count": 1}
             )
@@ -494,6 +591,31 @@ class DocumentRepository:
             return None
         count = doc.get("batch_count")
         return len(doc.get("indexed_batches") or {}), None if count is None else int(count)
+
+    async def _write(
+        self, query: MongoDoc, update: MongoDoc, *, applied: MongoDoc | None = None
+    ) -> bool:
+        """Applies `update` to the document `query` matches, in a bulk write shared with the
+        stages' other writes of the moment; whether it matched. `applied`: a query the
+        document matches once the update is in, if it is not `query` itself."""
+        (matched,) = await self._writes.submit([_Write(query, update, applied or query)])
+        return matched
+
+    async def _write_all(self, writes: list[_Write]) -> list[bool]:
+        async with mongo_errors():
+            result = await self._docs.bulk_write(
+                [UpdateOne(write.query, write.update) for write in writes], ordered=False
+            )
+            if result.matched_count == len(writes):
+                return [True] * len(writes)
+            if len(writes) == 1:
+                return [False]
+            # Some matched nothing (a document deleted or started again): which ones, from
+            # what each write leaves behind.
+            return [
+                await self._docs.find_one(write.applied, projection={"_id": 1}) is not None
+                for write in writes
+            ]
 
     async def mark_failed(
         self, document_id: str, generation: int, reason: str, *, by_stage: bool = True
@@ -536,12 +658,14 @@ class DocumentRepository:
     ) -> bool:
         """Applies `update` to the document if it still runs this generation, unfinished."""
         async with mongo_errors():
-            result = await self._docs.update_one(
-                {
-                    "_id": document_id,
-                    "generation": generation,
-                    "parse_status": {"$ne": ParseStatus.INDEXED.value},
-                },
-                update,
-            )
+            result = await self._docs.update_one(_unfinished(document_id, generation), update)
         return result.matched_count == 1
+
+
+def _unfinished(document_id: str, generation: int) -> MongoDoc:
+    """The document, if it still runs this generation and is not indexed yet."""
+    return {
+        "_id": document_id,
+        "generation": generation,
+        "parse_status": {"$ne": ParseStatus.INDEXED.value},
+    }

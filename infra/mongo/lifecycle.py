@@ -13,6 +13,10 @@ it wrote waits until then. So a KB's document and chunk counts are not kept on t
 counted from its documents when shown (`KnowledgeBaseRepository.counted`), and the KB's revision
 is raised by a write of its own: after the transaction has committed (raised again by a replay,
 which costs a cached answer at most), or before it when nothing would replay it (a removal).
+
+The index stage's reads of live versions and its raises of KB revisions are shared by the
+messages it works at the same moment (`core.coalescing`): one read of their sources, one raise
+of each of their KBs (which moves each KB past every revision its callers published under).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any, TypeVar
 from pymongo import AsyncMongoClient, ReturnDocument, UpdateOne
 from pymongo.asynchronous.client_session import AsyncClientSession
 
+from core.coalescing import Coalescer
 from core.errors import NotFound
 from infra.mongo.client import (
     DOCUMENTS,
@@ -34,6 +39,7 @@ from infra.mongo.client import (
     MongoDoc,
     in_transaction,
     mongo_errors,
+    with_ids,
 )
 from infra.mongo.document_repository import RUN_FIELDS, to_document
 from infra.mongo.outbox import Outbox, Pending
@@ -93,6 +99,11 @@ class DocumentLifecycle:
         self._docs = db[DOCUMENTS]
         self._kbs = db[KNOWLEDGE_BASES]
         self._sources = db[SOURCES]
+        self._live_reads: Coalescer[str, int] = Coalescer(self._live_versions, max_batch=64)
+        self._touches: Coalescer[str, int | None] = Coalescer(self._touch_all, max_batch=64)
+        self._finishes: Coalescer[tuple[str, int], Finished | Superseded | None] = Coalescer(
+            self._finish_all, max_batch=64
+        )
 
     async def next_version(self, kb_id: str, source_key: str) -> int:
         """The next version number of a source in a KB (1 for a new source)."""
@@ -207,94 +218,151 @@ class DocumentLifecycle:
         return await self._transaction(work)
 
     async def live_version(self, kb_id: str, source_key: str) -> int:
-        """The version of a source that search shows now (0: none yet)."""
+        """The version of a source that search shows now (0: none yet), read with the others
+        asked for at the same moment."""
+        (version,) = await self._live_reads.submit([_source_id(kb_id, source_key)])
+        return version
+
+    async def _live_versions(self, source_ids: list[str]) -> list[int]:
         async with mongo_errors():
-            record = await self._sources.find_one({"_id": _source_id(kb_id, source_key)})
-        return int(record.get("live_version", 0)) if record else 0
+            live = {
+                str(record["_id"]): int(record.get("live_version", 0))
+                async for record in self._sources.find(with_ids(source_ids), {"live_version": 1})
+            }
+        return [live.get(source_id, 0) for source_id in source_ids]
 
     async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
         """Marks an indexed version live and retires older versions of its source.
 
-        None if the document is gone, stale, or already finished (a replay).
+        None if the document is gone, stale, or already finished (a replay). Runs finishing at
+        the same moment share one transaction (`_finish_all`).
         """
+        (outcome,) = await self._finishes.submit([(document_id, generation)])
+        return outcome
 
-        async def work(session: AsyncClientSession) -> Finished | Superseded | None:
-            raw = await self._docs.find_one(
+    async def _finish_all(self, runs: list[tuple[str, int]]) -> list[Finished | Superseded | None]:
+        """`finish` for each run of a batch, in one transaction of five to seven round trips
+        (where each took five or six). Versions of one source go live in the order of their
+        numbers, as if finished one after the other; a run named twice finishes once (the
+        second is a replay)."""
+
+        async def work(session: AsyncClientSession) -> list[Finished | Superseded | None]:
+            ready = await self._ready_to_finish(runs, session)
+            outcomes: dict[tuple[str, int], Finished | Superseded] = {}
+            lines = (
                 {
-                    "_id": document_id,
-                    "generation": generation,
-                    "parse_status": {"$nin": [s.value for s in _FINAL]},
-                },
-                session=session,
+                    str(line["_id"]): int(line.get("live_version", 0))
+                    async for line in self._sources.find(
+                        with_ids(_source_id(d.kb_id, d.source_key) for d in ready), session=session
+                    )
+                }
+                if ready
+                else {}
             )
-            if raw is None or raw.get("chunk_count") is None:
-                return None
-            document = to_document(raw)
-            source = _source_id(document.kb_id, document.source_key)
-            line = await self._sources.find_one({"_id": source}, session=session)
-            live = None if line is None else int(line.get("live_version", 0))
-            if not goes_live(document.version, live):
-                return Superseded(document)
-            if line is None:
-                await self._sources.insert_one(
-                    {
-                        "_id": source,
-                        "kb_id": document.kb_id,
-                        "next_version": document.version,
-                        "live_version": document.version,
-                    },
+            going: list[Document] = []
+            newest: dict[str, Document] = {}
+            for document in sorted(ready, key=lambda d: d.version):
+                source = _source_id(document.kb_id, document.source_key)
+                if not goes_live(document.version, lines.get(source)):
+                    outcomes[(document.id, document.generation)] = Superseded(document)
+                    continue
+                lines[source] = document.version
+                newest[source] = document
+                going.append(document)
+            if newest:
+                await self._sources.bulk_write(
+                    [
+                        UpdateOne(
+                            {"_id": source},
+                            {
+                                "$set": {"live_version": document.version},
+                                "$setOnInsert": {
+                                    "kb_id": document.kb_id,
+                                    "next_version": document.version,
+                                },
+                            },
+                            upsert=True,
+                        )
+                        for source, document in newest.items()
+                    ],
+                    ordered=False,
                     session=session,
                 )
-            else:
-                await self._sources.update_one(
-                    {"_id": source}, {"$set": {"live_version": document.version}}, session=session
-                )
-            # A source's first version has none older to retire (the read is saved).
-            older = (
-                [
-                    to_document(doc)
-                    async for doc in self._docs.find(
-                        {
-                            "kb_id": document.kb_id,
-                            "source_key": document.source_key,
-                            "version": {"$lt": document.version},
-                        },
-                        session=session,
-                    )
-                ]
-                if document.version > 1
-                else []
-            )
-            if older:
-                await self._docs.delete_many(
-                    {"_id": {"$in": [doc.id for doc in older]}}, session=session
-                )
+            older = await self._older_versions(going, session)
+            retired = {doc.id for docs in older.values() for doc in docs}
+            if retired:
+                await self._docs.delete_many({"_id": {"$in": sorted(retired)}}, session=session)
             now = utcnow()
-            chunk_count = document.chunk_count or 0
-            await self._docs.update_one(
-                {"_id": document_id},
-                {
-                    "$set": {
-                        "parse_status": ParseStatus.INDEXED.value,
+            if going:
+                await self._docs.bulk_write(
+                    [
+                        UpdateOne(
+                            {"_id": document.id},
+                            {
+                                "$set": {
+                                    "parse_status": ParseStatus.INDEXED.value,
+                                    "parse_error": None,
+                                    "indexed_chunk_count": document.chunk_count or 0,
+                                    "updated_at": now,
+                                    "progressed_at": now,
+                                    f"stage_started_at.{ParseStatus.INDEXED.value}": now,
+                                }
+                            },
+                        )
+                        for document in going
+                    ],
+                    ordered=False,
+                    session=session,
+                )
+            for document in going:
+                finished = document.model_copy(
+                    update={
+                        "parse_status": ParseStatus.INDEXED,
                         "parse_error": None,
-                        "indexed_chunk_count": chunk_count,
-                        "updated_at": now,
-                        "progressed_at": now,
-                        f"stage_started_at.{ParseStatus.INDEXED.value}": now,
+                        "indexed_chunk_count": document.chunk_count or 0,
                     }
-                },
-                session=session,
-            )
-            finished = document.model_copy(
-                update={
-                    "parse_status": ParseStatus.INDEXED,
-                    "parse_error": None,
-                    "indexed_chunk_count": chunk_count,
-                }
-            )
-            return Finished(finished, older)
+                )
+                outcomes[(document.id, document.generation)] = Finished(
+                    finished, older[document.id]
+                )
+            # A run named twice is finished by its first message; the others are replays.
+            return [outcomes.pop(run, None) for run in runs]
 
         return await self._transaction(work)
+
+    async def _ready_to_finish(
+        self, runs: list[tuple[str, int]], session: AsyncClientSession
+    ) -> list[Document]:
+        """The documents of these runs that are still current, unfinished and fully chunked."""
+        wanted = set(runs)
+        query = {
+            **with_ids(document_id for document_id, _ in runs),
+            "parse_status": {"$nin": [s.value for s in _FINAL]},
+        }
+        return [
+            to_document(raw)
+            async for raw in self._docs.find(query, session=session)
+            if (str(raw["_id"]), raw.get("generation")) in wanted
+            and raw.get("chunk_count") is not None
+        ]
+
+    async def _older_versions(
+        self, documents: list[Document], session: AsyncClientSession
+    ) -> dict[str, list[Document]]:
+        """The older versions of each document's source, by document id: one read per KB
+        (a source's first version has none, and its read is saved)."""
+        older: dict[str, list[Document]] = {document.id: [] for document in documents}
+        later = [document for document in documents if document.version > 1]
+        for kb_id in sorted({document.kb_id for document in later}):
+            mine = [document for document in later if document.kb_id == kb_id]
+            keys = sorted({document.source_key for document in mine})
+            query = {"kb_id": kb_id, "source_key": keys[0] if len(keys) == 1 else {"$in": keys}}
+            async for raw in self._docs.find(query, session=session):
+                other = to_document(raw)
+                for document in mine:
+                    if other.source_key == document.source_key and other.version < document.version:
+                        older[document.id].append(other)
+        return older
 
     async def withdraw(self, document_id: str, generation: int) -> KbRevisions | None:
         """Takes a failing run's chunks out of its KB's count (they are being deleted: a
@@ -358,13 +426,25 @@ class DocumentLifecycle:
 
     async def touch(self, kb_id: str) -> KbRevisions:
         """Raises the KB's revision (what search shows of it changed), by a write outside any
-        transaction; its revision now (none if the KB is gone)."""
+        transaction; its revision now (none if the KB is gone). Callers at the same moment
+        share one raise of each KB: it comes after every one of their changes."""
+        (revision,) = await self._touches.submit([kb_id])
+        return {} if revision is None else {kb_id: revision}
+
+    async def _touch_all(self, kb_ids: list[str]) -> list[int | None]:
+        """One raise of each KB named, each in one round trip (a find-and-modify: the KBs are
+        few, so the local server's scan of them costs nothing, see `infra.mongo.client`)."""
+        revisions: dict[str, int | None] = {}
         async with mongo_errors():
-            await self._kbs.update_one(
-                {"_id": kb_id}, {"$inc": {"revision": 1}, "$set": {"updated_at": utcnow()}}
-            )
-            kb = await self._kbs.find_one({"_id": kb_id}, {"revision": 1})
-        return {} if kb is None else {kb_id: int(kb["revision"])}
+            for kb_id in sorted(set(kb_ids)):
+                kb = await self._kbs.find_one_and_update(
+                    {"_id": kb_id},
+                    {"$inc": {"revision": 1}, "$set": {"updated_at": utcnow()}},
+                    projection={"revision": 1},
+                    return_document=ReturnDocument.AFTER,
+                )
+                revisions[kb_id] = None if kb is None else int(kb["revision"])
+        return [revisions[kb_id] for kb_id in kb_ids]
 
     async def _transaction(self, work: Callable[[AsyncClientSession], Awaitable[T]]) -> T:
         """Runs `work` in a transaction (retried whole on a transient error); its result."""

@@ -58,13 +58,6 @@ class EmbeddingSettings(BaseModel):
             "with one)."
         ),
     )
-    # While one batch waits on Kafka or Mongo, the other keeps the model busy.
-    concurrency: int = Field(
-        default=2,
-        ge=1,
-        le=16,
-        description="Batches an embed worker works on at once (count).",
-    )
     # onnxruntime, single-threaded, is about 3x faster than torch for one short query, and a
     # process that only searches never loads torch. Documents are always embedded with torch,
     # which is faster for batches.

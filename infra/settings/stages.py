@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field, model_validator
 
 class StagePolicy(BaseModel):
     """How a stage treats one message: tries of a retryable error, and the time one try may
-    take before the document fails (so a pathological file cannot hold a partition)."""
+    take before the document fails (so a pathological file cannot hold a partition); and how
+    many messages one process works at once."""
 
     max_attempts: int = Field(
         default=3,
@@ -22,38 +23,52 @@ class StagePolicy(BaseModel):
         gt=0,
         description="Time one try may take before the document fails with that reason (s).",
     )
+    # Messages worked at once share their status writes (`infra.mongo.document_repository`):
+    # the more in flight, the fewer MongoDB round trips each costs.
+    concurrency: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description=(
+            "Messages one process works at once, each from its own partitions; beyond the "
+            "topic's partitions (`kafka.partitions`) the rest stay idle (count)."
+        ),
+    )
 
 
 class StageSettings(BaseModel):
     """Each stage's policy (`RAGLINE_STAGES__EXTRACT__TIME_LIMIT_S=...`)."""
 
     records: StagePolicy = Field(
-        default=StagePolicy(max_attempts=3, time_limit_s=60),
+        default=StagePolicy(max_attempts=3, time_limit_s=60, concurrency=6),
         description=(
             "Records stage: one connector record from `records.ingest.v1`, upserted as a document."
         ),
     )
     crawl: StagePolicy = Field(
-        default=StagePolicy(max_attempts=3, time_limit_s=120),
+        # One host is still fetched one request at a time, with its delay.
+        default=StagePolicy(max_attempts=3, time_limit_s=120, concurrency=4),
         description=(
             "Crawl stage: one URL, its robots check, the fetch (within crawl.fetch_timeout_s) "
             "and its hand-off to ingestion."
         ),
     )
     extract: StagePolicy = Field(
-        default=StagePolicy(max_attempts=3, time_limit_s=600),
+        # Each message in flight has a parser process of its own (`ingest.parser_memory_mb`).
+        default=StagePolicy(max_attempts=3, time_limit_s=600, concurrency=3),
         description="Extract stage: parsing and OCR of a file, the slowest work of the pipeline.",
     )
     chunk: StagePolicy = Field(
-        default=StagePolicy(max_attempts=3, time_limit_s=300),
+        default=StagePolicy(max_attempts=3, time_limit_s=300, concurrency=6),
         description="Chunk stage: a batch may wait on a language model for its chunk contexts.",
     )
     embed: StagePolicy = Field(
-        default=StagePolicy(max_attempts=3, time_limit_s=300),
+        # Batches in flight share one call of the model (`workers.embed.handler`).
+        default=StagePolicy(max_attempts=3, time_limit_s=300, concurrency=6),
         description="Embed stage: one batch of chunks turned into vectors.",
     )
     index: StagePolicy = Field(
-        default=StagePolicy(max_attempts=5, time_limit_s=120),
+        default=StagePolicy(max_attempts=5, time_limit_s=120, concurrency=6),
         description=(
             "Index stage: writes to the vector store and MongoDB only, so a slow try means a "
             "service is struggling."

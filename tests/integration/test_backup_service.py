@@ -19,7 +19,8 @@ from core.filters import Filter, Match
 from devstack.launcher import LocalServices
 from infra.files.snapshot_files import MANIFEST, EmbeddingIdentity
 from infra.kafka.client import build_broker, ensure_topics
-from infra.mongo.client import DOCUMENTS, KB_CODES, KNOWLEDGE_BASES, ensure_indexes
+from infra.mongo.client import DOCUMENTS, KB_CODES, KNOWLEDGE_BASES
+from infra.mongo.indexes import ensure_indexes
 from infra.mongo.snapshot import COLLECTIONS, MongoSnapshot
 from infra.settings.vectorstore import QdrantSettings
 from infra.vectorstore.base import ChunkPoint, VectorStore

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,8 +20,9 @@ from infra.kafka.client import build_broker, ensure_topics, kafka_dead_letter, k
 from infra.mongo import blob_store
 from infra.mongo.blob_store import BlobStore, NewFile
 from infra.mongo.broker_epoch import BrokerEpoch
-from infra.mongo.client import Database, ensure_indexes
+from infra.mongo.client import Database
 from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.indexes import ensure_indexes
 from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from infra.mongo.lifecycle import DocumentLifecycle
 from infra.mongo.outbox import Outbox
@@ -30,7 +30,7 @@ from infra.settings import Settings
 from schemas.domain import Document, ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import DocumentUploaded
 from schemas.topics import dead_letter_topic
-from tests.conftest import MongoCommands, settings_for, unique
+from tests.conftest import counted_database, settings_for, unique
 from tests.factories import make_document
 from workers.hosting import Rewinder, rewind_past_the_end, subscribe_stage
 from workers.ports import StageResult
@@ -182,27 +182,10 @@ async def test_an_aborted_upload_leaves_nothing(db: Database) -> None:
     assert await db["originals.chunks"].count_documents({}) == 0
 
 
-@contextlib.asynccontextmanager
-async def _counted_blobs(services: LocalServices) -> AsyncIterator[tuple[Database, MongoCommands]]:
-    """A database of its own with the GridFS indexes, and the commands sent to it after."""
-    commands = MongoCommands()
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-        settings_for(services).mongo.url, event_listeners=[commands]
-    )
-    db = client[unique("blobs")]
-    try:
-        await ensure_indexes(db)
-        commands.sent.clear()
-        yield db, commands
-    finally:
-        await client.drop_database(db.name)
-        await client.close()
-
-
 async def test_a_batch_of_originals_is_stored_in_two_writes_as_gridfs_reads_it(
     local_services: LocalServices,
 ) -> None:
-    async with _counted_blobs(local_services) as (db, commands):
+    async with counted_database(local_services) as (db, commands):
         blobs = BlobStore(db)
         large = bytes(range(256)) * 2_500  # 640,000 bytes: three GridFS chunks
         files = [
@@ -224,7 +207,7 @@ async def test_a_batch_of_originals_is_stored_in_two_writes_as_gridfs_reads_it(
 async def test_storing_a_file_does_not_scan_what_is_stored(local_services: LocalServices) -> None:
     # An unfiltered query scans the whole collection on the local MongoDB server: storing must
     # cost the same with a thousand files stored as with none.
-    async with _counted_blobs(local_services) as (db, commands):
+    async with counted_database(local_services) as (db, commands):
         blobs = BlobStore(db)
         stored = await blobs.store_original(b"first", "a.txt", "doc_1")
         key = await blobs.put_extracted("doc_1", ExtractedDocument(title="a", segments=[]))

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from infra.mongo.client import DOCUMENTS, OUTBOX, Database, ensure_indexes
+from infra.mongo.client import DOCUMENTS, OUTBOX, Database
 from infra.mongo.document_repository import DocumentRepository
+from infra.mongo.indexes import ensure_indexes
 from infra.mongo.lifecycle import DocumentLifecycle
 from infra.mongo.outbox import EventSender, Outbox
 from schemas.domain import Document, ParseStatus, utcnow

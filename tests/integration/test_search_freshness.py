@@ -19,7 +19,7 @@ from core.filters import SearchScope, chunks_of_document
 from core.sparse import SparseEncoder, packed_terms
 from devstack.launcher import LocalServices
 from infra.embedding.base import Embedder
-from infra.mongo.client import ensure_indexes
+from infra.mongo.indexes import ensure_indexes
 from infra.redis.search_cache import SearchCache
 from infra.vectorstore.base import ChunkPoint, Rankings, RankQuery, StoredChunk
 from infra.vectorstore.qdrant_server import QdrantServerStore

@@ -14,7 +14,7 @@ from core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from core.governance import GovernanceChange, Reader, Visibility
 from devstack.launcher import LocalServices
 from infra.kafka.client import build_broker, ensure_topics
-from infra.mongo.client import ensure_indexes
+from infra.mongo.indexes import ensure_indexes
 from infra.settings.vectorstore import QdrantSettings
 from ragline.system import System
 from schemas.bots import BotCreate, BotUpdate, KnowledgeConfig, KnowledgePatch

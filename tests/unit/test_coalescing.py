@@ -4,6 +4,7 @@ own answers."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Sequence
 
 import pytest
@@ -141,4 +142,40 @@ async def test_a_caller_that_gives_up_leaves_the_others_answered() -> None:
     assert await kept == [6]
     assert gone.cancelled()
     assert engine.batches == [[1], [3]]
+    await coalescer.close()
+
+
+async def test_a_shared_call_runs_outside_its_first_callers_context() -> None:
+    # A request's deadline is a context variable (`pymongo.timeout`): the call the next
+    # callers share must not carry the first caller's.
+    deadline: contextvars.ContextVar[str] = contextvars.ContextVar("deadline", default="none")
+    seen: list[str] = []
+
+    async def run(requests: list[int]) -> list[int]:
+        seen.append(deadline.get())
+        return requests
+
+    coalescer = Coalescer(run)
+    deadline.set("the first caller's")
+    assert await coalescer.submit([1]) == [1]
+    assert seen == ["none"]
+    await coalescer.close()
+
+
+async def test_a_call_whose_callers_all_gave_up_is_cancelled_and_the_queue_goes_on() -> None:
+    # As a caller's own call would be when its time limit cancels it: a call left hanging
+    # (a database that stopped answering) must not hold up every group queued behind it.
+    engine = Engine()
+    coalescer = Coalescer(engine.run)
+    engine.hold()
+    first = asyncio.create_task(coalescer.submit([1]))
+    await engine.busy.wait()
+    (queued,) = await _queued([2], into=coalescer)
+    engine.busy.clear()
+    first.cancel()
+    await engine.busy.wait()  # the next call started without the first being released
+    assert engine.batches == [[1], [2]]
+    engine.release.set()
+    assert await queued == [4]
+    assert first.cancelled()
     await coalescer.close()

@@ -10,10 +10,6 @@ from workers.crawl.handler import CrawlHandler
 from workers.hosting import StageProcess
 from workers.runtime import Stage
 
-# URLs one worker fetches at once (from different partitions; one host is still fetched one
-# request at a time, with its delay).
-CONCURRENCY = 4
-
 
 async def build_stage(system: System) -> Stage[CrawlTask]:
     """The crawl stage over the process's objects, with an HTTP client closed with the
@@ -32,4 +28,4 @@ async def build_stage(system: System) -> Stage[CrawlTask]:
     return Stage("crawl", CrawlTask, handler, system.settings.stages.crawl)
 
 
-CRAWL = StageProcess("crawl", build_stage, lambda _settings: CONCURRENCY)
+CRAWL = StageProcess("crawl", build_stage)

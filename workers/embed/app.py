@@ -31,4 +31,4 @@ async def build_stage(system: System) -> Stage[ChunkBatchReady]:
     )
 
 
-EMBED = StageProcess("embed", build_stage, lambda settings: settings.embedding.concurrency)
+EMBED = StageProcess("embed", build_stage)

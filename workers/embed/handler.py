@@ -2,7 +2,9 @@
 
 What is embedded is each chunk's `embedding_text`: its context prefix, then its text. Vectors
 come from the embedding cache when the same string was embedded by the same model before; only
-the rest goes through the model, and is then cached.
+the rest goes through the model, and is then cached. The batches a worker has in flight at the
+same moment (`stages.embed.concurrency`) share one read of the cache, one model call and one
+write of the cache (`core.coalescing`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from core.coalescing import Coalescer
+from core.errors import PermanentError
 from core.sparse import SparseEncoder
 from infra.embedding.base import Embedder
 from infra.process.metrics import CHUNKS_EMBEDDED, EMBEDDING_CACHE
@@ -50,11 +54,16 @@ class EmbedHandler:
         self._embedder = embedder
         self._cache = cache
         self._sparse = sparse
+        self._texts: Coalescer[str, NDArray[np.float32]] = Coalescer(
+            self._vectors, max_batch=16, isolate=(PermanentError,)
+        )
 
     async def __call__(self, event: ChunkBatchReady, _: Document) -> StageResult:
         """Handles one `ChunkBatchReady` of a document now `embedding`."""
         texts = [chunk.embedding_text for chunk in event.chunks]
-        vectors = await self._vectors(texts)
+        vectors = np.zeros((0, self._embedder.dimensions), dtype=np.float32)
+        if texts:
+            vectors = np.stack(await self._texts.submit(texts))
         sparse = [self._sparse.document(text) for text in texts]
         await self._documents.record_batch_embedded(
             event.document_id, event.generation, event.batch_index, len(texts)
@@ -68,7 +77,8 @@ class EmbedHandler:
         )
         return StageResult(publish=[embedded], finished_document=event.last)
 
-    async def _vectors(self, texts: list[str]) -> NDArray[np.float32]:
+    async def _vectors(self, texts: list[str]) -> list[NDArray[np.float32]]:
+        """Each text's vector: cached, or embedded now (and cached)."""
         model = self._embedder.model_id
         cached = await self._cache.get_many(model, texts)
         missing = [i for i in range(len(texts)) if i not in cached]
@@ -84,4 +94,4 @@ class EmbedHandler:
             CHUNKS_EMBEDDED.inc(len(missing))
             vectors[missing] = fresh
             await self._cache.put_many(model, [texts[i] for i in missing], fresh)
-        return vectors
+        return list(vectors)

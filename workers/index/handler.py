@@ -198,7 +198,7 @@ class IndexHandler:
         await self._store.delete(older_versions(*source, document.version))
 
     async def _current_readers(self, document: Document) -> list[str]:
-        current = await self._documents.find(document.id)
+        current = await self._documents.current(document.id)
         return (current or document).readers
 
     async def _drop_superseded(self, document: Document) -> None:

@@ -6,7 +6,7 @@ from ragline.system import System
 from schemas.events import RecordPublished
 from schemas.topics import RECORDS_INGEST
 from workers.hosting import StageProcess
-from workers.records.coalescing import CONCURRENCY, CoalescedIntake
+from workers.records.coalescing import CoalescedIntake
 from workers.records.handler import RecordHandler, Requeue
 from workers.runtime import Stage
 
@@ -35,4 +35,4 @@ def requeue(system: System) -> Requeue:
     return send
 
 
-RECORDS = StageProcess("records", build_stage, lambda _settings: CONCURRENCY)
+RECORDS = StageProcess("records", build_stage)

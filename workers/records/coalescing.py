@@ -1,10 +1,11 @@
 """Records of messages worked at the same moment go to the intake together.
 
-The records worker works several partitions at once (`CONCURRENCY` messages in flight, one
-per partition). Each message still takes its own record through the stage runner (its
-retries, its failure, its dead letter), but the records waiting at the same moment share one
-`accept_records` call per KB and submission: one lookup of their version lines, one
-transaction for their documents, one KB revision, where each record alone cost all of these
+The records worker works several partitions at once (`stages.records.concurrency` messages in
+flight, each from its own partitions). Each message still takes its own record through the
+stage runner (its retries, its failure, its dead letter), but the records waiting at the same
+moment share one `accept_records` call per KB and submission: one lookup of their version
+lines, one transaction for their documents, one KB revision, where each record alone cost all
+of these
 (about 13 MongoDB commands a record, `benchmarks/bulk.py`).
 
 A batch the intake refuses is taken apart: each message's records go alone, so a record that
@@ -26,9 +27,6 @@ from services.intake_service import Ingested, SyncRun
 from services.policy_service import Submission
 from workers.records.handler import RecordIntake
 
-# Messages one records worker works at once, each from its own partition (the topic's six
-# partitions by default: more would stay idle).
-CONCURRENCY = 6
 # Records one intake call takes at most.
 MAX_BATCH = 256
 
