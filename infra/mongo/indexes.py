@@ -121,8 +121,8 @@ INDEXES: tuple[Index, ...] = (
         "versions_of_source",
         (("kb_id", ASCENDING), ("source_key", ASCENDING), ("version", DESCENDING)),
     ),
-    # Documents in progress that have not moved since a time (the reconciler, the stalled
-    # gauge), and documents being deleted since a time (the removal sweep).
+    # Documents of a status that have not moved since a time: in progress (the reconciler and
+    # the stalled gauge, one query per status) or being deleted (the removal sweep).
     Index(
         DOCUMENTS,
         "unmoved_by_status",

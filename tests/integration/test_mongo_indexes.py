@@ -48,10 +48,23 @@ HOT = (
         DOCUMENTS,
         {"kb_id": "kb_1", "source_key": "record:r7", "version": {"$lt": 3}},
     ),
-    Query(
-        "documents in progress that have not moved",
-        DOCUMENTS,
-        {"parse_status": {"$in": list(IN_PROGRESS)}, "updated_at": {"$lt": NOW}},
+    *(
+        Query(
+            f"documents {status} that have not moved",
+            DOCUMENTS,
+            {"parse_status": status, "updated_at": {"$lt": NOW}},
+            {"updated_at": 1},
+        )
+        for status in IN_PROGRESS
+    ),
+    *(
+        Query(
+            f"the last move of a document {status}",
+            DOCUMENTS,
+            {"parse_status": status},
+            {"updated_at": -1},
+        )
+        for status in IN_PROGRESS
     ),
     Query(
         "documents being deleted since a time",
