@@ -165,6 +165,11 @@ BENCHMARKS: dict[str, tuple[str, list[str], set[str]]] = {
     "crawl": ("crawl", ["--tiny"], CRAWL_KEYS),
     "bulk": ("bulk", ["--tiny"], BULK_KEYS),
     "large_inputs": ("large_inputs", ["--tiny"], {"pdf_2_pages"}),
+    "mongo_aging": (
+        "mongo_aging",
+        ["--tiny"],
+        {"secantusdb_write_p50_drift", "ragline_standin_write_p50_drift"},
+    ),
 }
 
 
