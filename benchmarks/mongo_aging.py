@@ -10,6 +10,8 @@ figures show what each write costs before and after it holds that many:
 - `<server>_write_ms_by_block`: the p50 and p95 of each block of `--block` writes, in order;
 - `<server>_write_p50_drift`: the last block's p50 over the first block's.
 
+Run it alone (nothing else on the machine):
+
     .venv/bin/python -m benchmarks.mongo_aging [--writes 24000] [--block 2000]
     .venv/bin/python -m benchmarks.mongo_aging --tiny   # 3,000 writes, blocks of 1,000
 """

@@ -5,8 +5,6 @@ from its record. Pure logic on the server's registry, in this process (milliseco
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from secantus import transactions
 from secantus.transactions import TransactionRegistry
@@ -31,13 +29,13 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def registry(monkeypatch: pytest.MonkeyPatch, clock: Clock) -> Iterator[TransactionRegistry]:
+def registry(monkeypatch: pytest.MonkeyPatch, clock: Clock) -> TransactionRegistry:
     monkeypatch.setattr(
         TransactionRegistry, "__init__", _kept_in_order(TransactionRegistry.__init__)
     )
     monkeypatch.setattr(TransactionRegistry, "_prune_retryable_locked", prune_oldest_first)
     monkeypatch.setattr(transactions, "_RETRYABLE_RECORD_MAX", 5)
-    yield TransactionRegistry(time_func=clock)
+    return TransactionRegistry(time_func=clock)
 
 
 def _record(registry: TransactionRegistry, number: int) -> None:
