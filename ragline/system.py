@@ -264,7 +264,7 @@ class System:
     @cached_property
     def blobs(self) -> BlobStore:
         """Originals and extracted text."""
-        return BlobStore(self.db)
+        return BlobStore(self.db, self.settings.ingest.carried_original_max_bytes)
 
     @cached_property
     def lifecycle(self) -> DocumentLifecycle:

@@ -48,15 +48,20 @@ class Event(BaseModel):
 
 
 class DocumentUploaded(Event):
-    """The original bytes are stored; extraction can start."""
+    """The original bytes are stored; extraction can start. A small original travels in the
+    event too (`original`, base64 in JSON), so the extract stage need not read it back."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
     storage_key: str
     filename: str
     content_type: str
+    original: bytes | None = None
 
     @classmethod
-    def of(cls, document: Document) -> DocumentUploaded:
-        """The event that starts the current run of the pipeline on a document."""
+    def of(cls, document: Document, original: bytes | None = None) -> DocumentUploaded:
+        """The event that starts the current run of the pipeline on a document (with its
+        original bytes, if small enough to carry)."""
         return cls(
             tenant_id=document.tenant_id,
             kb_id=document.kb_id,
@@ -65,6 +70,7 @@ class DocumentUploaded(Event):
             storage_key=document.storage_key,
             filename=extraction_name(document.filename, document.content_type),
             content_type=document.content_type,
+            original=original,
         )
 
 

@@ -282,14 +282,14 @@ class IntakeService:
                 results[position] = Ingested(document, Outcome.REINDEXED)
             else:
                 results[position] = Ingested(previous, Outcome.UNCHANGED)
-        documents = await self._prepare_texts(
+        documents, carried = await self._prepare_texts(
             tenant_id,
             kb_id,
             [(items[position], g, item_id) for position, g, item_id in fresh],
             sync,
         )
         try:
-            started = await self._lifecycle.create(documents)
+            started = await self._lifecycle.create(documents, carried)
         except BaseException:
             for document in documents:
                 await self._blobs.delete(document.storage_key)
@@ -314,10 +314,11 @@ class IntakeService:
         kb_id: str,
         texts: list[tuple[TextItem, Governance, str | None]],
         sync: SyncRun | None = None,
-    ) -> list[Document]:
-        """Numbers the texts' versions and stores their originals, each all at once."""
+    ) -> tuple[list[Document], dict[str, bytes]]:
+        """Numbers the texts' versions and stores their originals, each all at once; returns
+        the documents, and the small originals their events carry, by document id."""
         if not texts:
-            return []
+            return [], {}
         document_ids = [new_document_id() for _ in texts]
         source_keys = [
             item.source_key or f"text:{document_id}"
@@ -337,7 +338,12 @@ class IntakeService:
             ]
         )
         now = utcnow()
-        return [
+        carried = {
+            document_id: original.data
+            for document_id, original in zip(document_ids, originals, strict=True)
+            if original.data is not None
+        }
+        documents = [
             Document(
                 id=document_id,
                 tenant_id=tenant_id,
@@ -373,6 +379,7 @@ class IntakeService:
                 texts, names, document_ids, source_keys, versions, originals, strict=True
             )
         ]
+        return documents, carried
 
     async def replace_record(
         self, tenant_id: str, kb_id: str, document_id: str, record: Record, by: Submission
@@ -450,7 +457,8 @@ class IntakeService:
                 source=sync.source if sync else None,
                 sync_run=sync.run if sync else None,
             )
-            started = await self._lifecycle.create([document])
+            carried = {document.id: stored.data} if stored.data is not None else {}
+            started = await self._lifecycle.create([document], carried)
         except BaseException:
             await self._blobs.delete(stored.storage_key)
             raise

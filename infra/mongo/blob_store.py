@@ -101,26 +101,34 @@ class NewFile:
 
 @dataclass
 class StoredUpload:
-    """What is known about an upload once its bytes are stored."""
+    """What is known about an upload once its bytes are stored; `data` holds the bytes of a
+    small one (`BlobStore`'s `keep_bytes`), to carry in its pipeline event."""
 
     storage_key: str
     size_bytes: int
     sha256: str
+    data: bytes | None = None
 
 
 class OriginalUpload:
     """An upload being streamed into storage; hashes and counts bytes as they arrive."""
 
-    def __init__(self, bucket: str, stream: AsyncGridIn) -> None:
+    def __init__(self, bucket: str, stream: AsyncGridIn, keep_bytes: int = 0) -> None:
         self._bucket = bucket
         self._stream = stream
         self._hash = hashlib.sha256()
         self.size_bytes = 0
+        self._keep_bytes = keep_bytes
+        self._kept: bytearray | None = bytearray() if keep_bytes else None
 
     async def write(self, data: bytes) -> None:
         """Appends bytes."""
         self._hash.update(data)
         self.size_bytes += len(data)
+        if self._kept is not None:
+            self._kept += data
+            if len(self._kept) > self._keep_bytes:
+                self._kept = None
         async with _gridfs_errors():
             await self._stream.write(data)
 
@@ -132,6 +140,7 @@ class OriginalUpload:
             storage_key=_key(self._bucket, self._stream._id),
             size_bytes=self.size_bytes,
             sha256=self._hash.hexdigest(),
+            data=None if self._kept is None else bytes(self._kept),
         )
 
     async def abort(self) -> None:
@@ -143,7 +152,10 @@ class OriginalUpload:
 class BlobStore:
     """Reads and writes the originals and extracted text of documents."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, keep_bytes: int = 0) -> None:
+        """`keep_bytes`: an original no larger is also handed back in memory (`StoredUpload.
+        data`), for its pipeline event to carry so the extract stage reads no GridFS."""
+        self._keep_bytes = keep_bytes
         self._originals = AsyncGridFSBucket(db, bucket_name=ORIGINALS_BUCKET)
         self._originals_db = db
         self._extracted = AsyncGridFSBucket(db, bucket_name=EXTRACTED_BUCKET)
@@ -152,7 +164,9 @@ class BlobStore:
     def start_original(self, filename: str, document_id: str) -> OriginalUpload:
         """Opens a stream for an upload's bytes."""
         return OriginalUpload(
-            ORIGINALS_BUCKET, _upload_stream(self._originals, filename, document_id)
+            ORIGINALS_BUCKET,
+            _upload_stream(self._originals, filename, document_id),
+            self._keep_bytes,
         )
 
     async def store_original(self, data: bytes, filename: str, document_id: str) -> StoredUpload:
@@ -211,6 +225,7 @@ class BlobStore:
                 _key(ORIGINALS_BUCKET, file_id),
                 len(file.data),
                 hashlib.sha256(file.data).hexdigest(),
+                file.data if len(file.data) <= self._keep_bytes else None,
             )
             for file_id, file in zip(ids, files, strict=True)
         ]

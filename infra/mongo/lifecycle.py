@@ -22,7 +22,7 @@ of each of their KBs (which moves each KB past every revision its callers publis
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -146,8 +146,11 @@ class DocumentLifecycle:
             versions.append(handed[key])
         return versions
 
-    async def create(self, documents: Sequence[Document]) -> Started:
-        """Stores new documents of one KB, counts them and queues their pipeline events."""
+    async def create(
+        self, documents: Sequence[Document], carried: Mapping[str, bytes] | None = None
+    ) -> Started:
+        """Stores new documents of one KB, counts them and queues their pipeline events (each
+        carrying its document's original if `carried` has it: a small one)."""
         if not documents:
             return Started([], {})
         records = []
@@ -158,7 +161,11 @@ class DocumentLifecycle:
             record["_id"] = document.id
             records.append(record)
         kb_id = documents[0].kb_id
-        events = [Pending.of(DocumentUploaded.of(document)) for document in documents]
+        carried = carried or {}
+        events = [
+            Pending.of(DocumentUploaded.of(document, carried.get(document.id)))
+            for document in documents
+        ]
 
         async def work(session: AsyncClientSession) -> None:
             await self._docs.insert_many(records, session=session)

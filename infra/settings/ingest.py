@@ -136,14 +136,16 @@ class IngestSettings(BaseModel):
         ),
     )
     # A part carried in its event costs MongoDB nothing; a stored one costs a write, a read and
-    # a delete of GridFS files and chunks (about 7 commands).
+    # a delete of GridFS files and chunks (about 7 commands). An original carried to the
+    # extract stage saves it the two reads of GridFS (it is stored all the same: a re-run reads
+    # it from there).
     extract_inline_max_bytes: int = Field(
         default=256 * 1024,
         ge=0,
         description=(
-            "Largest part of extracted text carried in its Kafka event rather than stored in "
-            "GridFS (bytes of JSON; 0 stores every part). Keep it well below "
-            "`kafka.max_message_bytes`."
+            "Largest part of extracted text, or original file in base64, carried in its Kafka "
+            "event rather than only stored in GridFS (bytes of JSON; 0 carries none). Keep it "
+            "well below `kafka.max_message_bytes`."
         ),
     )
     # What one file may make the extract stage do; each limit fails the document with a reason.
@@ -168,3 +170,8 @@ class IngestSettings(BaseModel):
     def max_upload_bytes(self) -> int:
         """The upload limit in bytes."""
         return self.max_upload_mb * 1024 * 1024
+
+    @property
+    def carried_original_max_bytes(self) -> int:
+        """The largest original carried in its event: `extract_inline_max_bytes` of base64."""
+        return self.extract_inline_max_bytes * 3 // 4

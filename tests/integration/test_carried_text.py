@@ -1,7 +1,9 @@
-"""Extracted text from the extract stage to the chunk stage: a small part travels in its
-event and costs GridFS nothing; a part over `extract_inline_max_bytes` is stored, read and
-then deleted. Either way the chunk stage makes the same chunks. Real MongoDB/GridFS and a real
-parser process; about 2 s."""
+"""What travels in the pipeline's events rather than through GridFS. A small original goes to
+the extract stage in its event (stored all the same, for a re-run), which reads nothing back;
+extracted text goes from the extract stage to the chunk stage in its event when small and
+costs GridFS nothing; a part over `extract_inline_max_bytes` is stored, read and then deleted.
+Either way the chunk stage makes the same chunks. Real MongoDB/GridFS and a real parser
+process; about 3 s."""
 
 from __future__ import annotations
 
@@ -38,11 +40,14 @@ class Stages:
     """The extract and chunk stages' runners over the test's database, with what they
     published."""
 
-    def __init__(self, db: Database, parsers: ParserSandbox, inline_max_bytes: int) -> None:
+    def __init__(
+        self, db: Database, parsers: ParserSandbox, inline_max_bytes: int, keep_bytes: int = 0
+    ) -> None:
         self.db = db
         self.documents = DocumentRepository(db)
-        self.blobs = BlobStore(db)
+        self.blobs = BlobStore(db, keep_bytes)
         self.published: list[Event] = []
+        self.dead_letters: list[dict[str, str]] = []
         extract = ExtractHandler(
             self.documents, self.blobs, self.publish, 32_000, parsers, inline_max_bytes
         )
@@ -72,18 +77,24 @@ class Stages:
         self.published.extend(events)
 
     async def dead_letter(self, raw: bytes, headers: dict[str, str]) -> None:
-        raise AssertionError(f"dead-lettered: {headers}")
+        self.dead_letters.append(headers)
 
     async def stored_parts(self) -> int:
         return await self.db[f"{EXTRACTED_BUCKET}.files"].count_documents({})
 
-    async def extracted(self) -> list[DocumentExtracted]:
-        """Uploads TEXT as a Markdown file and extracts it; the parts it made."""
+    async def extracted(self, *, forget_original: bool = False) -> list[DocumentExtracted]:
+        """Uploads TEXT as a Markdown file (its original carried in its event if the blob
+        store handed it back) and extracts it; the parts it made. `forget_original` deletes
+        the stored original first, as if GridFS had lost it."""
         document = make_document(filename="manual.md", title="manual.md")
         stored = await self.blobs.store_original(TEXT.encode(), "manual.md", document.id)
         document = document.model_copy(update={"storage_key": stored.storage_key})
-        await DocumentLifecycle(self.db.client, self.db, Outbox(self.db)).create([document])
-        await self.extract.run(DocumentUploaded.of(document).model_dump_json().encode())
+        carried = {document.id: stored.data} if stored.data is not None else {}
+        lifecycle = DocumentLifecycle(self.db.client, self.db, Outbox(self.db))
+        (queued,) = (await lifecycle.create([document], carried)).events
+        if forget_original:
+            await self.blobs.delete(stored.storage_key)
+        await self.extract.run(queued.value)
         return [e for e in self.published if isinstance(e, DocumentExtracted)]
 
     async def chunked(self, parts: Sequence[DocumentExtracted]) -> list[str]:
@@ -100,6 +111,28 @@ async def parsers() -> AsyncIterator[ParserSandbox]:
     sandbox = ParserSandbox(2048 * MB, OcrPolicy(), ExtractionLimits())
     yield sandbox
     await sandbox.close()
+
+
+async def test_a_small_original_travels_in_its_event_and_is_not_read_back(
+    db: Database, parsers: ParserSandbox
+) -> None:
+    carried = Stages(db, parsers, inline_max_bytes=256 * 1024, keep_bytes=192 * 1024)
+    parts = await carried.extracted(forget_original=True)
+    assert "item 59." in (await carried.chunked(parts))[-1]
+    # Over the limit, the event names the stored original only: lost, the document fails.
+    stored_only = Stages(db, parsers, inline_max_bytes=256 * 1024, keep_bytes=100)
+    assert await stored_only.extracted(forget_original=True) == []
+    (failed,) = stored_only.dead_letters
+    assert "no longer stored" in failed["error"]
+    assert carried.dead_letters == []
+
+
+def test_an_original_of_any_bytes_survives_its_event() -> None:
+    data = bytes(range(256)) + b"%PDF-1.7\n\xff\x00"
+    event = DocumentUploaded.of(make_document(filename="a.pdf"), data)
+    again = DocumentUploaded.model_validate_json(event.model_dump_json())
+    assert again.original == data
+    assert DocumentUploaded.of(make_document()).original is None
 
 
 async def test_a_small_part_travels_in_its_event_and_nothing_is_stored(

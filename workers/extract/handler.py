@@ -1,4 +1,5 @@
-"""Extract stage: original bytes in, text out, in parts of a few pages.
+"""Extract stage: original bytes in (carried in the event when small, else read from GridFS),
+text out, in parts of a few pages.
 
 Each part is handed on as soon as it is extracted, so a long PDF is being chunked and embedded
 while its later pages are still read: in its event when small (`extract_inline_max_bytes`),
@@ -38,7 +39,11 @@ class ExtractHandler:
     async def __call__(self, event: DocumentUploaded, document: Document) -> StageResult:
         """Handles one `DocumentUploaded` of a document now `extracting`."""
         try:
-            data = await self._texts.read(event.storage_key)
+            data = (
+                event.original
+                if event.original is not None
+                else await self._texts.read(event.storage_key)
+            )
         except NotFound:
             raise ExtractionFailed(
                 "the uploaded file is no longer stored (the database lost it); upload it again"
