@@ -68,7 +68,9 @@ class StageSettings(BaseModel):
         description="Embed stage: one batch of chunks turned into vectors.",
     )
     index: StagePolicy = Field(
-        default=StagePolicy(max_attempts=5, time_limit_s=120, concurrency=6),
+        # The API process hosts it by default, and each message at once is a Kafka consumer of
+        # its own to start: six made a killed API about a second slower to serve searches again.
+        default=StagePolicy(max_attempts=5, time_limit_s=120, concurrency=2),
         description=(
             "Index stage: writes to the vector store and MongoDB only, so a slow try means a "
             "service is struggling."
