@@ -225,7 +225,7 @@ class BlobStore:
                 _key(ORIGINALS_BUCKET, file_id),
                 len(file.data),
                 hashlib.sha256(file.data).hexdigest(),
-                file.data if len(file.data) <= self._keep_bytes else None,
+                file.data if 0 < len(file.data) <= self._keep_bytes else None,
             )
             for file_id, file in zip(ids, files, strict=True)
         ]
