@@ -320,6 +320,10 @@ class ItemKind(StrEnum):
     WIKI = "wiki"
 
 
+# A document's title is cut to this length (one found in the file may be a whole paragraph).
+TITLE_MAX_CHARS = 500
+
+
 class Document(BaseModel):
     """One knowledge item (an uploaded file, a text, a record, a wiki page) and its progress
     through the pipeline."""
@@ -394,7 +398,7 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     external_id: str | None = Field(default=None, min_length=1, max_length=512)
-    title: str = Field(default="", max_length=500)
+    title: str = Field(default="", max_length=TITLE_MAX_CHARS)
     content: NotBlank = Field(min_length=1, max_length=5_000_000)
     url: str | None = Field(default=None, max_length=2048)
     metadata: Metadata = Field(default_factory=dict)

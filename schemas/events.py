@@ -40,6 +40,13 @@ class Event(BaseModel):
         return True
 
     @property
+    def carries_run(self) -> bool:
+        """Whether the event carries all its stage needs to know of the document's run, so
+        that the message that opens the stage need not read the document (events of before
+        it did, and a stage whose handler reads the document, do not)."""
+        return False
+
+    @property
     def key(self) -> bytes:
         """The Kafka message key: one run's events stay in one partition, in order. A new run
         (a re-drive, a re-index) is keyed anew, so it lands on another partition: one whose
@@ -57,6 +64,14 @@ class DocumentUploaded(Event):
     filename: str
     content_type: str
     original: bytes | None = None
+    # The document's title when the run started, and whether it was only its file name then
+    # (the file's own title replaces it); None in events of before they were carried.
+    title: str | None = None
+    title_is_filename: bool = False
+
+    @property
+    def carries_run(self) -> bool:
+        return self.title is not None
 
     @classmethod
     def of(cls, document: Document, original: bytes | None = None) -> DocumentUploaded:
@@ -71,6 +86,8 @@ class DocumentUploaded(Event):
             filename=extraction_name(document.filename, document.content_type),
             content_type=document.content_type,
             original=original,
+            title=document.title,
+            title_is_filename=document.title == document.filename,
         )
 
 
@@ -87,6 +104,13 @@ class DocumentExtracted(Event):
     extracted_key: str | None = None
     text: ExtractedDocument | None = None
     char_count: int = Field(ge=0)
+    # The document's title as the extract stage left it (chunks are written under it); None
+    # in events of before it was carried.
+    title: str | None = None
+
+    @property
+    def carries_run(self) -> bool:
+        return self.title is not None
 
     @property
     def opens_stage(self) -> bool:
@@ -107,6 +131,11 @@ class ChunkBatchReady(Event):
     # The document's final batch (the total is then on the document as `batch_count`).
     last: bool
     chunks: list[ChunkRecord]
+
+    @property
+    def carries_run(self) -> bool:
+        """The embed stage needs nothing of the document but that its run is current."""
+        return True
 
     @property
     def opens_stage(self) -> bool:
@@ -133,6 +162,11 @@ class ChunkBatchEmbedded(ChunkBatchReady):
     sparse_lengths: list[int] = Field(default_factory=list)
     sparse_indices_b64: str = ""
     sparse_values_b64: str = ""
+
+    @property
+    def carries_run(self) -> bool:
+        """The index stage reads the document: who may read it, as stored now."""
+        return False
 
     @property
     def key(self) -> bytes:

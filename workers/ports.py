@@ -18,15 +18,16 @@ class DocumentStatus(Protocol):
         """A document by id."""
         ...
 
-    async def current(self, document_id: str) -> Document | None:
-        """A document by id, read with the others asked for at the same moment."""
-        ...
-
     async def advance(
         self, document_id: str, generation: int, status: ParseStatus, *, first: bool = True
     ) -> Document | None:
         """Enters a batch stage, or checks the document is still current (`first`: the
         message is likely the one that enters it)."""
+        ...
+
+    async def enter(self, document_id: str, generation: int, status: ParseStatus) -> bool:
+        """Moves the document into a stage's status, reading nothing back: True if this
+        message moved it (the run is current and starts the stage now)."""
         ...
 
     async def touch(self, document_id: str, generation: int) -> None:

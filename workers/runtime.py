@@ -81,6 +81,36 @@ def document_stage(
     return Stage(name, event_type, handle, policy, slow_means_outage, on_failure)
 
 
+def carried_stage(
+    name: str,
+    event_type: type[DocumentEvent],
+    enters: ParseStatus,
+    handler: Callable[[DocumentEvent, Document | None], Awaitable[StageResult]],
+    documents: DocumentStatus,
+    policy: StagePolicy,
+) -> Stage[DocumentEvent]:
+    """A `document_stage` whose handler needs nothing of the document that its opening
+    message does not carry (`Event.carries_run`): that message moves the document into the
+    stage in one write and reads nothing back, and the handler gets None. If the move does
+    not happen (the message is a replay, or the run moved on) and for every other message,
+    the document is read as in `document_stage`."""
+
+    async def handle(event: DocumentEvent) -> StageResult:
+        entering = event.carries_run and event.opens_stage
+        if entering and await documents.enter(event.document_id, event.generation, enters):
+            return await handler(event, None)
+        # A move that missed cannot be made by trying again: the document is read (as for a
+        # later batch's message), in one round trip.
+        document = await documents.advance(
+            event.document_id, event.generation, enters, first=event.opens_stage and not entering
+        )
+        if document is None:
+            return StageResult(skipped=True)
+        return await handler(event, document)
+
+    return Stage(name, event_type, handle, policy)
+
+
 class StageRunner(Generic[E]):
     """Decodes, runs, retries and reports one stage's messages."""
 

@@ -36,6 +36,7 @@ from infra.mongo.client import (
 )
 from schemas.domain import (
     PIPELINE_ORDER,
+    TITLE_MAX_CHARS,
     ChunkingProgress,
     Document,
     ItemKind,
@@ -175,9 +176,7 @@ class DocumentRepository:
             self._advance_all, max_batch=MAX_BATCH
         )
         self._writes: Coalescer[_Write, bool] = Coalescer(self._write_all, max_batch=MAX_BATCH)
-        self._reads: Coalescer[str, Document | None] = Coalescer(
-            self._read_all, max_batch=MAX_BATCH
-        )
+        self._enters: Coalescer[_Advance, bool] = Coalescer(self._enter_all, max_batch=MAX_BATCH)
 
     async def get(self, tenant_id: str, kb_id: str, document_id: str) -> Document:
         """One document of the tenant's KB; `NotFound` otherwise."""
@@ -426,7 +425,9 @@ class DocumentRepository:
     async def set_title(self, document_id: str, generation: int, title: str) -> None:
         """Replaces a title that was only the file name with one found in the file."""
         await self._update_current(
-            document_id, generation, {"$set": {"title": title[:500], "updated_at": utcnow()}}
+            document_id,
+            generation,
+            {"$set": {"title": title[:TITLE_MAX_CHARS], "updated_at": utcnow()}},
         )
 
     async def count_retry(self, document_id: str, generation: int, status: ParseStatus) -> None:
@@ -494,6 +495,23 @@ class DocumentRepository:
         )
         return document
 
+    async def enter(self, document_id: str, generation: int, status: ParseStatus) -> bool:
+        """Moves the document into a stage's status if this run is still in an earlier one,
+        reading nothing back: one write, shared with the other messages entering at the same
+        moment. True if this message moved it (the run is current and starts the stage now);
+        False if it did not, or if it cannot tell (another move of the shared write missed):
+        the caller then asks `advance`, which finds where the document is."""
+        (moved,) = await self._enters.submit([_Advance(document_id, generation, status, True)])
+        return moved
+
+    async def _enter_all(self, enters: list[_Advance]) -> list[bool]:
+        now = utcnow()
+        async with mongo_errors():
+            result = await self._docs.bulk_write(
+                [enter.move(now) for enter in enters], ordered=False
+            )
+        return [result.matched_count == len(enters)] * len(enters)
+
     async def _advance_all(self, advances: list[_Advance]) -> list[Document | None]:
         """`advance` for each message of a batch: one bulk write of the moves, one read."""
         now = utcnow()
@@ -507,20 +525,6 @@ class DocumentRepository:
                 await self._docs.bulk_write([a.move(now) for a in behind], ordered=False)
                 found.update(await self._by_id([advance.document_id for advance in behind]))
         return [advance.entered(found.get(advance.document_id)) for advance in advances]
-
-    async def current(self, document_id: str) -> Document | None:
-        """A document by id, as `find`, read with the others the stages ask for at the same
-        moment (one read for all)."""
-        (document,) = await self._reads.submit([document_id])
-        return document
-
-    async def _read_all(self, document_ids: list[str]) -> list[Document | None]:
-        async with mongo_errors():
-            found = await self._by_id(document_ids)
-        return [
-            None if (doc := found.get(document_id)) is None else to_document(doc)
-            for document_id in document_ids
-        ]
 
     async def _by_id(self, document_ids: list[str]) -> dict[str, MongoDoc]:
         """The stored records of these documents, by id (one read)."""

@@ -29,7 +29,7 @@ from workers.chunk.handler import ChunkHandler
 from workers.extract.extractors import ExtractionLimits, OcrPolicy
 from workers.extract.handler import ExtractHandler
 from workers.extract.sandbox import ParserSandbox
-from workers.runtime import Stage, StageRunner, document_stage
+from workers.runtime import Stage, StageRunner, carried_stage
 
 MB = 1024 * 1024
 E = TypeVar("E", bound=Event)
@@ -60,12 +60,12 @@ class Stages:
         )
         policy = StagePolicy(max_attempts=1, time_limit_s=60)
         self.extract = self._runner(
-            document_stage(
+            carried_stage(
                 "extract", DocumentUploaded, ParseStatus.EXTRACTING, extract, self.documents, policy
             )
         )
         self.chunk = self._runner(
-            document_stage(
+            carried_stage(
                 "chunk", DocumentExtracted, ParseStatus.CHUNKING, chunk, self.documents, policy
             )
         )

@@ -21,7 +21,7 @@ from schemas.events import DocumentExtracted, Event
 from tests.factories import make_document
 from workers.chunk.context import Contextualizer
 from workers.chunk.handler import ChunkHandler
-from workers.runtime import StageRunner, document_stage
+from workers.runtime import StageRunner, carried_stage
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,7 @@ async def test_a_lost_extracted_part_leaves_the_document_to_the_reconciler(
         batch_size=8,
         contexts=Contextualizer(ContextualSettings(), None, ContextCache(db)),
     )
-    stage = document_stage(
+    stage = carried_stage(
         "chunk", DocumentExtracted, ParseStatus.CHUNKING, handler, documents, StagePolicy()
     )
     published: list[Event] = []
@@ -56,6 +56,7 @@ async def test_a_lost_extracted_part_leaves_the_document_to_the_reconciler(
         tenant_id=document.tenant_id, kb_id=document.kb_id, document_id=document.id,
         generation=1, part_index=part_index, last=True,
         extracted_key="gridfs:extracted/000000000000000000000000", char_count=10,
+        title=document.title,
     )  # fmt: skip
     runner = StageRunner(stage, documents, publish, dead_letter, IngestSettings())
     await runner.run(event.model_dump_json().encode())

@@ -23,7 +23,7 @@ from tests.fixtures.hostile.corpus import bomb_pdf
 from workers.extract.extractors import ExtractionLimits, OcrPolicy
 from workers.extract.handler import ExtractHandler
 from workers.extract.sandbox import ParserSandbox
-from workers.runtime import StageRunner, document_stage
+from workers.runtime import StageRunner, carried_stage
 
 MB = 1024 * 1024
 
@@ -38,7 +38,7 @@ class Stage:
         self.published: list[Event] = []
         self.dead: list[dict[str, str]] = []
         handler = ExtractHandler(self.documents, self.blobs, self.publish, 4_000, parsers)
-        stage = document_stage(
+        stage = carried_stage(
             "extract", DocumentUploaded, ParseStatus.EXTRACTING, handler, self.documents,
             StagePolicy(max_attempts=1, time_limit_s=60),
         )  # fmt: skip
@@ -51,14 +51,19 @@ class Stage:
     async def dead_letter(self, raw: bytes, headers: dict[str, str]) -> None:
         self.dead.append(headers)
 
-    async def run(self, name: str, data: bytes | None) -> Document:
-        """Stores `data` (None: stores nothing) as a queued document and extracts it."""
-        document = make_document(filename=name, title=name)
+    async def run(
+        self, name: str, data: bytes | None, *, title: str | None = None, carried: bool = True
+    ) -> Document:
+        """Stores `data` (None: stores nothing) as a queued document and extracts it.
+        `carried`: its event carries the run (as the API's do); False, as events of before."""
+        document = make_document(filename=name, title=title or name)
         if data is not None:
             stored = await self.blobs.store_original(data, name, document.id)
             document = document.model_copy(update={"storage_key": stored.storage_key})
         await DocumentLifecycle(self.db.client, self.db, Outbox(self.db)).create([document])
         event = DocumentUploaded.of(document)
+        if not carried:
+            event = event.model_copy(update={"title": None, "title_is_filename": False})
         await self.runner.run(event.model_dump_json().encode())
         found = await self.documents.find(document.id)
         assert found is not None
@@ -81,6 +86,24 @@ async def test_a_pdf_is_handed_on_in_parts_with_its_own_title(stage: Stage) -> N
     assert [p.last for p in parts] == [False] * (len(parts) - 1) + [True]
     assert document.title != "geobase.pdf"
     assert document.parse_error is None
+    # The chunk stage writes the chunks under the title as stored, carried in each part.
+    assert {p.title for p in parts} == {document.title}
+
+
+@pytest.mark.parametrize("carried", [True, False], ids=["carried", "read"])
+async def test_a_title_of_its_own_is_kept_and_handed_on(stage: Stage, carried: bool) -> None:
+    """Whether the event carries the run or the stage reads the document (events of before),
+    the file's own title replaces only a title that was the file name."""
+    data = b"# Heading in the file\n\nSome text under it."
+    named = await stage.run("notes.md", data, carried=carried)
+    titled = await stage.run("notes.md", data, title="Release notes", carried=carried)
+    assert named.title == "Heading in the file"
+    assert titled.title == "Release notes"
+    parts = [e for e in stage.published if isinstance(e, DocumentExtracted)]
+    assert [(p.document_id, p.title) for p in parts] == [
+        (named.id, "Heading in the file"),
+        (titled.id, "Release notes"),
+    ]
 
 
 async def test_a_decompression_bomb_fails_its_document_with_a_reason(stage: Stage) -> None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pytest
 from qdrant_client import AsyncQdrantClient
 
 from core.errors import PermanentError, ServiceUnavailable
-from core.filters import SearchScope, chunks_where
+from core.filters import SearchScope, chunks_of_document, chunks_where
+from core.governance import Governance, Visibility
 from infra.mongo.blob_store import BlobStore
 from infra.mongo.client import Database
 from infra.mongo.document_repository import DocumentRepository
@@ -89,6 +91,30 @@ class FinishSeesCaches(DocumentLifecycle):
         assert kb is not None
         self.at_finish.append((self._told.get(document.kb_id, 0), int(kb["revision"])))
         return await super().finish(document_id, generation)
+
+
+class PermissionChangeAtPublish:
+    """The vector store, with an admin changing who may read the document just before it is
+    published: stored in MongoDB after the index stage read the document, written to the
+    document's points (as the API does), and then overwritten by the publish."""
+
+    def __init__(self, store: VectorStore, db: Database, governance: Governance) -> None:
+        self._store = store
+        self._documents = DocumentRepository(db)
+        self._governance = governance
+
+    async def publish_document(self, published: PublishedDocument) -> None:
+        await self._documents.set_governance(
+            published.tenant_id, published.document_id, self._governance
+        )
+        await self._store.set_readers(
+            chunks_of_document(published.tenant_id, published.document_id),
+            self._governance.readers(),
+        )
+        await self._store.publish_document(published)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
 
 
 class Stage:
@@ -236,6 +262,29 @@ async def test_a_document_becomes_searchable_only_when_complete(
     assert hit.payload.version == document.version
     assert hit.payload.end is not None
     assert hit.payload.start is not None
+
+
+async def test_a_permission_change_stored_while_a_document_is_published_reaches_its_chunks(
+    db: Database, store: VectorStore
+) -> None:
+    only_ann = Governance(visibility_mode=Visibility.RESTRICTED, user_grants=["ann"])
+    stage = Stage(db, cast(VectorStore, PermissionChangeAtPublish(store, db, only_ann)))
+    kb = await stage.kbs.create("acme", "KB", "", "en")
+    document = await stage.document(kb.id)
+    assert "tenant" in document.readers
+    for batch in _batches(document):
+        await stage.handler(batch)
+    finished = await stage.documents.find(document.id)
+    assert finished is not None
+    assert finished.parse_status is ParseStatus.INDEXED
+    assert finished.readers == only_ann.readers() == ["role:admin", "user:ann"]
+    # Whoever could read it before no longer can; the new reader can, every chunk of it.
+    assert await stage.visible(kb.id) == set()
+    scope = SearchScope("acme", (kb.id,), ("user:ann",))
+    hits = await store.search(VectorQuery(scope, np.ones(DIM, dtype=np.float32), limit=100))
+    assert {hit.payload.document_id for hit in hits} == {document.id}
+    assert len(hits) == 7
+    assert all(hit.payload.readers == only_ann.readers() for hit in hits)
 
 
 async def test_whoever_sees_a_document_indexed_is_not_answered_from_a_cache_of_before(

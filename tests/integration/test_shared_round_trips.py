@@ -25,11 +25,14 @@ from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from infra.mongo.lifecycle import DocumentLifecycle, Finished, Superseded
 from infra.mongo.outbox import Outbox
 from infra.settings.embedding import EmbeddingSettings
+from infra.settings.stages import StagePolicy
 from schemas.domain import ChunkRecord, Document, ParseStatus, record_source_key
-from schemas.events import ChunkBatchEmbedded, ChunkBatchReady
+from schemas.events import ChunkBatchEmbedded, ChunkBatchReady, DocumentUploaded
 from tests.conftest import MongoCommands, counted_database
 from tests.factories import make_document
 from workers.embed.handler import EmbedHandler
+from workers.ports import StageResult
+from workers.runtime import carried_stage
 
 ENTERING = ParseStatus.EXTRACTING
 
@@ -81,6 +84,62 @@ async def test_messages_entering_at_once_share_one_write_and_one_read(
         assert _sent(commands) == ["update", "find"]
 
 
+async def test_opening_messages_that_carry_their_run_enter_in_one_write_and_read_nothing(
+    local_services: LocalServices,
+) -> None:
+    async with counted_database(local_services) as (db, commands):
+        documents = DocumentRepository(db)
+        queued = await _queued(db, 4)
+        given: list[Document | None] = []
+
+        async def handler(_: DocumentUploaded, document: Document | None) -> StageResult:
+            given.append(document)
+            return StageResult()
+
+        stage = carried_stage(
+            "extract", DocumentUploaded, ENTERING, handler, documents, StagePolicy()
+        )
+        events = [DocumentUploaded.of(d) for d in queued]
+        assert all(event.carries_run for event in events)
+        _sent(commands)
+        results = await asyncio.gather(*(stage.handler(event) for event in events[:3]))
+        assert _sent(commands) == ["update"]
+        assert given == [None, None, None]
+        assert not any(result.skipped for result in results)
+        for document in queued[:3]:
+            stored = await documents.find(document.id)
+            assert stored is not None
+            assert stored.parse_status is ENTERING
+            assert stored.attempts[ENTERING.value] == 1
+        # A replay misses the move: the document is read, and the handler gets it.
+        _sent(commands)
+        given.clear()
+        await stage.handler(events[0])
+        assert _sent(commands) == ["update", "find"]
+        assert [d.id if d else None for d in given] == [queued[0].id]
+        # A replay and a stale message sharing the write with a new one: each still told
+        # apart (the new one entered, the stale one skipped).
+        given.clear()
+        stale = events[3].model_copy(update={"generation": 2})
+        outcomes = await asyncio.gather(
+            stage.handler(events[1]), stage.handler(stale), stage.handler(events[3])
+        )
+        assert [o.skipped for o in outcomes] == [False, True, False]
+        assert sorted(d.id for d in given if d) == sorted([queued[1].id, queued[3].id])
+        stored = await documents.find(queued[3].id)
+        assert stored is not None
+        assert stored.parse_status is ENTERING
+        assert stored.attempts[ENTERING.value] == 1
+        # An event of before the run was carried: the message reads the document.
+        _sent(commands)
+        given.clear()
+        old = events[2].model_copy(update={"title": None})
+        assert not old.carries_run
+        await stage.handler(old)
+        assert _sent(commands) == ["update", "find"]
+        assert [d.id if d else None for d in given] == [queued[2].id]
+
+
 async def test_batch_records_at_once_share_one_write_and_each_says_whether_it_was_made(
     local_services: LocalServices,
 ) -> None:
@@ -107,13 +166,6 @@ async def test_batch_records_at_once_share_one_write_and_each_says_whether_it_wa
         assert stored[queued[0].id].chunks_embedded == 64
         assert stored[queued[1].id].chunks_embedded == 32
         assert stored[queued[2].id].chunk_count == 40
-        # Reads of the moment are one read too.
-        _sent(commands)
-        read = await asyncio.gather(
-            *(documents.current(d.id) for d in queued), documents.current("doc_missing")
-        )
-        assert [d.id if d else None for d in read] == [*(d.id for d in queued), None]
-        assert _sent(commands) == ["find"]
 
 
 async def _ready(db: Database, documents: list[Document]) -> None:
@@ -171,6 +223,17 @@ async def test_runs_finishing_at_once_share_one_transaction(local_services: Loca
             now = await stored.find(document.id)
             assert now is not None
             assert now.parse_status is ParseStatus.INDEXED
+        # A first version alone (numbered as the intake numbers it, which starts its line):
+        # read, its line moved, marked indexed, committed.
+        key = record_source_key("lone")
+        version = await lifecycle.next_version(kb.id, key)
+        lone = make_document("acme", kb.id, source_key=key, version=version)
+        await lifecycle.create([lone])
+        await _ready(db, [lone])
+        _sent(commands)
+        assert isinstance(await lifecycle.finish(lone.id, 1), Finished)
+        assert _sent(commands) == ["find", "update", "update", "commitTransaction"]
+        assert await lifecycle.live_version(kb.id, key) == version == 1
         # A version finishing after a newer one went live is superseded, in a batch as alone.
         late = make_document("acme", kb.id, source_key=line, version=2)
         await lifecycle.create([late])

@@ -8,7 +8,7 @@ from schemas.events import DocumentExtracted
 from workers.chunk.context import Contextualizer
 from workers.chunk.handler import ChunkHandler
 from workers.hosting import StageProcess
-from workers.runtime import Stage, document_stage
+from workers.runtime import Stage, carried_stage
 
 
 async def build_stage(system: System) -> Stage[DocumentExtracted]:
@@ -21,7 +21,7 @@ async def build_stage(system: System) -> Stage[DocumentExtracted]:
         batch_size=settings.embedding.batch_size,
         contexts=Contextualizer(settings.contextual, system.context_provider, system.context_cache),
     )
-    return document_stage(
+    return carried_stage(
         "chunk",
         DocumentExtracted,
         ParseStatus.CHUNKING,

@@ -42,10 +42,13 @@ class ChunkHandler:
         self._batch_size = batch_size
         self._contexts = contexts
 
-    async def __call__(self, event: DocumentExtracted, document: Document) -> StageResult:
-        """Handles one `DocumentExtracted` part of a document now `chunking`."""
+    async def __call__(self, event: DocumentExtracted, document: Document | None) -> StageResult:
+        """Handles one `DocumentExtracted` part of a document now `chunking` (`document`: as
+        read by this message; None where this message took the document into chunking and
+        the event carries its title, so that nothing of the run is chunked yet)."""
         # Where the chunk stage is in this run, as this message's `advance` read it.
-        progress = document.chunker or ChunkingProgress()
+        progress = (document.chunker if document else None) or ChunkingProgress()
+        title = str(event.title) if document is None else document.title
         if event.part_index < progress.next_part:
             return StageResult(skipped=True)
         if event.part_index > progress.next_part:
@@ -78,7 +81,7 @@ class ChunkHandler:
             batch_size=self._batch_size,
         )
         # The chunks held back for the next part are known already: text after the last one.
-        chunks = await self._contexts.contextualize(document.title, chunks, following=state.held)
+        chunks = await self._contexts.contextualize(title, chunks, following=state.held)
         batches = [
             chunks[start : start + self._batch_size]
             for start in range(0, len(chunks), self._batch_size)

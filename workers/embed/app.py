@@ -11,7 +11,7 @@ from schemas.domain import ParseStatus
 from schemas.events import ChunkBatchReady
 from workers.embed.handler import EmbedHandler
 from workers.hosting import StageProcess
-from workers.runtime import Stage, document_stage
+from workers.runtime import Stage, carried_stage
 
 
 async def build_stage(system: System) -> Stage[ChunkBatchReady]:
@@ -21,7 +21,7 @@ async def build_stage(system: System) -> Stage[ChunkBatchReady]:
         # Its document model loads on the first batch: load it now, before messages wait.
         await asyncio.to_thread(embedder.load_document_model)
     handler = EmbedHandler(system.document_repo, embedder, system.embedding_cache, SparseEncoder())
-    return document_stage(
+    return carried_stage(
         "embed",
         ChunkBatchReady,
         ParseStatus.EMBEDDING,

@@ -58,7 +58,7 @@ class EmbedHandler:
             self._vectors, max_batch=16, isolate=(PermanentError,)
         )
 
-    async def __call__(self, event: ChunkBatchReady, _: Document) -> StageResult:
+    async def __call__(self, event: ChunkBatchReady, _: Document | None) -> StageResult:
         """Handles one `ChunkBatchReady` of a document now `embedding`."""
         texts = [chunk.embedding_text for chunk in event.chunks]
         vectors = np.zeros((0, self._embedder.dimensions), dtype=np.float32)

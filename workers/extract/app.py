@@ -9,7 +9,7 @@ from workers.extract.extractors import ExtractionLimits, OcrPolicy
 from workers.extract.handler import ExtractHandler
 from workers.extract.sandbox import ParserSandbox
 from workers.hosting import StageProcess
-from workers.runtime import Stage, document_stage
+from workers.runtime import Stage, carried_stage
 
 
 async def build_stage(system: System) -> Stage[DocumentUploaded]:
@@ -34,7 +34,7 @@ async def build_stage(system: System) -> Stage[DocumentUploaded]:
         parsers,
         ingest.extract_inline_max_bytes,
     )
-    return document_stage(
+    return carried_stage(
         "extract",
         DocumentUploaded,
         ParseStatus.EXTRACTING,

@@ -11,7 +11,7 @@ chunk stage skips parts it already has. The file is read in a parser process of 
 from __future__ import annotations
 
 from core.errors import ExtractionFailed, NotFound
-from schemas.domain import Document, ExtractedDocument, TextSegment
+from schemas.domain import TITLE_MAX_CHARS, Document, ExtractedDocument, TextSegment
 from schemas.events import DocumentExtracted, DocumentUploaded, Publish
 from workers.extract.sandbox import ParserSandbox
 from workers.ports import DocumentStatus, StageResult, TextStore
@@ -36,8 +36,9 @@ class ExtractHandler:
         self._parsers = parsers
         self._inline_max_bytes = inline_max_bytes
 
-    async def __call__(self, event: DocumentUploaded, document: Document) -> StageResult:
-        """Handles one `DocumentUploaded` of a document now `extracting`."""
+    async def __call__(self, event: DocumentUploaded, document: Document | None) -> StageResult:
+        """Handles one `DocumentUploaded` of a document now `extracting` (`document`: as read
+        by this message, or None where the event carries what is needed of it)."""
         try:
             data = (
                 event.original
@@ -51,21 +52,26 @@ class ExtractHandler:
         part: list[TextSegment] = []
         size = 0
         index = 0
+        if document is None:
+            title, filename_only = str(event.title), event.title_is_filename
+        else:
+            title, filename_only = document.title, document.title == document.filename
         async with self._parsers.open(data, event.filename) as extraction:
             del data
-            title = extraction.title
-            if document.title == document.filename and title not in ("", document.filename):
+            found = extraction.title
+            if filename_only and found not in ("", title):
                 # The title was only the file name: the file's own title (PDF metadata, first
                 # heading, e-mail subject) is better for citations.
-                await self._documents.set_title(event.document_id, event.generation, title)
+                await self._documents.set_title(event.document_id, event.generation, found)
+                title = found[:TITLE_MAX_CHARS]
             async for segment in extraction.segments():
                 part.append(segment)
                 size += len(segment.text)
                 if size >= self._part_chars:
-                    await self._emit(event, index, part, last=False)
+                    await self._emit(event, index, part, title, last=False)
                     index += 1
                     part, size = [], 0
-        await self._emit(event, index, part, last=True)
+        await self._emit(event, index, part, title, last=True)
         return StageResult(finished_document=True)
 
     async def _emit(
@@ -73,6 +79,7 @@ class ExtractHandler:
         event: DocumentUploaded,
         index: int,
         segments: list[TextSegment],
+        title: str,
         *,
         last: bool,
     ) -> None:
@@ -92,6 +99,7 @@ class ExtractHandler:
                     extracted_key=key,
                     text=part if carried else None,
                     char_count=part.char_count,
+                    title=title,
                 )
             ]
         )

@@ -138,13 +138,6 @@ class IndexHandler:
                 readers=tuple(readers),
             )
         )
-        # A change of permission stored between that read and the publish wrote its readers
-        # before the publish overwrote them: read again and set what is current.
-        latest = await self._current_readers(document)
-        if latest != readers:
-            await self._store.set_readers(
-                chunks_of_document(document.tenant_id, document.id), latest
-            )
         # What search shows of the KB changed with the publish: its revision moves on (and
         # cached answers of older ones retire) before the document is marked indexed, so that
         # whoever sees it indexed is answered with it, never from a cache of before.
@@ -164,6 +157,13 @@ class IndexHandler:
         if isinstance(outcome, Superseded):
             await self._drop_superseded(outcome.document)
             return StageResult(skipped=True)
+        # A change of permission stored between the read of the readers and the publish wrote
+        # them to the store before the publish overwrote them: the finish read the document
+        # again, after the publish, and what it read is set if it differs.
+        if outcome.document.readers != readers:
+            await self._store.set_readers(
+                chunks_of_document(document.tenant_id, document.id), outcome.document.readers
+            )
         await self._delete_older_versions(document)
         for retired in outcome.retired:
             await self._delete_files(retired)
@@ -196,10 +196,6 @@ class IndexHandler:
         it was published)."""
         source = (document.tenant_id, document.kb_id, document.source_key)
         await self._store.delete(older_versions(*source, document.version))
-
-    async def _current_readers(self, document: Document) -> list[str]:
-        current = await self._documents.current(document.id)
-        return (current or document).readers
 
     async def _drop_superseded(self, document: Document) -> None:
         """A newer version went live first: this one is removed, never shown."""
