@@ -24,6 +24,7 @@ from infra.mongo.lifecycle import DocumentLifecycle
 from infra.mongo.outbox import EventSender
 from infra.redis.rate_limits import RateLimiter
 from schemas.domain import (
+    TITLE_MAX_CHARS,
     Document,
     ItemKind,
     KnowledgeBase,
@@ -438,7 +439,7 @@ class IntakeService:
                 tenant_id=tenant_id,
                 kb_id=kb_id,
                 filename=filename,
-                title=title[:500],
+                title=title[:TITLE_MAX_CHARS],
                 content_type=content_type,
                 size_bytes=stored.size_bytes,
                 sha256=stored.sha256,

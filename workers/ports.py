@@ -115,8 +115,11 @@ class Lifecycle(Protocol):
         """The version of a source that search shows now."""
         ...
 
-    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
-        """Marks an indexed version live and retires older ones."""
+    async def finish(
+        self, document_id: str, generation: int, *, as_read: Document | None = None
+    ) -> Finished | Superseded | None:
+        """Marks an indexed version live and retires older ones (`as_read`: the document as
+        the caller read it, spares a read if it is still so stored)."""
         ...
 
     async def remove(self, document_id: str) -> Removed | None:

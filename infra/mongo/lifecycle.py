@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pymongo import AsyncMongoClient, ReturnDocument, UpdateOne
@@ -83,6 +84,24 @@ class Removed:
     revisions: KbRevisions
 
 
+@dataclass(frozen=True)
+class _Run:
+    """A run to finish, and the document as the index stage read it (if it did)."""
+
+    document_id: str
+    generation: int
+    as_read: Document | None = field(default=None, compare=False)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.document_id, self.generation)
+
+
+class _Undecided(Exception):
+    """The runs cannot be finished as they were read: a transaction rolls back and they are
+    finished from what is stored."""
+
+
 @dataclass
 class Superseded:
     """A version that finished after a newer one of the same source went live."""
@@ -101,7 +120,7 @@ class DocumentLifecycle:
         self._sources = db[SOURCES]
         self._live_reads: Coalescer[str, int] = Coalescer(self._live_versions, max_batch=64)
         self._touches: Coalescer[str, int | None] = Coalescer(self._touch_all, max_batch=64)
-        self._finishes: Coalescer[tuple[str, int], Finished | Superseded | None] = Coalescer(
+        self._finishes: Coalescer[_Run, Finished | Superseded | None] = Coalescer(
             self._finish_all, max_batch=64
         )
 
@@ -238,106 +257,137 @@ class DocumentLifecycle:
             }
         return [live.get(source_id, 0) for source_id in source_ids]
 
-    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+    async def finish(
+        self, document_id: str, generation: int, *, as_read: Document | None = None
+    ) -> Finished | Superseded | None:
         """Marks an indexed version live and retires older versions of its source.
 
         None if the document is gone, stale, or already finished (a replay). Runs finishing at
-        the same moment share one transaction (`_finish_all`).
+        the same moment share one transaction. `as_read`: the document as the caller read it;
+        if it is still so stored (who may read it included), nothing is read again.
         """
-        (outcome,) = await self._finishes.submit([(document_id, generation)])
+        (outcome,) = await self._finishes.submit([_Run(document_id, generation, as_read)])
         return outcome
 
-    async def _finish_all(self, runs: list[tuple[str, int]]) -> list[Finished | Superseded | None]:
-        """`finish` for each run of a batch, in one transaction of four round trips (six when
-        a version replaces older ones: they are read and deleted; one more when a newer
-        version went live first, see `_moved_lines`). Versions of one source go live in the
-        order of their numbers, as if finished one after the other; a run named twice
-        finishes once (the second is a replay)."""
+    async def _finish_all(self, runs: list[_Run]) -> list[Finished | Superseded | None]:
+        """`finish` for each run of a batch, in one transaction: three round trips where the
+        runs are as read (`_finish_as_read`), else four (`_finish_by_reading`); two more when
+        a version replaces older ones (they are read and deleted)."""
+        if _may_finish_as_read(runs):
+            try:
+                return await self._transaction(lambda session: self._finish_as_read(runs, session))
+            except _Undecided:
+                pass
+        return await self._transaction(lambda session: self._finish_by_reading(runs, session))
 
-        async def work(session: AsyncClientSession) -> list[Finished | Superseded | None]:
-            ready = await self._ready_to_finish(runs, session)
-            outcomes: dict[tuple[str, int], Finished | Superseded] = {}
-            moved = await self._moved_lines(ready, session)
-            lines = (
-                {
-                    str(line["_id"]): int(line.get("live_version", 0))
-                    async for line in self._sources.find(
-                        with_ids(_source_id(d.kb_id, d.source_key) for d in ready), session=session
+    async def _finish_as_read(
+        self, runs: list[_Run], session: AsyncClientSession
+    ) -> list[Finished | Superseded | None]:
+        """Marks each document indexed if it is stored as it was read (same run, unfinished,
+        same chunk count, same readers), and makes it its source's live version if none newer
+        is; all or nothing (`_Undecided`)."""
+        documents = [run.as_read for run in runs if run.as_read is not None]
+        now = utcnow()
+        marked = await self._docs.bulk_write(
+            [
+                UpdateOne(
+                    {
+                        "_id": document.id,
+                        "generation": document.generation,
+                        "parse_status": {"$nin": [s.value for s in _FINAL]},
+                        "chunk_count": document.chunk_count,
+                        "readers": document.readers,
+                    },
+                    {"$set": _indexed(document, now)},
+                )
+                for document in documents
+            ],
+            ordered=False,
+            session=session,
+        )
+        if marked.matched_count != len(documents) or not await self._moved_lines(
+            documents, session
+        ):
+            raise _Undecided
+        older = await self._retire_older_versions(documents, session)
+        return [Finished(_as_indexed(document), older[document.id]) for document in documents]
+
+    async def _finish_by_reading(
+        self, runs: list[_Run], session: AsyncClientSession
+    ) -> list[Finished | Superseded | None]:
+        """Finishes the runs from what is stored: versions of one source go live in the order
+        of their numbers, as if finished one after the other; a run named twice finishes
+        once (the second is a replay)."""
+        ready = await self._ready_to_finish([run.key for run in runs], session)
+        outcomes: dict[tuple[str, int], Finished | Superseded] = {}
+        moved = await self._moved_lines(ready, session)
+        lines = (
+            {
+                str(line["_id"]): int(line.get("live_version", 0))
+                async for line in self._sources.find(
+                    with_ids(_source_id(d.kb_id, d.source_key) for d in ready), session=session
+                )
+            }
+            if ready and not moved
+            else {}
+        )
+        going: list[Document] = []
+        newest: dict[str, Document] = {}
+        for document in sorted(ready, key=lambda d: d.version):
+            source = _source_id(document.kb_id, document.source_key)
+            if not goes_live(document.version, lines.get(source)):
+                outcomes[(document.id, document.generation)] = Superseded(document)
+                continue
+            lines[source] = document.version
+            newest[source] = document
+            going.append(document)
+        if newest and not moved:
+            await self._sources.bulk_write(
+                [
+                    UpdateOne(
+                        {"_id": source},
+                        {
+                            "$set": {"live_version": document.version},
+                            "$setOnInsert": {
+                                "kb_id": document.kb_id,
+                                "next_version": document.version,
+                            },
+                        },
+                        upsert=True,
                     )
-                }
-                if ready and not moved
-                else {}
+                    for source, document in newest.items()
+                ],
+                ordered=False,
+                session=session,
             )
-            going: list[Document] = []
-            newest: dict[str, Document] = {}
-            for document in sorted(ready, key=lambda d: d.version):
-                source = _source_id(document.kb_id, document.source_key)
-                if not goes_live(document.version, lines.get(source)):
-                    outcomes[(document.id, document.generation)] = Superseded(document)
-                    continue
-                lines[source] = document.version
-                newest[source] = document
-                going.append(document)
-            if newest and not moved:
-                await self._sources.bulk_write(
-                    [
-                        UpdateOne(
-                            {"_id": source},
-                            {
-                                "$set": {"live_version": document.version},
-                                "$setOnInsert": {
-                                    "kb_id": document.kb_id,
-                                    "next_version": document.version,
-                                },
-                            },
-                            upsert=True,
-                        )
-                        for source, document in newest.items()
-                    ],
-                    ordered=False,
-                    session=session,
-                )
-            older = await self._older_versions(going, session)
-            retired = {doc.id for docs in older.values() for doc in docs}
-            if retired:
-                await self._docs.delete_many({"_id": {"$in": sorted(retired)}}, session=session)
-            now = utcnow()
-            if going:
-                await self._docs.bulk_write(
-                    [
-                        UpdateOne(
-                            {"_id": document.id},
-                            {
-                                "$set": {
-                                    "parse_status": ParseStatus.INDEXED.value,
-                                    "parse_error": None,
-                                    "indexed_chunk_count": document.chunk_count or 0,
-                                    "updated_at": now,
-                                    "progressed_at": now,
-                                    f"stage_started_at.{ParseStatus.INDEXED.value}": now,
-                                }
-                            },
-                        )
-                        for document in going
-                    ],
-                    ordered=False,
-                    session=session,
-                )
-            for document in going:
-                finished = document.model_copy(
-                    update={
-                        "parse_status": ParseStatus.INDEXED,
-                        "parse_error": None,
-                        "indexed_chunk_count": document.chunk_count or 0,
-                    }
-                )
-                outcomes[(document.id, document.generation)] = Finished(
-                    finished, older[document.id]
-                )
-            # A run named twice is finished by its first message; the others are replays.
-            return [outcomes.pop(run, None) for run in runs]
+        older = await self._retire_older_versions(going, session)
+        now = utcnow()
+        if going:
+            await self._docs.bulk_write(
+                [
+                    UpdateOne({"_id": document.id}, {"$set": _indexed(document, now)})
+                    for document in going
+                ],
+                ordered=False,
+                session=session,
+            )
+        for document in going:
+            outcomes[(document.id, document.generation)] = Finished(
+                _as_indexed(document), older[document.id]
+            )
+        # A run named twice is finished by its first message; the others are replays.
+        return [outcomes.pop(run.key, None) for run in runs]
 
-        return await self._transaction(work)
+    async def _retire_older_versions(
+        self, documents: list[Document], session: AsyncClientSession
+    ) -> dict[str, list[Document]]:
+        """Deletes the records of the older versions of these documents' sources; returns
+        them, by the document that retired them."""
+        older = await self._older_versions(documents, session)
+        retired = {doc.id for docs in older.values() for doc in docs}
+        if retired:
+            await self._docs.delete_many({"_id": {"$in": sorted(retired)}}, session=session)
+        return older
 
     async def _moved_lines(self, ready: list[Document], session: AsyncClientSession) -> bool:
         """Makes each of these versions its source's live one in one write, where that is
@@ -483,3 +533,37 @@ class DocumentLifecycle:
 
 
 _FINAL = (ParseStatus.INDEXED, ParseStatus.FAILED, ParseStatus.DELETING)
+
+
+def _may_finish_as_read(runs: list[_Run]) -> bool:
+    """Whether every run comes with its document as read, each fully chunked, no document
+    and no source named twice (else the runs are finished by reading them)."""
+    documents = [run.as_read for run in runs]
+    if any(document is None or document.chunk_count is None for document in documents):
+        return False
+    ids = {run.document_id for run in runs}
+    sources = {_source_id(d.kb_id, d.source_key) for d in documents if d is not None}
+    return len(ids) == len(sources) == len(runs)
+
+
+def _indexed(document: Document, now: datetime) -> MongoDoc:
+    """What marks a document indexed."""
+    return {
+        "parse_status": ParseStatus.INDEXED.value,
+        "parse_error": None,
+        "indexed_chunk_count": document.chunk_count or 0,
+        "updated_at": now,
+        "progressed_at": now,
+        f"stage_started_at.{ParseStatus.INDEXED.value}": now,
+    }
+
+
+def _as_indexed(document: Document) -> Document:
+    """The document as marked indexed."""
+    return document.model_copy(
+        update={
+            "parse_status": ParseStatus.INDEXED,
+            "parse_error": None,
+            "indexed_chunk_count": document.chunk_count or 0,
+        }
+    )

@@ -62,7 +62,9 @@ class FinishFails(DocumentLifecycle):
     """The lifecycle, with the step that finishes a published run in MongoDB failing for
     good (as a status write after the publication that cannot succeed)."""
 
-    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+    async def finish(
+        self, document_id: str, generation: int, *, as_read: Document | None = None
+    ) -> Finished | Superseded | None:
         raise PermanentError("the version could not be marked live")
 
 
@@ -70,7 +72,9 @@ class FinishCannotReachMongo(DocumentLifecycle):
     """The lifecycle, with MongoDB not answering the step that finishes a published run (the
     message comes back later, or, if it is lost, the reconciler takes over)."""
 
-    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+    async def finish(
+        self, document_id: str, generation: int, *, as_read: Document | None = None
+    ) -> Finished | Superseded | None:
         raise ServiceUnavailable("mongodb", "no answer")
 
 
@@ -84,13 +88,15 @@ class FinishSeesCaches(DocumentLifecycle):
         self._told = told
         self.at_finish: list[tuple[int, int]] = []
 
-    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+    async def finish(
+        self, document_id: str, generation: int, *, as_read: Document | None = None
+    ) -> Finished | Superseded | None:
         document = await DocumentRepository(self._db).find(document_id)
         assert document is not None
         kb = await self._db["knowledge_bases"].find_one({"_id": document.kb_id})
         assert kb is not None
         self.at_finish.append((self._told.get(document.kb_id, 0), int(kb["revision"])))
-        return await super().finish(document_id, generation)
+        return await super().finish(document_id, generation, as_read=as_read)
 
 
 class PermissionChangeAtPublish:

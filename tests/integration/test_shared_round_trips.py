@@ -14,6 +14,7 @@ import pytest
 from numpy.typing import NDArray
 
 from core.errors import NotFound
+from core.governance import Governance, Visibility
 from core.sparse import SparseEncoder
 from devstack.launcher import LocalServices
 from infra.embedding.hashed import HashedEmbedder
@@ -168,6 +169,23 @@ async def test_batch_records_at_once_share_one_write_and_each_says_whether_it_wa
         assert stored[queued[2].id].chunk_count == 40
 
 
+async def _numbered(lifecycle: DocumentLifecycle, kb_id: str, name: str) -> Document:
+    """A new record's document, numbered and created as the intake does."""
+    key = record_source_key(name)
+    document = make_document(
+        "acme", kb_id, source_key=key, version=await lifecycle.next_version(kb_id, key)
+    )
+    await lifecycle.create([document])
+    return document
+
+
+async def _stored_now(db: Database, document_id: str) -> Document:
+    """The document as stored now."""
+    document = await DocumentRepository(db).find(document_id)
+    assert document is not None
+    return document
+
+
 async def _ready(db: Database, documents: list[Document]) -> None:
     """Takes stored documents to the point of finishing (one batch of 3 chunks each)."""
     repository = DocumentRepository(db)
@@ -234,6 +252,39 @@ async def test_runs_finishing_at_once_share_one_transaction(local_services: Loca
         assert isinstance(await lifecycle.finish(lone.id, 1), Finished)
         assert _sent(commands) == ["find", "update", "update", "commitTransaction"]
         assert await lifecycle.live_version(kb.id, key) == version == 1
+        # The index stage passes the document as it read it: if it is still so stored, the
+        # finish reads nothing (a conditional write of each, and commit).
+        as_read = [await _numbered(lifecycle, kb.id, f"read{n}") for n in range(2)]
+        await _ready(db, as_read)
+        as_read = [await _stored_now(db, d.id) for d in as_read]
+        _sent(commands)
+        outcomes = await asyncio.gather(*(lifecycle.finish(d.id, 1, as_read=d) for d in as_read))
+        assert _sent(commands) == ["update", "update", "commitTransaction"]
+        assert [o.document.id for o in outcomes if isinstance(o, Finished)] == [
+            d.id for d in as_read
+        ]
+        for document in as_read:
+            now = await _stored_now(db, document.id)
+            assert now.parse_status is ParseStatus.INDEXED
+            assert now.indexed_chunk_count == 3
+            assert await lifecycle.live_version(kb.id, document.source_key) == 1
+        # Stored otherwise than read (its readers changed since): rolled back, and finished
+        # from what is stored, whose readers the outcome has.
+        changed = await _numbered(lifecycle, kb.id, "changed")
+        await _ready(db, [changed])
+        read = await _stored_now(db, changed.id)
+        only_ann = Governance(visibility_mode=Visibility.RESTRICTED, user_grants=["ann"])
+        await DocumentRepository(db).set_governance("acme", changed.id, only_ann)
+        _sent(commands)
+        outcome = await lifecycle.finish(changed.id, 1, as_read=read)
+        assert isinstance(outcome, Finished)
+        assert outcome.document.readers == only_ann.readers() != read.readers
+        assert _sent(commands) == [
+            "update", "abortTransaction", "find", "update", "update", "commitTransaction"
+        ]  # fmt: skip
+        assert (await _stored_now(db, changed.id)).parse_status is ParseStatus.INDEXED
+        # A replay passing what it read is told so, as without.
+        assert await lifecycle.finish(changed.id, 1, as_read=read) is None
         # A version finishing after a newer one went live is superseded, in a batch as alone.
         late = make_document("acme", kb.id, source_key=line, version=2)
         await lifecycle.create([late])

@@ -142,7 +142,7 @@ class IndexHandler:
         # cached answers of older ones retire) before the document is marked indexed, so that
         # whoever sees it indexed is answered with it, never from a cache of before.
         await self._freshness.kbs_changed(await self._lifecycle.touch(document.kb_id))
-        outcome = await self._lifecycle.finish(document.id, document.generation)
+        outcome = await self._lifecycle.finish(document.id, document.generation, as_read=document)
         if outcome is None:
             # A replay: if this run did finish (and the older versions' deletion was cut
             # short), the older versions' hidden chunks go now.
@@ -158,8 +158,9 @@ class IndexHandler:
             await self._drop_superseded(outcome.document)
             return StageResult(skipped=True)
         # A change of permission stored between the read of the readers and the publish wrote
-        # them to the store before the publish overwrote them: the finish read the document
-        # again, after the publish, and what it read is set if it differs.
+        # them to the store before the publish overwrote them: the finish, after the publish,
+        # found the document stored otherwise than as read, and read it again: what it read
+        # is set if it differs.
         if outcome.document.readers != readers:
             await self._store.set_readers(
                 chunks_of_document(document.tenant_id, document.id), outcome.document.readers
