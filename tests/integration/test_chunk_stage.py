@@ -1,6 +1,7 @@
 """The chunk stage when the text it should read is gone, or an earlier part never came (lost
 with a broker that restarted): the document is not failed (nothing is wrong with it), it stops
-moving, and the reconciler starts it again."""
+moving, and the reconciler starts it again. A last part delivered twice is chunked into the
+same batches (real MongoDB; under a second)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from infra.mongo.lifecycle import DocumentLifecycle
 from infra.mongo.outbox import Outbox
 from infra.settings.ingest import ChunkingSettings, ContextualSettings, IngestSettings
 from infra.settings.stages import StagePolicy
-from schemas.domain import ParseStatus
-from schemas.events import DocumentExtracted, Event
+from schemas.domain import ExtractedDocument, ParseStatus, TextSegment
+from schemas.events import ChunkBatchReady, DocumentExtracted, Event
 from tests.factories import make_document
 from workers.chunk.context import Contextualizer
 from workers.chunk.handler import ChunkHandler
@@ -65,3 +66,52 @@ async def test_a_lost_extracted_part_leaves_the_document_to_the_reconciler(
     assert stored.parse_status is ParseStatus.CHUNKING
     assert stored.parse_error is None
     assert (published, dead) == ([], [])
+
+
+async def test_a_last_part_delivered_twice_is_chunked_into_the_same_batches(db: Database) -> None:
+    documents = DocumentRepository(db)
+    document = make_document(parse_status=ParseStatus.EXTRACTING)
+    await DocumentLifecycle(db.client, db, Outbox(db)).create([document])
+    handler = ChunkHandler(
+        documents,
+        BlobStore(db),
+        ChunkingSettings(chunk_size_chars=200, chunk_overlap_chars=20),
+        batch_size=4,
+        contexts=Contextualizer(ContextualSettings(), None, ContextCache(db)),
+    )
+    stage = carried_stage(
+        "chunk", DocumentExtracted, ParseStatus.CHUNKING, handler, documents, StagePolicy()
+    )
+    published: list[Event] = []
+
+    async def publish(events: Sequence[Event]) -> None:
+        published.extend(events)
+
+    async def dead_letter(raw: bytes, headers: dict[str, str]) -> None:
+        raise AssertionError(headers)
+
+    text = " ".join(f"Sentence {n} of the only part, long enough to be chunked." for n in range(60))
+    part = ExtractedDocument(title="", segments=[TextSegment(text=text)])
+    event = DocumentExtracted(
+        tenant_id=document.tenant_id, kb_id=document.kb_id, document_id=document.id,
+        generation=1, part_index=0, last=True, text=part, char_count=part.char_count,
+        title=document.title,
+    )  # fmt: skip
+    runner = StageRunner(stage, documents, publish, dead_letter, IngestSettings())
+    await runner.run(event.model_dump_json().encode())
+    first = [e for e in published if isinstance(e, ChunkBatchReady)]
+    stored = await documents.find(document.id)
+    assert stored is not None
+    assert stored.parse_status is ParseStatus.CHUNKING
+    assert stored.chunk_count is not None
+    assert stored.chunk_count > 4
+    assert stored.batch_count == len(first) > 1
+    published.clear()
+    await runner.run(event.model_dump_json().encode())
+    again = [e for e in published if isinstance(e, ChunkBatchReady)]
+    assert [(b.batch_index, b.last, b.chunks) for b in again] == [
+        (b.batch_index, b.last, b.chunks) for b in first
+    ]
+    after = await documents.find(document.id)
+    assert after is not None
+    assert (after.chunk_count, after.batch_count) == (stored.chunk_count, stored.batch_count)

@@ -103,6 +103,11 @@ class ChunkHandler:
                 return StageResult(skipped=True)
 
         async def save_progress() -> None:
+            if event.last and event.extracted_key is None:
+                # Nothing follows the last part to resume from: a redelivered one is chunked
+                # again from the state before it, into the same chunks (their ids and points
+                # are the same), where saving would cost a write for every document.
+                return
             saved = ChunkingProgress(
                 next_part=event.part_index + 1,
                 next_batch=next_batch,
