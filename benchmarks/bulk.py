@@ -23,6 +23,12 @@ Markdown files through the API, one after the other, and reports:
   `..._per_file`: the net figures by process, command and collection. The benchmark waits on
   the index stage's metrics and reads the KB's counts only when enough documents finished, so
   its own polling adds a few reads in all;
+- `mongo_writes_per_record` and `mongo_writes_per_file`: of those, the writes (inserts,
+  updates, deletes, find-and-modifies and transaction commits: what a replica set's majority
+  acknowledges); `mongo_commands_per_s`: the commands the stack sent per second while the
+  records went through (gross);
+- `goals`: each goal (`mongo_commands_per_record` <= 12, `mongo_commands_per_file` <= 16,
+  `bulk_ratio_to_model` >= 0.9), its figure and whether it is met;
 - `intake_p95_ms`: the records stage's time per message, p95 (from its histogram: the upper
   bound of the bucket that holds it);
 - `lost_records` (a record whose latest version is not indexed), `indexed_twice` (a record
@@ -58,7 +64,7 @@ from aiokafka import AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.ingest import SECRET, TOKEN, model_alone
-from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
+from benchmarks.results import Goal, add_results_option, exit_if_data_was_lost, judge, publish
 from benchmarks.soak import EVAL_DIR, Doc, check_store
 from benchmarks.stack import RECORD_STAGES, announce, bench_stack
 from devstack.launcher import Pipeline
@@ -77,6 +83,14 @@ TINY = {"records": 200, "updates": 0.1, "files": 5, "idle_s": 6.0}
 WAIT_LIMIT_S = 3 * 3600
 POLL_EVERY_S = 1.0
 TENANT = "default"
+# The write path's goals.
+GOALS = (
+    Goal("mongo_commands_per_record", 12, at_most=True),
+    Goal("mongo_commands_per_file", 16, at_most=True),
+    Goal("bulk_ratio_to_model", 0.9, at_most=False),
+)
+# The commands that write (a transaction's writes are acknowledged at its commit).
+WRITE_COMMANDS = {"insert", "update", "delete", "findAndModify", "commitTransaction"}
 
 
 @dataclass(frozen=True)
@@ -244,6 +258,12 @@ def per_unit(
     )
 
 
+def writes(by_kind: dict[str, float]) -> float:
+    """Of commands by `process command collection`, the writes (a transaction's commit
+    counted as one: what a replica set's majority acknowledges)."""
+    return round(sum(n for key, n in by_kind.items() if key.split()[1] in WRITE_COMMANDS), 2)
+
+
 def scaled(counts: Counter[str], factor: float) -> Counter[str]:
     """The counts times `factor`, rounded."""
     return Counter({key: round(n * factor) for key, n in counts.items()})
@@ -339,6 +359,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "mongo_commands_per_file_gross": per_file_gross,
         "mongo_commands_per_record": per_record,
         "mongo_commands_per_file": per_file,
+        "mongo_writes_per_record": writes(by_kind_record),
+        "mongo_writes_per_file": writes(by_kind_file),
+        "mongo_commands_per_s": round(sum((after_records - before).values()) / seconds, 1),
         "mongo_commands_by_kind_per_record": by_kind_record,
         "mongo_commands_by_kind_per_file": by_kind_file,
         "intake_p95_ms": intake,
@@ -351,6 +374,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             d["parse_status"] != "indexed" for d in documents if not d.get("external_id")
         ),
     }
+    result["goals"] = judge(result, GOALS)
     return result
 
 

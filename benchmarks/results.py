@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -722,3 +723,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One of the issue's goals: a figure's key, a bound and its direction."""
+
+    key: str
+    bound: float
+    at_most: bool
+
+    @property
+    def name(self) -> str:
+        """How it is printed: `p95_ms_uncached_c1_distinct <= 20`."""
+        return f"{self.key} {'<=' if self.at_most else '>='} {self.bound:g}"
+
+    def met(self, value: float) -> bool:
+        """Whether a value meets it."""
+        return value <= self.bound if self.at_most else value >= self.bound
+
+
+def judge(figures: dict[str, Any], goals: Sequence[Goal]) -> dict[str, dict[str, Any]]:
+    """Each goal's figure and whether it is met (both None where this run did not measure
+    it)."""
+    judged: dict[str, dict[str, Any]] = {}
+    for goal in goals:
+        value = figures.get(goal.key)
+        met = None if value is None else goal.met(float(value))
+        judged[goal.name] = {"value": value, "met": met}
+    return judged

@@ -137,12 +137,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from benchmarks import store_snapshots
 from benchmarks.encoder import measure_encoder
 from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb
-from benchmarks.results import add_results_option, publish
+from benchmarks.results import add_results_option, judge, publish
 from benchmarks.search_stores import (
     DISTINCT,
     DUPLICATES,
     FIXTURE_FILES,
     FIXTURES,
+    GOALS,
     LARGE_CHUNKS,
     STORES,
     SourceChunk,
@@ -151,7 +152,6 @@ from benchmarks.search_stores import (
     distinct_texts,
     embed_cached,
     file_chunks,
-    judge,
     manpage_chunks,
     manual_files,
     spread_sample,
@@ -1267,7 +1267,7 @@ def main() -> None:
     result["chunks"] = list(scale.chunks)
     result["stores"] = stores
     result["sources"] = material.sources
-    result["goals"] = judge(result)
+    result["goals"] = judge(result, GOALS)
     print()
     print_goals(result["goals"])
     print(json.dumps(result))

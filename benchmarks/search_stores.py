@@ -39,12 +39,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from benchmarks.build_paraphrase_set import POLICY_DIR, PYTHON_DIR, REFERENCE_DIR
+from benchmarks.results import Goal
 from infra.embedding.base import Embedder
 from infra.mongo.embedding_cache import cache_key
 from infra.settings.ingest import ChunkingSettings
@@ -352,24 +353,6 @@ def suffix(store: str, chunks: int) -> str:
     return ("" if store == reference else f"_{store}") + size_suffix(chunks)
 
 
-@dataclass(frozen=True)
-class Goal:
-    """One of the issue's goals: a figure's key, a bound and its direction."""
-
-    key: str
-    bound: float
-    at_most: bool
-
-    @property
-    def name(self) -> str:
-        """How it is printed: `p95_ms_uncached_c1_distinct <= 20`."""
-        return f"{self.key} {'<=' if self.at_most else '>='} {self.bound:g}"
-
-    def met(self, value: float) -> bool:
-        """Whether a value meets it."""
-        return value <= self.bound if self.at_most else value >= self.bound
-
-
 def _both(key: str, bound: float, at_most: bool) -> list[Goal]:
     return [Goal(f"{key}{suffix(store, REFERENCE_CHUNKS)}", bound, at_most) for store in STORES]
 
@@ -388,14 +371,3 @@ GOALS = (
     Goal("api_peak_rss_mb_1m", 2000, at_most=True),
     Goal("recall_at_10_quantised_1m", 0.99, at_most=False),
 )
-
-
-def judge(figures: dict[str, Any], goals: Sequence[Goal] = GOALS) -> dict[str, dict[str, Any]]:
-    """Each goal's figure and whether it is met (both None where this run did not measure
-    it)."""
-    judged: dict[str, dict[str, Any]] = {}
-    for goal in goals:
-        value = figures.get(goal.key)
-        met = None if value is None else goal.met(float(value))
-        judged[goal.name] = {"value": value, "met": met}
-    return judged

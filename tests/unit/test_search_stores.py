@@ -12,13 +12,12 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from benchmarks.results import Goal, judge
 from benchmarks.search_stores import (
     GOALS,
-    Goal,
     TextMaker,
     VectorCache,
     embed_cached,
-    judge,
     reordered,
     sentences,
     spread_sample,
