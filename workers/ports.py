@@ -115,11 +115,13 @@ class Lifecycle(Protocol):
         """The version of a source that search shows now."""
         ...
 
-    async def finish(
-        self, document_id: str, generation: int, *, as_read: Document | None = None
-    ) -> Finished | Superseded | None:
-        """Marks an indexed version live and retires older ones (`as_read`: the document as
-        the caller read it, spares a read if it is still so stored)."""
+    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+        """Marks an indexed version live and retires older ones."""
+        ...
+
+    async def finish_as_read(self, document: Document) -> Finished | None:
+        """`finish`, reading nothing, if the document is stored as read and no newer version
+        is live; None (nothing done) if not."""
         ...
 
     async def remove(self, document_id: str) -> Removed | None:

@@ -84,22 +84,8 @@ class Removed:
     revisions: KbRevisions
 
 
-@dataclass(frozen=True)
-class _Run:
-    """A run to finish, and the document as the index stage read it (if it did)."""
-
-    document_id: str
-    generation: int
-    as_read: Document | None = field(default=None, compare=False)
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.document_id, self.generation)
-
-
 class _Undecided(Exception):
-    """The runs cannot be finished as they were read: a transaction rolls back and they are
-    finished from what is stored."""
+    """The runs cannot be finished as they were read: the transaction rolls back."""
 
 
 @dataclass
@@ -120,8 +106,11 @@ class DocumentLifecycle:
         self._sources = db[SOURCES]
         self._live_reads: Coalescer[str, int] = Coalescer(self._live_versions, max_batch=64)
         self._touches: Coalescer[str, int | None] = Coalescer(self._touch_all, max_batch=64)
-        self._finishes: Coalescer[_Run, Finished | Superseded | None] = Coalescer(
+        self._finishes: Coalescer[tuple[str, int], Finished | Superseded | None] = Coalescer(
             self._finish_all, max_batch=64
+        )
+        self._finishes_as_read: Coalescer[Document, Finished | None] = Coalescer(
+            self._finish_all_as_read, max_batch=64
         )
 
     async def next_version(self, kb_id: str, source_key: str) -> int:
@@ -257,36 +246,43 @@ class DocumentLifecycle:
             }
         return [live.get(source_id, 0) for source_id in source_ids]
 
-    async def finish(
-        self, document_id: str, generation: int, *, as_read: Document | None = None
-    ) -> Finished | Superseded | None:
-        """Marks an indexed version live and retires older versions of its source.
+    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+        """Marks an indexed version live and retires older versions of its source, from what
+        is stored.
 
         None if the document is gone, stale, or already finished (a replay). Runs finishing at
-        the same moment share one transaction. `as_read`: the document as the caller read it;
-        if it is still so stored (who may read it included), nothing is read again.
+        the same moment share one transaction (four round trips; two more when a version
+        replaces older ones: they are read and deleted).
         """
-        (outcome,) = await self._finishes.submit([_Run(document_id, generation, as_read)])
+        (outcome,) = await self._finishes.submit([(document_id, generation)])
         return outcome
 
-    async def _finish_all(self, runs: list[_Run]) -> list[Finished | Superseded | None]:
-        """`finish` for each run of a batch, in one transaction: three round trips where the
-        runs are as read (`_finish_as_read`), else four (`_finish_by_reading`); two more when
-        a version replaces older ones (they are read and deleted)."""
-        if _may_finish_as_read(runs):
+    async def finish_as_read(self, document: Document) -> Finished | None:
+        """`finish`, for a run whose document is still stored as the caller read it (same
+        run, unfinished, same chunk count, same readers) and of whose source no newer version
+        is live: three round trips (conditional writes, and commit), nothing read. None if it
+        is not so (nothing was done: the caller finds out why and calls `finish`). Runs
+        finishing at the same moment share the transaction, all or none of them."""
+        (outcome,) = await self._finishes_as_read.submit([document])
+        return outcome
+
+    async def _finish_all_as_read(self, documents: list[Document]) -> list[Finished | None]:
+        if _may_finish_as_read(documents):
             try:
-                return await self._transaction(lambda session: self._finish_as_read(runs, session))
+                return list(
+                    await self._transaction(
+                        lambda session: self._finish_as_read(documents, session)
+                    )
+                )
             except _Undecided:
                 pass
-        return await self._transaction(lambda session: self._finish_by_reading(runs, session))
+        return [None] * len(documents)
 
     async def _finish_as_read(
-        self, runs: list[_Run], session: AsyncClientSession
-    ) -> list[Finished | Superseded | None]:
-        """Marks each document indexed if it is stored as it was read (same run, unfinished,
-        same chunk count, same readers), and makes it its source's live version if none newer
-        is; all or nothing (`_Undecided`)."""
-        documents = [run.as_read for run in runs if run.as_read is not None]
+        self, documents: list[Document], session: AsyncClientSession
+    ) -> list[Finished]:
+        """Marks each document indexed if it is stored as it was read, and makes it its
+        source's live version if none newer is; all or nothing (`_Undecided`)."""
         now = utcnow()
         marked = await self._docs.bulk_write(
             [
@@ -312,13 +308,17 @@ class DocumentLifecycle:
         older = await self._retire_older_versions(documents, session)
         return [Finished(_as_indexed(document), older[document.id]) for document in documents]
 
+    async def _finish_all(self, runs: list[tuple[str, int]]) -> list[Finished | Superseded | None]:
+        """`finish` for each run of a batch, in one transaction."""
+        return await self._transaction(lambda session: self._finish_by_reading(runs, session))
+
     async def _finish_by_reading(
-        self, runs: list[_Run], session: AsyncClientSession
+        self, runs: list[tuple[str, int]], session: AsyncClientSession
     ) -> list[Finished | Superseded | None]:
         """Finishes the runs from what is stored: versions of one source go live in the order
         of their numbers, as if finished one after the other; a run named twice finishes
         once (the second is a replay)."""
-        ready = await self._ready_to_finish([run.key for run in runs], session)
+        ready = await self._ready_to_finish(runs, session)
         outcomes: dict[tuple[str, int], Finished | Superseded] = {}
         moved = await self._moved_lines(ready, session)
         lines = (
@@ -376,7 +376,7 @@ class DocumentLifecycle:
                 _as_indexed(document), older[document.id]
             )
         # A run named twice is finished by its first message; the others are replays.
-        return [outcomes.pop(run.key, None) for run in runs]
+        return [outcomes.pop(run, None) for run in runs]
 
     async def _retire_older_versions(
         self, documents: list[Document], session: AsyncClientSession
@@ -535,15 +535,14 @@ class DocumentLifecycle:
 _FINAL = (ParseStatus.INDEXED, ParseStatus.FAILED, ParseStatus.DELETING)
 
 
-def _may_finish_as_read(runs: list[_Run]) -> bool:
-    """Whether every run comes with its document as read, each fully chunked, no document
-    and no source named twice (else the runs are finished by reading them)."""
-    documents = [run.as_read for run in runs]
-    if any(document is None or document.chunk_count is None for document in documents):
+def _may_finish_as_read(documents: list[Document]) -> bool:
+    """Whether the documents may be finished as read: each fully chunked, no document and
+    no source named twice."""
+    if any(document.chunk_count is None for document in documents):
         return False
-    ids = {run.document_id for run in runs}
-    sources = {_source_id(d.kb_id, d.source_key) for d in documents if d is not None}
-    return len(ids) == len(sources) == len(runs)
+    ids = {document.id for document in documents}
+    sources = {_source_id(d.kb_id, d.source_key) for d in documents}
+    return len(ids) == len(sources) == len(documents)
 
 
 def _indexed(document: Document, now: datetime) -> MongoDoc:

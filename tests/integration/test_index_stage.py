@@ -62,9 +62,10 @@ class FinishFails(DocumentLifecycle):
     """The lifecycle, with the step that finishes a published run in MongoDB failing for
     good (as a status write after the publication that cannot succeed)."""
 
-    async def finish(
-        self, document_id: str, generation: int, *, as_read: Document | None = None
-    ) -> Finished | Superseded | None:
+    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+        raise PermanentError("the version could not be marked live")
+
+    async def finish_as_read(self, document: Document) -> Finished | None:
         raise PermanentError("the version could not be marked live")
 
 
@@ -72,9 +73,10 @@ class FinishCannotReachMongo(DocumentLifecycle):
     """The lifecycle, with MongoDB not answering the step that finishes a published run (the
     message comes back later, or, if it is lost, the reconciler takes over)."""
 
-    async def finish(
-        self, document_id: str, generation: int, *, as_read: Document | None = None
-    ) -> Finished | Superseded | None:
+    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+        raise ServiceUnavailable("mongodb", "no answer")
+
+    async def finish_as_read(self, document: Document) -> Finished | None:
         raise ServiceUnavailable("mongodb", "no answer")
 
 
@@ -88,15 +90,20 @@ class FinishSeesCaches(DocumentLifecycle):
         self._told = told
         self.at_finish: list[tuple[int, int]] = []
 
-    async def finish(
-        self, document_id: str, generation: int, *, as_read: Document | None = None
-    ) -> Finished | Superseded | None:
+    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+        await self._note(document_id)
+        return await super().finish(document_id, generation)
+
+    async def finish_as_read(self, document: Document) -> Finished | None:
+        await self._note(document.id)
+        return await super().finish_as_read(document)
+
+    async def _note(self, document_id: str) -> None:
         document = await DocumentRepository(self._db).find(document_id)
         assert document is not None
         kb = await self._db["knowledge_bases"].find_one({"_id": document.kb_id})
         assert kb is not None
         self.at_finish.append((self._told.get(document.kb_id, 0), int(kb["revision"])))
-        return await super().finish(document_id, generation, as_read=as_read)
 
 
 class PermissionChangeAtPublish:
@@ -121,6 +128,28 @@ class PermissionChangeAtPublish:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
+
+
+class FinishSeesReaders(DocumentLifecycle):
+    """The lifecycle, noting at each finish from what is stored how many of the document's
+    chunks each reader sees."""
+
+    def __init__(self, db: Database, store: VectorStore) -> None:
+        super().__init__(db.client, db, Outbox(db))
+        self._db = db
+        self._store = store
+        self.seen: list[dict[str, int]] = []
+
+    async def finish(self, document_id: str, generation: int) -> Finished | Superseded | None:
+        document = await DocumentRepository(self._db).find(document_id)
+        assert document is not None
+        seen = {}
+        for reader in ("tenant", "user:ann"):
+            scope = SearchScope("acme", (document.kb_id,), (reader,))
+            query = VectorQuery(scope, np.ones(DIM, dtype=np.float32), limit=100)
+            seen[reader] = len(await self._store.search(query))
+        self.seen.append(seen)
+        return await super().finish(document_id, generation)
 
 
 class Stage:
@@ -274,12 +303,18 @@ async def test_a_permission_change_stored_while_a_document_is_published_reaches_
     db: Database, store: VectorStore
 ) -> None:
     only_ann = Governance(visibility_mode=Visibility.RESTRICTED, user_grants=["ann"])
-    stage = Stage(db, cast(VectorStore, PermissionChangeAtPublish(store, db, only_ann)))
+    lifecycle = FinishSeesReaders(db, store)
+    stage = Stage(
+        db, cast(VectorStore, PermissionChangeAtPublish(store, db, only_ann)), lifecycle=lifecycle
+    )
     kb = await stage.kbs.create("acme", "KB", "", "en")
     document = await stage.document(kb.id)
     assert "tenant" in document.readers
     for batch in _batches(document):
         await stage.handler(batch)
+    # The chunks carried the new readers before the run was marked indexed (a crash after
+    # that leaves no chunk readable by whoever may no longer read it).
+    assert lifecycle.seen == [{"tenant": 0, "user:ann": 7}]
     finished = await stage.documents.find(document.id)
     assert finished is not None
     assert finished.parse_status is ParseStatus.INDEXED

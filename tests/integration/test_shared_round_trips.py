@@ -252,39 +252,37 @@ async def test_runs_finishing_at_once_share_one_transaction(local_services: Loca
         assert isinstance(await lifecycle.finish(lone.id, 1), Finished)
         assert _sent(commands) == ["find", "update", "update", "commitTransaction"]
         assert await lifecycle.live_version(kb.id, key) == version == 1
-        # The index stage passes the document as it read it: if it is still so stored, the
-        # finish reads nothing (a conditional write of each, and commit).
+        # A run still stored as the index stage read it is finished reading nothing (a
+        # conditional write of the document and of its line, and commit).
         as_read = [await _numbered(lifecycle, kb.id, f"read{n}") for n in range(2)]
         await _ready(db, as_read)
         as_read = [await _stored_now(db, d.id) for d in as_read]
         _sent(commands)
-        outcomes = await asyncio.gather(*(lifecycle.finish(d.id, 1, as_read=d) for d in as_read))
+        outcomes = await asyncio.gather(*(lifecycle.finish_as_read(d) for d in as_read))
         assert _sent(commands) == ["update", "update", "commitTransaction"]
-        assert [o.document.id for o in outcomes if isinstance(o, Finished)] == [
-            d.id for d in as_read
-        ]
+        assert [o.document.id if o else None for o in outcomes] == [d.id for d in as_read]
         for document in as_read:
             now = await _stored_now(db, document.id)
             assert now.parse_status is ParseStatus.INDEXED
             assert now.indexed_chunk_count == 3
             assert await lifecycle.live_version(kb.id, document.source_key) == 1
-        # Stored otherwise than read (its readers changed since): rolled back, and finished
-        # from what is stored, whose readers the outcome has.
+        # Stored otherwise than read (its readers changed since): nothing is done, and the
+        # caller finishes it from what is stored.
         changed = await _numbered(lifecycle, kb.id, "changed")
         await _ready(db, [changed])
         read = await _stored_now(db, changed.id)
         only_ann = Governance(visibility_mode=Visibility.RESTRICTED, user_grants=["ann"])
         await DocumentRepository(db).set_governance("acme", changed.id, only_ann)
         _sent(commands)
-        outcome = await lifecycle.finish(changed.id, 1, as_read=read)
-        assert isinstance(outcome, Finished)
-        assert outcome.document.readers == only_ann.readers() != read.readers
-        assert _sent(commands) == [
-            "update", "abortTransaction", "find", "update", "update", "commitTransaction"
-        ]  # fmt: skip
-        assert (await _stored_now(db, changed.id)).parse_status is ParseStatus.INDEXED
-        # A replay passing what it read is told so, as without.
-        assert await lifecycle.finish(changed.id, 1, as_read=read) is None
+        assert await lifecycle.finish_as_read(read) is None
+        assert _sent(commands) == ["update", "abortTransaction"]
+        assert (await _stored_now(db, changed.id)).parse_status is ParseStatus.INDEXING
+        finished = await lifecycle.finish(changed.id, 1)
+        assert isinstance(finished, Finished)
+        assert finished.document.readers == only_ann.readers()
+        # A replay, as read or not, is told it did nothing.
+        assert await lifecycle.finish_as_read(finished.document) is None
+        assert await lifecycle.finish(changed.id, 1) is None
         # A version finishing after a newer one went live is superseded, in a batch as alone.
         late = make_document("acme", kb.id, source_key=line, version=2)
         await lifecycle.create([late])

@@ -21,7 +21,7 @@ import logging
 
 from core.filters import chunks_of_document, older_versions
 from core.sparse import SparseVector, packed_terms
-from infra.mongo.lifecycle import Superseded
+from infra.mongo.lifecycle import Finished, Superseded
 from infra.process.metrics import CHUNKS_INDEXED
 from infra.vectorstore.base import (
     ChunkPoint,
@@ -142,7 +142,7 @@ class IndexHandler:
         # cached answers of older ones retire) before the document is marked indexed, so that
         # whoever sees it indexed is answered with it, never from a cache of before.
         await self._freshness.kbs_changed(await self._lifecycle.touch(document.kb_id))
-        outcome = await self._lifecycle.finish(document.id, document.generation, as_read=document)
+        outcome = await self._finish_run(document)
         if outcome is None:
             # A replay: if this run did finish (and the older versions' deletion was cut
             # short), the older versions' hidden chunks go now.
@@ -157,18 +157,28 @@ class IndexHandler:
         if isinstance(outcome, Superseded):
             await self._drop_superseded(outcome.document)
             return StageResult(skipped=True)
-        # A change of permission stored between the read of the readers and the publish wrote
-        # them to the store before the publish overwrote them: the finish, after the publish,
-        # found the document stored otherwise than as read, and read it again: what it read
-        # is set if it differs.
-        if outcome.document.readers != readers:
-            await self._store.set_readers(
-                chunks_of_document(document.tenant_id, document.id), outcome.document.readers
-            )
         await self._delete_older_versions(document)
         for retired in outcome.retired:
             await self._delete_files(retired)
         return StageResult(finished_document=True)
+
+    async def _finish_run(self, document: Document) -> Finished | Superseded | None:
+        """Marks the published run indexed. In one step if the document is still stored as
+        read; if not (most often, who may read it changed since), who may read it as stored
+        now is set on its chunks first (a change stored between the read and the publish
+        wrote its readers to the store before the publish overwrote them), and the run is
+        finished from what is stored. Either way its chunks carry the stored readers before
+        it shows as indexed."""
+        finished = await self._lifecycle.finish_as_read(document)
+        if finished is not None:
+            return finished
+        current = await self._documents.find(document.id)
+        latest = (current or document).readers
+        if latest != document.readers:
+            await self._store.set_readers(
+                chunks_of_document(document.tenant_id, document.id), latest
+            )
+        return await self._lifecycle.finish(document.id, document.generation)
 
     async def withdraw(self, event: ChunkBatchEmbedded) -> None:
         """Before a run of the document is marked failed: takes its points out of search
