@@ -17,12 +17,32 @@ from infra.mongo.lifecycle import DocumentLifecycle
 from infra.mongo.outbox import Outbox
 from infra.settings.ingest import ChunkingSettings, ContextualSettings, IngestSettings
 from infra.settings.stages import StagePolicy
-from schemas.domain import ExtractedDocument, ParseStatus, TextSegment
+from schemas.domain import Document, ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import ChunkBatchReady, DocumentExtracted, Event
 from tests.factories import make_document
 from workers.chunk.context import Contextualizer
 from workers.chunk.handler import ChunkHandler
-from workers.runtime import StageRunner, carried_stage
+from workers.runtime import Stage, StageRunner, carried_stage
+
+
+async def _extracting(
+    db: Database, chunking: ChunkingSettings, *, batch_size: int
+) -> tuple[DocumentRepository, Document, Stage[DocumentExtracted]]:
+    """A document being extracted, and the chunk stage as the worker runs it."""
+    documents = DocumentRepository(db)
+    document = make_document(parse_status=ParseStatus.EXTRACTING)
+    await DocumentLifecycle(db.client, db, Outbox(db)).create([document])
+    handler = ChunkHandler(
+        documents,
+        BlobStore(db),
+        chunking,
+        batch_size=batch_size,
+        contexts=Contextualizer(ContextualSettings(), None, ContextCache(db)),
+    )
+    stage = carried_stage(
+        "chunk", DocumentExtracted, ParseStatus.CHUNKING, handler, documents, StagePolicy()
+    )
+    return documents, document, stage
 
 
 @pytest.mark.parametrize(
@@ -31,19 +51,7 @@ from workers.runtime import StageRunner, carried_stage
 async def test_a_lost_extracted_part_leaves_the_document_to_the_reconciler(
     db: Database, part_index: int
 ) -> None:
-    documents = DocumentRepository(db)
-    document = make_document(parse_status=ParseStatus.EXTRACTING)
-    await DocumentLifecycle(db.client, db, Outbox(db)).create([document])
-    handler = ChunkHandler(
-        documents,
-        BlobStore(db),
-        ChunkingSettings(),
-        batch_size=8,
-        contexts=Contextualizer(ContextualSettings(), None, ContextCache(db)),
-    )
-    stage = carried_stage(
-        "chunk", DocumentExtracted, ParseStatus.CHUNKING, handler, documents, StagePolicy()
-    )
+    documents, document, stage = await _extracting(db, ChunkingSettings(), batch_size=8)
     published: list[Event] = []
     dead: list[bytes] = []
 
@@ -69,19 +77,8 @@ async def test_a_lost_extracted_part_leaves_the_document_to_the_reconciler(
 
 
 async def test_a_last_part_delivered_twice_is_chunked_into_the_same_batches(db: Database) -> None:
-    documents = DocumentRepository(db)
-    document = make_document(parse_status=ParseStatus.EXTRACTING)
-    await DocumentLifecycle(db.client, db, Outbox(db)).create([document])
-    handler = ChunkHandler(
-        documents,
-        BlobStore(db),
-        ChunkingSettings(chunk_size_chars=200, chunk_overlap_chars=20),
-        batch_size=4,
-        contexts=Contextualizer(ContextualSettings(), None, ContextCache(db)),
-    )
-    stage = carried_stage(
-        "chunk", DocumentExtracted, ParseStatus.CHUNKING, handler, documents, StagePolicy()
-    )
+    chunking = ChunkingSettings(chunk_size_chars=200, chunk_overlap_chars=20)
+    documents, document, stage = await _extracting(db, chunking, batch_size=4)
     published: list[Event] = []
 
     async def publish(events: Sequence[Event]) -> None:
