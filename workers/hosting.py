@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError
 from faststream import AckPolicy, FastStream
 from faststream.kafka import KafkaBroker, KafkaMessage
 from faststream.kafka.subscriber.usecase import (
+    BatchSubscriber,
     ConcurrentBetweenPartitionsSubscriber,
     DefaultSubscriber,
+    LogicSubscriber,
 )
 
 from core.errors import RetryableError
@@ -38,15 +40,50 @@ log = logging.getLogger(__name__)
 REWIND_CHECK_S = 2.0
 
 
+# How long a batch read waits for a first message (and an empty read sleeps again as long):
+# the most an idle stage adds to a message's way through it.
+BATCH_WAIT_MS = 100
+
+
+def _records_of(message: KafkaMessage) -> tuple[ConsumerRecord[Any, Any], ...]:
+    """The Kafka records a message of a subscriber stands for: one, or a batch."""
+    raw = message.raw_message
+    return raw if isinstance(raw, tuple) else (raw,)
+
+
 def _report_lag(stage: str, message: KafkaMessage) -> None:
-    record = message.raw_message
     consumer = message.consumer
-    if not isinstance(consumer, AIOKafkaConsumer) or isinstance(record, tuple):
-        return  # a test broker's consumer, or a batch
+    if not isinstance(consumer, AIOKafkaConsumer):
+        return  # a test broker's consumer
     # The high watermark of fetched data; the broker's reported end offsets are not trusted.
-    highwater = consumer.highwater(TopicPartition(record.topic, record.partition))
-    if highwater is not None:
-        CONSUMER_LAG.labels(stage, str(record.partition)).set(max(highwater - record.offset - 1, 0))
+    for record in _records_of(message):
+        highwater = consumer.highwater(TopicPartition(record.topic, record.partition))
+        if highwater is not None:
+            lag = max(highwater - record.offset - 1, 0)
+            CONSUMER_LAG.labels(stage, str(record.partition)).set(lag)
+
+
+async def run_by_key(
+    records: Sequence[ConsumerRecord[Any, Any]], run: Callable[[bytes], Awaitable[None]]
+) -> None:
+    """Runs a batch's messages: those of one key (one document, one connector record) one
+    after another in the order read, the keys at once, as one consumer per partition would.
+    Raises the first error once every key's messages are done or stopped at theirs."""
+    lanes: dict[tuple[str, int, bytes | None], list[bytes]] = {}
+    for record in records:
+        lane_of = (record.topic, record.partition, record.key)
+        lanes.setdefault(lane_of, []).append(record.value or b"")
+
+    async def lane(values: list[bytes]) -> None:
+        for value in values:
+            await run(value)
+
+    outcomes = await asyncio.gather(
+        *(lane(values) for values in lanes.values()), return_exceptions=True
+    )
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 class AssignmentTracker(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -68,7 +105,7 @@ class AssignmentTracker(ConsumerRebalanceListener):  # type: ignore[misc]
         ASSIGNED_PARTITIONS.labels(self._stage).set(len(self._owned))
 
 
-def _consumers_of(subscriber: DefaultSubscriber) -> list[AIOKafkaConsumer]:
+def _consumers_of(subscriber: LogicSubscriber[Any]) -> list[AIOKafkaConsumer]:
     """The Kafka consumers behind a stage's subscriber: one, or one per worker."""
     if isinstance(subscriber, ConcurrentBetweenPartitionsSubscriber):
         return list(subscriber.consumer_subgroup)
@@ -162,7 +199,7 @@ class Rewinder:
 
 @asynccontextmanager
 async def rewinding(
-    subscriber: DefaultSubscriber, stage: str, epoch: BrokerEpoch
+    subscriber: LogicSubscriber[Any], stage: str, epoch: BrokerEpoch
 ) -> AsyncIterator[None]:
     """Checks the subscriber's consumers every `REWIND_CHECK_S` (`Rewinder`)."""
     rewinder = Rewinder(stage, epoch)
@@ -184,29 +221,36 @@ def subscribe_stage(
     stage: str,
     runner: StageRunner[Any],
     concurrency: int = 1,
-) -> DefaultSubscriber:
+    *,
+    batches: bool = False,
+) -> LogicSubscriber[Any]:
     """Subscribes the stage's input topic in the stage's consumer group (before `broker`
     starts); returns the subscriber (to watch with `rewinding`).
 
-    With `concurrency` above 1 the process joins the group with that many consumers, each
-    working through its own partitions, so messages of different partitions overlap.
+    With `batches`, the process joins the group with one consumer that reads up to
+    `concurrency` messages at a time and works them at once (`run_by_key`); the read is
+    committed once all are done. Otherwise, with `concurrency` above 1, it joins with that many
+    consumers, each working through its own partitions one message at a time.
     """
     options = consumer_options(settings.kafka, stage)
-    # On an error the runner could not even record, rewind so the message comes back.
+    # On an error the runner could not even record, rewind so the message (or batch) comes
+    # back.
     options["ack_policy"] = AckPolicy.NACK_ON_ERROR
     options["listener"] = AssignmentTracker(stage)
-    if concurrency > 1:
+    if batches:
+        options.update(batch=True, max_records=concurrency, batch_timeout_ms=BATCH_WAIT_MS)
+    elif concurrency > 1:
         options["max_workers"] = concurrency
 
     subscriber = broker.subscriber(STAGE_INPUTS[stage], **options)
-    if not isinstance(subscriber, DefaultSubscriber):  # one message at a time, never batches
+    if not isinstance(subscriber, BatchSubscriber | DefaultSubscriber):
         raise TypeError(f"{stage}: a {type(subscriber).__name__} cannot host a stage")
 
-    @subscriber
     async def consume(message: KafkaMessage) -> None:
         _report_lag(stage, message)
-        await runner.run(message.body)
+        await run_by_key(_records_of(message), runner.run)
 
+    subscriber(consume)
     return subscriber
 
 
@@ -239,12 +283,14 @@ async def host_stage(system: System, stage: StageProcess, stack: AsyncExitStack)
     """Builds the stage and subscribes it on the system's broker, which the process starts
     afterwards; its consumers are watched (`rewinding`) for as long as `stack` is open."""
     runner = stage_runner(system, await stage.build(system))
+    policy = system.settings.stages.of(stage.name)
     subscriber = subscribe_stage(
         system.broker,
         system.settings,
         stage.name,
         runner,
-        system.settings.stages.of(stage.name).concurrency,
+        policy.concurrency,
+        batches=policy.batches,
     )
     await stack.enter_async_context(rewinding(subscriber, stage.name, system.broker_epoch))
 

@@ -28,19 +28,37 @@ class StagePolicy(BaseModel):
     concurrency: int = Field(
         default=1,
         ge=1,
-        le=64,
+        le=256,
         description=(
-            "Messages one process works at once, each from its own partitions; beyond the "
-            "topic's partitions (`kafka.partitions`) the rest stay idle (count)."
+            "Messages one process works at once: read together with `batches`, else each from "
+            "its own partitions (beyond the topic's partitions, `kafka.partitions`, the rest "
+            "stay idle; at most 64) (count)."
         ),
     )
+    batches: bool = Field(
+        default=False,
+        description=(
+            "Read the stage's messages in batches of up to `concurrency` with one Kafka "
+            "consumer, and work them at once (those of one document or record in order); the "
+            "next batch is read once the whole batch is done, so for short messages only."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _consumers_are_bounded(self) -> StagePolicy:
+        if not self.batches and self.concurrency > 64:
+            raise ValueError(
+                f"concurrency {self.concurrency} without batches would start as many Kafka "
+                "consumers: at most 64"
+            )
+        return self
 
 
 class StageSettings(BaseModel):
     """Each stage's policy (`RAGLINE_STAGES__EXTRACT__TIME_LIMIT_S=...`)."""
 
     records: StagePolicy = Field(
-        default=StagePolicy(max_attempts=3, time_limit_s=60, concurrency=6),
+        default=StagePolicy(max_attempts=3, time_limit_s=60, concurrency=64, batches=True),
         description=(
             "Records stage: one connector record from `records.ingest.v1`, upserted as a document."
         ),
@@ -59,18 +77,19 @@ class StageSettings(BaseModel):
         description="Extract stage: parsing and OCR of a file, the slowest work of the pipeline.",
     )
     chunk: StagePolicy = Field(
-        default=StagePolicy(max_attempts=3, time_limit_s=300, concurrency=6),
+        default=StagePolicy(max_attempts=3, time_limit_s=300, concurrency=16, batches=True),
         description="Chunk stage: a batch may wait on a language model for its chunk contexts.",
     )
     embed: StagePolicy = Field(
         # Batches in flight share one call of the model (`workers.embed.handler`).
-        default=StagePolicy(max_attempts=3, time_limit_s=300, concurrency=6),
+        default=StagePolicy(max_attempts=3, time_limit_s=300, concurrency=16, batches=True),
         description="Embed stage: one batch of chunks turned into vectors.",
     )
     index: StagePolicy = Field(
-        # The API process hosts it by default, and each message at once is a Kafka consumer of
-        # its own to start: six made a killed API about a second slower to serve searches again.
-        default=StagePolicy(max_attempts=5, time_limit_s=120, concurrency=2),
+        # The API process hosts it by default: one consumer reading batches starts sooner than
+        # one per message at once (six of those made a killed API a second slower to serve
+        # searches again).
+        default=StagePolicy(max_attempts=5, time_limit_s=120, concurrency=32, batches=True),
         description=(
             "Index stage: writes to the vector store and MongoDB only, so a slow try means a "
             "service is struggling."

@@ -29,7 +29,7 @@ from infra.mongo.outbox import Outbox
 from infra.settings import Settings
 from schemas.domain import Document, ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import DocumentUploaded
-from schemas.topics import dead_letter_topic
+from schemas.topics import STAGE_INPUTS, dead_letter_topic
 from tests.conftest import counted_database, settings_for, unique
 from tests.factories import make_document
 from workers.hosting import Rewinder, rewind_past_the_end, subscribe_stage
@@ -82,13 +82,18 @@ def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServic
         yield services
 
 
+@pytest.mark.parametrize(
+    ("stage", "batches"), [("extract", False), ("chunk", True)], ids=["one-by-one", "batches"]
+)
 async def test_a_stage_dead_letters_bad_messages_and_keeps_going(
-    own_broker: LocalServices, db: Database
+    own_broker: LocalServices, db: Database, stage: str, batches: bool
 ) -> None:
+    """Each read of a stage's messages (one at a time per consumer, or a batch worked at once):
+    two stages' topics, so that each case reads only its own messages. About 10 s each."""
     settings = settings_for(own_broker)
     settings.kafka.group_prefix = unique("g")
-    # A stage of its own: the "extract" topics, read by a handler that records what it saw.
-    await ensure_topics(settings.kafka, ["documents.uploaded.v1", dead_letter_topic("extract")])
+    # A stage of its own: the stage's topics, read by a handler that records what it saw.
+    await ensure_topics(settings.kafka, [STAGE_INPUTS[stage], dead_letter_topic(stage)])
     documents = DocumentRepository(db)
     lifecycle = DocumentLifecycle(db.client, db, Outbox(db))
     kb = await KnowledgeBaseRepository(db).create("t", "KB", "", "en")
@@ -106,13 +111,13 @@ async def test_a_stage_dead_letters_bad_messages_and_keeps_going(
 
     broker = build_broker(settings.kafka, "test")
     runner = StageRunner(
-        Stage("extract", DocumentUploaded, handler, settings.stages.extract),
+        Stage(stage, DocumentUploaded, handler, settings.stages.of(stage)),
         documents,
         kafka_publisher(broker, 10.0),
-        kafka_dead_letter(broker, "extract", 10.0),
+        kafka_dead_letter(broker, stage, 10.0),
         settings.ingest,
     )
-    subscribe_stage(broker, settings, "extract", runner)
+    subscribe_stage(broker, settings, stage, runner, 8, batches=batches)
 
     def uploaded(document: Document) -> bytes:
         return (
@@ -131,16 +136,16 @@ async def test_a_stage_dead_letters_bad_messages_and_keeps_going(
 
     async with broker:
         await broker.start()
-        await broker.publish(b"{not json", "documents.uploaded.v1", key=b"x")
+        await broker.publish(b"{not json", STAGE_INPUTS[stage], key=b"x")
         failing_message = uploaded(failing)
-        await broker.publish(failing_message, "documents.uploaded.v1", key=failing.id.encode())
-        await broker.publish(uploaded(good), "documents.uploaded.v1", key=good.id.encode())
+        await broker.publish(failing_message, STAGE_INPUTS[stage], key=failing.id.encode())
+        await broker.publish(uploaded(good), STAGE_INPUTS[stage], key=good.id.encode())
         await asyncio.wait_for(good_handled.wait(), timeout=30)
-        dead = await _read(dead_letter_topic("extract"), settings.kafka.bootstrap_servers, 2)
+        dead = await _read(dead_letter_topic(stage), settings.kafka.bootstrap_servers, 2)
     headers = [{k: v.decode() for k, v in record.headers} for record in dead]
-    assert {h["stage"] for h in headers} == {"extract"}
+    assert {h["stage"] for h in headers} == {stage}
     errors = sorted(h["error"] for h in headers)
-    assert errors[0].startswith("internal error in the extract stage (ValueError)")
+    assert errors[0].startswith(f"internal error in the {stage} stage (ValueError)")
     assert errors[1].startswith("invalid message")
     assert {record.value for record in dead} == {b"{not json", failing_message}
     marked = await documents.find(failing.id)

@@ -3,8 +3,8 @@
 What is embedded is each chunk's `embedding_text`: its context prefix, then its text. Vectors
 come from the embedding cache when the same string was embedded by the same model before; only
 the rest goes through the model, and is then cached. The batches a worker has in flight at the
-same moment (`stages.embed.concurrency`) share one read of the cache, one model call and one
-write of the cache (`core.coalescing`).
+same moment (a read of up to `stages.embed.concurrency` messages) share one read of the cache,
+one model call and one write of the cache (`core.coalescing`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """Records of messages worked at the same moment go to the intake together.
 
-The records worker works several partitions at once (`stages.records.concurrency` messages in
-flight, each from its own partitions). Each message still takes its own record through the
-stage runner (its retries, its failure, its dead letter), but the records waiting at the same
-moment share one `accept_records` call per KB and submission: one lookup of their version
-lines, one transaction for their documents, one KB revision, where each record alone cost all
-of these
-(about 13 MongoDB commands a record, `benchmarks/bulk.py`).
+The records worker reads its messages in batches (up to `stages.records.concurrency`, 64) and
+works them at once (`workers.hosting.run_by_key`). Each message still takes its own record
+through the stage runner (its retries, its failure, its dead letter), but the records waiting
+at the same moment share one `accept_records` call per KB and submission: one lookup of their
+version lines, one transaction for their documents, one KB revision, where each record alone
+cost all of these (about 13 MongoDB commands a record, `benchmarks/bulk.py`).
 
 A batch the intake refuses is taken apart: each message's records go alone, so a record that
 cannot be taken fails only its own message. Two records of one version line (the same
