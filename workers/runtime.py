@@ -71,14 +71,27 @@ def document_stage(
     since is skipped; the handler gets the current document."""
 
     async def handle(event: DocumentEvent) -> StageResult:
-        document = await documents.advance(
-            event.document_id, event.generation, enters, first=event.opens_stage
+        return await _on_current_document(
+            event, enters, documents, handler, first=event.opens_stage
         )
-        if document is None:
-            return StageResult(skipped=True)
-        return await handler(event, document)
 
     return Stage(name, event_type, handle, policy, slow_means_outage, on_failure)
+
+
+async def _on_current_document(
+    event: DocumentEvent,
+    enters: ParseStatus,
+    documents: DocumentStatus,
+    handler: Callable[[DocumentEvent, Document], Awaitable[StageResult]],
+    *,
+    first: bool,
+) -> StageResult:
+    """Runs the handler on the document as read (moved to `enters` first if `first`); skips a
+    message whose document is gone, superseded or re-indexed since."""
+    document = await documents.advance(event.document_id, event.generation, enters, first=first)
+    if document is None:
+        return StageResult(skipped=True)
+    return await handler(event, document)
 
 
 def carried_stage(
@@ -101,12 +114,9 @@ def carried_stage(
             return await handler(event, None)
         # A move that missed cannot be made by trying again: the document is read (as for a
         # later batch's message), in one round trip.
-        document = await documents.advance(
-            event.document_id, event.generation, enters, first=event.opens_stage and not entering
+        return await _on_current_document(
+            event, enters, documents, handler, first=event.opens_stage and not entering
         )
-        if document is None:
-            return StageResult(skipped=True)
-        return await handler(event, document)
 
     return Stage(name, event_type, handle, policy)
 
