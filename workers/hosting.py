@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -38,6 +39,12 @@ log = logging.getLogger(__name__)
 # How often a stage's consumers are checked for a new broker epoch and for positions past their
 # partitions' ends.
 REWIND_CHECK_S = 2.0
+# For this many checks (a minute of the process running) after a stage saw the broker begin a new
+# life, a partition handed to one of its consumers is read from the start as well: every member
+# of the group rejoins after such a restart (within a session timeout of noticing it), and until
+# then a member may commit a position from the broker's previous life, which the next owner of
+# that partition starts from.
+SETTLING_CHECKS = 30
 
 
 # How long a batch read waits for a first message (and an empty read sleeps again as long):
@@ -87,11 +94,13 @@ async def run_by_key(
 
 
 class AssignmentTracker(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Keeps `ragline_assigned_partitions` current through group rebalances."""
+    """Keeps `ragline_assigned_partitions` current through group rebalances, and counts how
+    many times each partition was handed to one of the process's consumers (`handed`)."""
 
     def __init__(self, stage: str) -> None:
         self._stage = stage
         self._owned: set[tuple[str, int]] = set()
+        self.handed: Counter[TopicPartition] = Counter()
         ASSIGNED_PARTITIONS.labels(stage).set(0)
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
@@ -102,6 +111,7 @@ class AssignmentTracker(ConsumerRebalanceListener):  # type: ignore[misc]
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         """Counts partitions handed over."""
         self._owned |= {(tp.topic, tp.partition) for tp in assigned}
+        self.handed.update(assigned)
         ASSIGNED_PARTITIONS.labels(self._stage).set(len(self._owned))
 
 
@@ -142,9 +152,14 @@ async def rewind_past_the_end(consumer: AIOKafkaConsumer, stage: str) -> int:
     return rewound
 
 
-async def read_from_the_start(consumer: AIOKafkaConsumer, stage: str) -> int:
-    """Reads the consumer's assigned partitions again from their start; returns how many."""
+async def read_from_the_start(
+    consumer: AIOKafkaConsumer, stage: str, partitions: set[TopicPartition] | None = None
+) -> int:
+    """Reads the consumer's assigned partitions (or those of them in `partitions`) again from
+    their start; returns how many."""
     assigned = consumer.assignment()
+    if partitions is not None:
+        assigned &= partitions
     if assigned:
         log.warning(
             "%s: the broker began a new life: reading %d partitions again from the start",
@@ -165,12 +180,27 @@ UNREAD = _Unread()
 class Rewinder:
     """Keeps a stage's consumers reading what the broker holds: from the start of every
     partition when the broker began a new life (`infra.mongo.broker_epoch`) since the last check,
-    and from the start of a partition whose position is past its end (`rewind_past_the_end`)."""
+    and from the start of a partition whose position is past its end (`rewind_past_the_end`).
 
-    def __init__(self, stage: str, epoch: BrokerEpoch) -> None:
+    A new life is seen while the group may still be settling: a consumer may have no partitions
+    yet, or hold ones it is about to lose (`assignment()` reports them until the new ones
+    arrive), and a member still holding its old ones may commit their positions from the
+    previous life, which whoever is handed those partitions next starts from. So for
+    `SETTLING_CHECKS` checks a partition handed over again (`AssignmentTracker.handed`) is read
+    from the start again; each handing once."""
+
+    def __init__(
+        self, stage: str, epoch: BrokerEpoch, assignments: AssignmentTracker | None = None
+    ) -> None:
         self._stage = stage
         self._epoch = epoch
+        self._handed: Counter[TopicPartition] = (
+            Counter() if assignments is None else assignments.handed
+        )
         self._seen: str | _Unread | None = UNREAD
+        self._settling = 0
+        # Partition -> its handing (count) that was read from the start in this life.
+        self._rewound: dict[TopicPartition, int] = {}
 
     async def _read(self) -> str | _Unread | None:
         try:
@@ -186,23 +216,43 @@ class Rewinder:
     async def check(self, consumers: list[AIOKafkaConsumer]) -> int:
         """Rewinds what needs it; returns how many partitions were rewound."""
         epoch = await self._read()
-        rewound = 0
         if not isinstance(epoch, _Unread):
             if not isinstance(self._seen, _Unread) and epoch != self._seen:
-                for consumer in consumers:
-                    rewound += await read_from_the_start(consumer, self._stage)
-            self._seen = epoch  # only once every consumer has been rewound (they may raise)
+                self._settling = SETTLING_CHECKS
+                self._rewound.clear()
+            self._seen = epoch
+        rewound = 0
+        if self._settling:
+            for consumer in consumers:
+                rewound += await self._read_handed_from_the_start(consumer)
+            self._settling -= 1  # only once every consumer has been rewound (they may raise)
         for consumer in consumers:
             rewound += await rewind_past_the_end(consumer, self._stage)
+        return rewound
+
+    async def _read_handed_from_the_start(self, consumer: AIOKafkaConsumer) -> int:
+        """Reads from the start the consumer's partitions not yet read from the start since
+        they were last handed to it."""
+        due = {
+            tp: self._handed[tp]
+            for tp in consumer.assignment()
+            if self._rewound.get(tp) != self._handed[tp]
+        }
+        rewound = await read_from_the_start(consumer, self._stage, set(due))
+        self._rewound.update(due)
         return rewound
 
 
 @asynccontextmanager
 async def rewinding(
-    subscriber: LogicSubscriber[Any], stage: str, epoch: BrokerEpoch
+    subscriber: LogicSubscriber[Any],
+    stage: str,
+    epoch: BrokerEpoch,
+    assignments: AssignmentTracker | None = None,
 ) -> AsyncIterator[None]:
-    """Checks the subscriber's consumers every `REWIND_CHECK_S` (`Rewinder`)."""
-    rewinder = Rewinder(stage, epoch)
+    """Checks the subscriber's consumers every `REWIND_CHECK_S` (`Rewinder`); `assignments`
+    is the listener the subscriber's consumers report their partitions to."""
+    rewinder = Rewinder(stage, epoch, assignments)
     await rewinder.start()
 
     async def check() -> None:
@@ -221,11 +271,12 @@ def subscribe_stage(
     stage: str,
     runner: StageRunner[Any],
     concurrency: int = 1,
+    assignments: AssignmentTracker | None = None,
     *,
     batches: bool = False,
 ) -> LogicSubscriber[Any]:
     """Subscribes the stage's input topic in the stage's consumer group (before `broker`
-    starts); returns the subscriber (to watch with `rewinding`).
+    starts); returns the subscriber (to watch with `rewinding`, given the same `assignments`).
 
     With `batches`, the process joins the group with one consumer that reads up to
     `concurrency` messages at a time and works them at once (`run_by_key`); the read is
@@ -236,7 +287,7 @@ def subscribe_stage(
     # On an error the runner could not even record, rewind so the message (or batch) comes
     # back.
     options["ack_policy"] = AckPolicy.NACK_ON_ERROR
-    options["listener"] = AssignmentTracker(stage)
+    options["listener"] = AssignmentTracker(stage) if assignments is None else assignments
     if batches:
         options.update(batch=True, max_records=concurrency, batch_timeout_ms=BATCH_WAIT_MS)
     elif concurrency > 1:
@@ -284,15 +335,19 @@ async def host_stage(system: System, stage: StageProcess, stack: AsyncExitStack)
     afterwards; its consumers are watched (`rewinding`) for as long as `stack` is open."""
     runner = stage_runner(system, await stage.build(system))
     policy = system.settings.stages.of(stage.name)
+    assignments = AssignmentTracker(stage.name)
     subscriber = subscribe_stage(
         system.broker,
         system.settings,
         stage.name,
         runner,
         policy.concurrency,
+        assignments,
         batches=policy.batches,
     )
-    await stack.enter_async_context(rewinding(subscriber, stage.name, system.broker_epoch))
+    await stack.enter_async_context(
+        rewinding(subscriber, stage.name, system.broker_epoch, assignments)
+    )
 
 
 def stage_app(settings: Settings, stage: StageProcess) -> FastStream:

@@ -32,7 +32,7 @@ from schemas.events import DocumentUploaded
 from schemas.topics import STAGE_INPUTS, dead_letter_topic
 from tests.conftest import counted_database, settings_for, unique
 from tests.factories import make_document
-from workers.hosting import Rewinder, rewind_past_the_end, subscribe_stage
+from workers.hosting import AssignmentTracker, Rewinder, rewind_past_the_end, subscribe_stage
 from workers.ports import StageResult
 from workers.runtime import Stage, StageRunner
 
@@ -319,6 +319,45 @@ async def test_a_new_broker_epoch_makes_a_stage_read_its_partitions_again_from_t
         assert await rewinder.check([consumer]) == 1
         assert await read(3) == [b"event 0", b"event 1", b"event 2"]
         assert await rewinder.check([consumer]) == 0  # once per epoch
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+async def test_partitions_handed_over_after_a_new_broker_epoch_are_read_from_the_start(
+    local_services: LocalServices, db: Database
+) -> None:
+    """The stage sees the new epoch while one of its consumers is (re)joining the group with
+    no partition: when the partition comes, at a position committed in the broker's previous
+    life (1), it is read from the start too, not from there (event 0 was skipped for good)."""
+    settings = settings_for(local_services)
+    topic, options = await _group_with_a_commit(settings, 1)
+
+    epoch = BrokerEpoch(db)
+    assignments = AssignmentTracker("test")
+    rewinder = Rewinder("test", epoch, assignments)
+    await rewinder.start()
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers)
+    consumer = AIOKafkaConsumer(**options)
+    consumer.subscribe([topic], listener=assignments)
+    await producer.start()
+    try:
+        for n in range(3):
+            await producer.send_and_wait(topic, f"event {n}".encode(), partition=0)
+        await epoch.begin()
+        assert await rewinder.check([consumer]) == 0  # nothing assigned yet
+        await consumer.start()
+        async with asyncio.timeout(20):
+            while not consumer.assignment():
+                await asyncio.sleep(0.1)
+        assert await rewinder.check([consumer]) == 1
+        values: list[bytes] = []
+        async with asyncio.timeout(20):
+            while len(values) < 3:
+                batches = await consumer.getmany(timeout_ms=500)
+                values += [record.value for records in batches.values() for record in records]
+        assert values == [b"event 0", b"event 1", b"event 2"]
+        assert await rewinder.check([consumer]) == 0  # once for each time it is handed over
     finally:
         await consumer.stop()
         await producer.stop()
