@@ -26,11 +26,13 @@ from core.periodic import Periodic
 from infra.kafka.client import build_broker
 from infra.mongo.document_repository import DocumentRepository
 from infra.process.logs import configure_logging
-from infra.process.metrics import DOCUMENTS_STALLED
+from infra.process.metrics import CALLERS_LEARNT, DOCUMENTS_STALLED
 from infra.settings import Settings
 from ragline.process import open_process
+from ragline.system import System
 from schemas.domain import utcnow
 from services.removal_service import RemovalService
+from services.search.callers import learn_callers
 from workers.hosting import host_stage
 from workers.index.app import INDEX_IN_API
 
@@ -59,6 +61,9 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
     # changes to them (without Redis it does not: they are read from MongoDB).
     if not await system.freshness_service.start():
         log.warning("not following search changes yet (Redis): searches read MongoDB")
+    elif settings.api.learn_callers:
+        learning = asyncio.create_task(_learn_callers(system, settings.api.learn_callers))
+        stack.callback(learning.cancel)
 
     stall_after_s = settings.ingest.stall_after_s
     await stack.enter_async_context(
@@ -99,6 +104,25 @@ def build_app(settings: Settings) -> FastAPI:
     """The API app of this process."""
     configure_logging(settings.log_level)
     return create_app(lambda stack: open_api_services(settings, stack), settings.api)
+
+
+async def _learn_callers(system: System, limit: int) -> None:
+    """Learns the callers of the newest tokens and bots (`services.search.callers`), in the
+    background: requests are answered meanwhile, reading what they need as usual."""
+    try:
+        learnt = await learn_callers(
+            system.token_service,
+            system.bot_repo,
+            system.access_guard,
+            system.policy_service,
+            system.search_service,
+            limit,
+        )
+    except RetryableError as exc:
+        log.warning("could not learn the callers of the newest tokens: %s", exc)
+        return
+    CALLERS_LEARNT.set(learnt)
+    log.info("learnt %d callers (tokens and bots)", learnt)
 
 
 async def _report_stalled(documents: DocumentRepository, stall_after_s: float) -> None:

@@ -5,7 +5,7 @@ revocation retires it in every process, `services.freshness_service`)."""
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from core.errors import InvalidRequest, NotFound
 from infra.mongo.bot_repository import BotRepository
@@ -88,8 +88,22 @@ class TokenService:
         if found is None:
             return None
         principal, expires_at = found
+        self._hold(digest, principal, expires_at, since)
+        return principal
+
+    async def learn(self, limit: int) -> list[Principal]:
+        """Holds in memory whom the `limit` most recently issued tokens stand for, before
+        their first request; returns them."""
+        since = self._freshness.epoch
+        newest = await self._tokens.newest(limit)
+        for digest, principal, expires_at in newest:
+            self._hold(digest, principal, expires_at, since)
+        return [principal for _, principal, _ in newest]
+
+    def _hold(
+        self, digest: str, principal: Principal, expires_at: datetime | None, since: int
+    ) -> None:
         until = None
         if expires_at is not None:
             until = time.monotonic() + (expires_at - utcnow()).total_seconds()
         self._freshness.hold(Kind.PRINCIPAL, digest, principal, since, until=until)
-        return principal

@@ -39,6 +39,12 @@ class BotRepository:
             cursor = self._bots.find({"tenant_id": tenant_id}).sort("created_at", -1)
             return [Bot.model_validate(from_mongo(doc)) async for doc in cursor]
 
+    async def newest_ids(self, limit: int) -> list[str]:
+        """The ids of up to `limit` bots of every tenant, the most recently created first."""
+        async with mongo_errors():
+            cursor = self._bots.find({}, {"_id": 1}).sort("created_at", -1).limit(limit)
+            return [str(doc["_id"]) async for doc in cursor]
+
     async def get(self, tenant_id: str, bot_id: str) -> Bot:
         """One of the tenant's bots; `NotFound` for any other."""
         async with mongo_errors():

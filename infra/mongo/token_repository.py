@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import secrets
 from datetime import UTC, datetime
+from typing import Any
 
 from infra.mongo.client import TOKENS, Database, from_mongo, mongo_errors
 from schemas.domain import Principal, Role, TokenInfo, utcnow
@@ -95,19 +96,35 @@ class TokenRepository:
             doc = await self._tokens.find_one({"_id": digest})
         if doc is None:
             return None
-        expires_at = doc.get("expires_at")
-        if expires_at is not None:
-            expires_at = _aware(expires_at)
-            if expires_at <= utcnow():
-                return None
-        principal = Principal(
-            tenant_id=doc["tenant_id"],
-            role=Role(doc["role"]),
-            token_id=doc["token_id"],
-            user_id=doc.get("user_id"),
-            bot_id=doc.get("bot_id"),
-        )
-        return principal, expires_at
+        expires_at = _expiry(doc)
+        if expires_at is not None and expires_at <= utcnow():
+            return None
+        return _principal(doc), expires_at
+
+    async def newest(self, limit: int) -> list[tuple[str, Principal, datetime | None]]:
+        """Up to `limit` unexpired tokens, the most recently issued first: each one's hash,
+        whom it stands for and when it expires (None: never)."""
+        unexpired = {"$or": [{"expires_at": None}, {"expires_at": {"$gt": utcnow()}}]}
+        async with mongo_errors():
+            cursor = self._tokens.find(unexpired).sort("created_at", -1).limit(limit)
+            return [(str(doc["_id"]), _principal(doc), _expiry(doc)) async for doc in cursor]
+
+
+def _principal(doc: dict[str, Any]) -> Principal:
+    """Whom a stored token stands for."""
+    return Principal(
+        tenant_id=doc["tenant_id"],
+        role=Role(doc["role"]),
+        token_id=doc["token_id"],
+        user_id=doc.get("user_id"),
+        bot_id=doc.get("bot_id"),
+    )
+
+
+def _expiry(doc: dict[str, Any]) -> datetime | None:
+    """When a stored token expires (None: never)."""
+    expires_at = doc.get("expires_at")
+    return None if expires_at is None else _aware(expires_at)
 
 
 def _aware(moment: datetime) -> datetime:

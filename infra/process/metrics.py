@@ -48,6 +48,10 @@ CONSUMER_LAG = Gauge(
     "Messages behind the partition's high watermark, as last seen by a stage.",
     ["stage", "partition"],
 )
+CALLERS_LEARNT = Gauge(
+    "ragline_callers_learnt",
+    "Tokens whose callers this API process read into memory at its start (api.learn_callers).",
+)
 DOCUMENTS_STALLED = Gauge(
     "ragline_documents_stalled",
     "Documents in progress that have not moved for longer than the stall deadline.",

@@ -44,6 +44,17 @@ class ApiSettings(BaseModel):
             "moment a client sends a request on it."
         ),
     )
+    learn_callers: int = Field(
+        default=1000,
+        ge=0,
+        le=100_000,
+        description=(
+            "Tokens and bots, the most recent first, whose callers a starting API process "
+            "reads into memory before their first request (who each token stands for, a "
+            "bot's access, a user's audiences, the tenant's KBs), so that a MongoDB outage "
+            "just after a restart refuses none of them; 0: none (count of each)."
+        ),
+    )
     bulk_request_timeout_s: float = Field(
         default=120.0,
         gt=0,

@@ -337,6 +337,10 @@ class SearchService:
 
         return await self._answer(plan, announce=False)
 
+    async def learn_tenant(self, tenant_id: str) -> None:
+        """Holds the tenant's KBs in memory before its people's first search."""
+        await self._tenant_kbs(tenant_id, self._freshness.epoch)
+
     async def _tenant_kbs(self, tenant_id: str, since: int) -> tuple[TenantKbs, bool]:
         """The tenant's KBs, held in memory or read (and held), and whether they were held."""
         held = self._freshness.held(Kind.TENANT_KBS, tenant_id)

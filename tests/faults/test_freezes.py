@@ -419,3 +419,40 @@ async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
 async def _chunks(stack: RunningPipeline, kb_id: str, document_id: str) -> list[dict[str, Any]]:
     async with httpx.AsyncClient(base_url=stack.url, timeout=30) as http:
         return await Api(http, stack, stack.admin_token).chunks(kb_id, document_id)
+
+
+async def test_a_restarted_api_answers_the_callers_it_knew_while_mongodb_is_frozen(
+    stack: RunningPipeline, bot: str
+) -> None:
+    """An API process started again learns its callers before their first request
+    (`api.learn_callers`): a person's token issued before the restart and a voice bot (named by
+    its id) are answered a new question while MongoDB, frozen the moment the process learnt
+    them, could tell it nothing. About 20 s: an API restart and a short freeze."""
+    async with httpx.AsyncClient(base_url=stack.url, timeout=60, limits=CLIENT_LIMITS) as http:
+        api = Api(http, stack, stack.admin_token)
+        (person,) = await _fresh_tokens(api, 1)
+        restarted = running_process(stack.services, stack.pipeline, "api")
+        restarted.stop()
+        restarted.start()
+        async with asyncio.timeout(120):
+            while not await asyncio.to_thread(stack.pipeline.api_ready):
+                await asyncio.sleep(0.2)
+            # Set once the process has learnt them all (the person's token and the bot among).
+            while await api.metric(f"{stack.url}/metrics", "ragline_callers_learnt") == 0:
+                await asyncio.sleep(0.1)
+        pid = _pid(stack, "mongodb")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            await _until_stopped(pid)
+            asked = await _mcp_question(api, f"{QUESTION} on sundays", 1, person)
+            voice = await http.post(
+                "/api/v1/internal/knowledge/search",
+                json={"bot_id": bot, "session_id": "call-2", "query": f"{QUESTION} on mondays"},
+                headers={"X-Internal-Secret": stack.internal_secret},
+            )
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    assert asked.status_code == 200, asked.text
+    assert _what_it_said("mcp question", asked) == "answered", asked.text
+    assert voice.status_code == 200, voice.text
+    assert voice.json()["hits"], voice.json()
