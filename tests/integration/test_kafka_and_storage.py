@@ -272,12 +272,7 @@ async def test_a_consumer_past_its_partitions_end_reads_it_again_from_the_start(
         # Nothing comes while the position is past the end.
         assert await consumer.getmany(timeout_ms=2000) == {}
         assert await rewind_past_the_end(consumer, "test") == 1
-        read: list[bytes] = []
-        async with asyncio.timeout(20):
-            while len(read) < 3:
-                batches = await consumer.getmany(timeout_ms=500)
-                read += [record.value for records in batches.values() for record in records]
-        assert read == [b"event 0", b"event 1", b"event 2"]
+        assert await _values(consumer, 3) == [b"event 0", b"event 1", b"event 2"]
         # At the end now: nothing more to rewind.
         assert await rewind_past_the_end(consumer, "test") == 0
     finally:
@@ -351,12 +346,7 @@ async def test_partitions_handed_over_after_a_new_broker_epoch_are_read_from_the
             while not consumer.assignment():
                 await asyncio.sleep(0.1)
         assert await rewinder.check([consumer]) == 1
-        values: list[bytes] = []
-        async with asyncio.timeout(20):
-            while len(values) < 3:
-                batches = await consumer.getmany(timeout_ms=500)
-                values += [record.value for records in batches.values() for record in records]
-        assert values == [b"event 0", b"event 1", b"event 2"]
+        assert await _values(consumer, 3) == [b"event 0", b"event 1", b"event 2"]
         assert await rewinder.check([consumer]) == 0  # once for each time it is handed over
     finally:
         await consumer.stop()
@@ -428,3 +418,13 @@ async def test_extracted_text_a_retry_found_already_stored_is_tried_again(
     monkeypatch.undo()
     key = await blobs.put_extracted("doc_retried", extracted)
     assert await blobs.get_extracted(key) == extracted
+
+
+async def _values(consumer: AIOKafkaConsumer, count: int) -> list[bytes]:
+    """The values of the next `count` messages the consumer reads (20 s at most)."""
+    values: list[bytes] = []
+    async with asyncio.timeout(20):
+        while len(values) < count:
+            batches = await consumer.getmany(timeout_ms=500)
+            values += [record.value for records in batches.values() for record in records]
+    return values
