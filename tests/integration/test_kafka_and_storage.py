@@ -297,22 +297,15 @@ async def test_a_new_broker_epoch_makes_a_stage_read_its_partitions_again_from_t
     await producer.start()
     await consumer.start()
 
-    async def read(count: int) -> list[bytes]:
-        values: list[bytes] = []
-        async with asyncio.timeout(20):
-            while len(values) < count:
-                batches = await consumer.getmany(timeout_ms=500)
-                values += [record.value for records in batches.values() for record in records]
-        return values
-
     try:
         for n in range(3):
             await producer.send_and_wait(topic, f"event {n}".encode(), partition=0)
-        assert await read(2) == [b"event 1", b"event 2"]  # event 0 is behind the position
+        # Event 0 is behind the position.
+        assert await _values(consumer, 2) == [b"event 1", b"event 2"]
         assert await rewinder.check([consumer]) == 0  # same epoch, not past the end
         await epoch.begin()
         assert await rewinder.check([consumer]) == 1
-        assert await read(3) == [b"event 0", b"event 1", b"event 2"]
+        assert await _values(consumer, 3) == [b"event 0", b"event 1", b"event 2"]
         assert await rewinder.check([consumer]) == 0  # once per epoch
     finally:
         await consumer.stop()
