@@ -161,7 +161,9 @@ class System:
     @cached_property
     def events(self) -> EventSender:
         """Sends outbox entries at once (the relay sends what Kafka refused)."""
-        return EventSender(self.outbox, self.send, self.settings.kafka.send_timeout_s)
+        sender = EventSender(self.outbox, self.send, self.settings.kafka.send_timeout_s)
+        self.on_close(sender.forgotten)
+        return sender
 
     async def open_embedder(self) -> Embedder:
         """Loads the embedding model (once; its dimensions checked against the settings)."""
@@ -341,7 +343,6 @@ class System:
             self.lifecycle,
             self.blobs,
             self.events,
-            self.freshness_service,
             self.policy_service,
             self.settings.ingest.max_upload_bytes,
             self.rate_limiter,

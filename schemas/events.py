@@ -47,6 +47,12 @@ class Event(BaseModel):
         return False
 
     @property
+    def stored_on_entry(self) -> dict[str, str]:
+        """Fields of the document that the move into the next stage stores too (none unless
+        the event says otherwise)."""
+        return {}
+
+    @property
     def key(self) -> bytes:
         """The Kafka message key: one run's events stay in one partition, in order. A new run
         (a re-drive, a re-index) is keyed anew, so it lands on another partition: one whose
@@ -107,6 +113,15 @@ class DocumentExtracted(Event):
     # The document's title as the extract stage left it (chunks are written under it); None
     # in events of before it was carried.
     title: str | None = None
+    # The title was found in the file (PDF metadata, first heading, e-mail subject) and
+    # replaces a title that was only the file name: the move into chunking stores it.
+    retitled: bool = False
+
+    @property
+    def stored_on_entry(self) -> dict[str, str]:
+        if self.retitled and self.title is not None and self.part_index == 0:
+            return {"title": self.title}
+        return {}
 
     @property
     def carries_run(self) -> bool:

@@ -37,7 +37,6 @@ from schemas.domain import (
 )
 from schemas.formats import CONTENT_TYPES, extension_of
 from schemas.rules import ensure_changeable
-from services.freshness_service import FreshnessService
 from services.policy_service import PolicyService, Submission
 
 log = logging.getLogger(__name__)
@@ -91,7 +90,6 @@ class IntakeService:
         lifecycle: DocumentLifecycle,
         blobs: BlobStore,
         events: EventSender,
-        freshness: FreshnessService,
         policy: PolicyService,
         max_upload_bytes: int = 20 * 1024 * 1024,
         limits: RateLimiter | None = None,
@@ -106,7 +104,6 @@ class IntakeService:
         self._lifecycle = lifecycle
         self._blobs = blobs
         self._events = events
-        self._freshness = freshness
         self._policy = policy
 
     async def admit(self, tenant_id: str, documents: int = 1) -> None:
@@ -145,18 +142,22 @@ class IntakeService:
         reindex: bool = False,
         url: str | None = None,
         sync: SyncRun | None = None,
+        kb: KnowledgeBase | None = None,
     ) -> Ingested:
         """Takes an uploaded file whose bytes are already stored under `document_id`.
 
         Identical bytes the caller can read are that document; a file of the same name on the
         caller's version line is a new version of it (with its permissions, unless changed).
         A file fetched from a `url` (a crawl) is keyed by it instead: its external id and
-        version line are the URL; with `sync`, the document joins that sync run.
+        version line are the URL; with `sync`, the document joins that sync run. `kb`: the
+        KB as the caller found it writable just before (`writable_kb`, as an upload checks
+        it before its bytes come in), else it is read here.
         """
         try:
             if stored.size_bytes == 0:
                 raise InvalidRequest("the file is empty: there is nothing to index")
-            kb = await self.writable_kb(tenant_id, kb_id)
+            if kb is None:
+                kb = await self.writable_kb(tenant_id, kb_id)
             identical = await self._documents.find_identical(kb_id, stored.sha256)
             if identical is not None and not self._policy.visible(by.reader, identical):
                 identical = None
@@ -290,14 +291,13 @@ class IntakeService:
             sync,
         )
         try:
-            started = await self._lifecycle.create(documents, carried)
+            started = await self._lifecycle.create(documents, carried, number=True)
         except BaseException:
             for document in documents:
                 await self._blobs.delete(document.storage_key)
             raise
-        await self._freshness.kbs_changed(started.revisions)
         await self._events.send_now(started.events)
-        for (position, _, item_id), document in zip(fresh, documents, strict=True):
+        for (position, _, item_id), document in zip(fresh, started.documents, strict=True):
             outcome = Outcome.UPDATED if item_id else Outcome.CREATED
             results[position] = Ingested(document, outcome)
         return [result for result in results if result is not None]
@@ -316,8 +316,8 @@ class IntakeService:
         texts: list[tuple[TextItem, Governance, str | None]],
         sync: SyncRun | None = None,
     ) -> tuple[list[Document], dict[str, bytes]]:
-        """Numbers the texts' versions and stores their originals, each all at once; returns
-        the documents, and the small originals their events carry, by document id."""
+        """Stores the texts' originals, all at once; returns the documents (numbered when
+        they are created), and the small originals their events carry, by document id."""
         if not texts:
             return [], {}
         document_ids = [new_document_id() for _ in texts]
@@ -325,7 +325,6 @@ class IntakeService:
             item.source_key or f"text:{document_id}"
             for (item, _, _), document_id in zip(texts, document_ids, strict=True)
         ]
-        versions = await self._lifecycle.next_versions(kb_id, source_keys)
         names = [
             item.topic or item.record.title.strip() or item.record.external_id or "text"
             for item, _, _ in texts
@@ -356,7 +355,6 @@ class IntakeService:
                 sha256=item.record.fingerprint(),
                 storage_key=original.storage_key,
                 source_key=source_key,
-                version=version,
                 external_id=item.record.external_id,
                 url=item.record.url,
                 metadata=dict(item.record.metadata),
@@ -376,8 +374,8 @@ class IntakeService:
                 item,
                 governance,
                 item_id,
-            ), name, document_id, source_key, version, original in zip(
-                texts, names, document_ids, source_keys, versions, originals, strict=True
+            ), name, document_id, source_key, original in zip(
+                texts, names, document_ids, source_keys, originals, strict=True
             )
         ]
         return documents, carried
@@ -433,7 +431,6 @@ class IntakeService:
     ) -> Document:
         now = utcnow()
         try:
-            version = await self._lifecycle.next_version(kb_id, source_key)
             document = Document(
                 id=document_id,
                 tenant_id=tenant_id,
@@ -445,7 +442,6 @@ class IntakeService:
                 sha256=stored.sha256,
                 storage_key=stored.storage_key,
                 source_key=source_key,
-                version=version,
                 external_id=external_id,
                 url=url,
                 metadata=dict(metadata or {}),
@@ -459,10 +455,9 @@ class IntakeService:
                 sync_run=sync.run if sync else None,
             )
             carried = {document.id: stored.data} if stored.data is not None else {}
-            started = await self._lifecycle.create([document], carried)
+            started = await self._lifecycle.create([document], carried, number=True)
         except BaseException:
             await self._blobs.delete(stored.storage_key)
             raise
-        await self._freshness.kbs_changed(started.revisions)
         await self._events.send_now(started.events)
-        return document
+        return started.documents[0]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -19,15 +19,28 @@ class DocumentStatus(Protocol):
         ...
 
     async def advance(
-        self, document_id: str, generation: int, status: ParseStatus, *, first: bool = True
+        self,
+        document_id: str,
+        generation: int,
+        status: ParseStatus,
+        *,
+        first: bool = True,
+        stores: Mapping[str, str] | None = None,
     ) -> Document | None:
         """Enters a batch stage, or checks the document is still current (`first`: the
-        message is likely the one that enters it)."""
+        message is likely the one that enters it); the move stores `stores` too."""
         ...
 
-    async def enter(self, document_id: str, generation: int, status: ParseStatus) -> bool:
-        """Moves the document into a stage's status, reading nothing back: True if this
-        message moved it (the run is current and starts the stage now)."""
+    async def enter(
+        self,
+        document_id: str,
+        generation: int,
+        status: ParseStatus,
+        *,
+        stores: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Moves the document into a stage's status (storing `stores` too), reading nothing
+        back: True if this message moved it (the run is current and starts the stage now)."""
         ...
 
     async def touch(self, document_id: str, generation: int) -> None:
@@ -69,10 +82,6 @@ class DocumentStatus(Protocol):
     ) -> tuple[int, int | None] | None:
         """Marks a batch indexed; returns (indexed batches, batch count once known). A
         `batch_count` of 1 (the run makes one batch) spares the second read."""
-        ...
-
-    async def set_title(self, document_id: str, generation: int, title: str) -> None:
-        """Replaces a title that was only the file name."""
         ...
 
     async def count_retry(self, document_id: str, generation: int, status: ParseStatus) -> None:

@@ -88,7 +88,9 @@ async def _on_current_document(
 ) -> StageResult:
     """Runs the handler on the document as read (moved to `enters` first if `first`); skips a
     message whose document is gone, superseded or re-indexed since."""
-    document = await documents.advance(event.document_id, event.generation, enters, first=first)
+    document = await documents.advance(
+        event.document_id, event.generation, enters, first=first, stores=event.stored_on_entry
+    )
     if document is None:
         return StageResult(skipped=True)
     return await handler(event, document)
@@ -110,7 +112,9 @@ def carried_stage(
 
     async def handle(event: DocumentEvent) -> StageResult:
         entering = event.carries_run and event.opens_stage
-        if entering and await documents.enter(event.document_id, event.generation, enters):
+        if entering and await documents.enter(
+            event.document_id, event.generation, enters, stores=event.stored_on_entry
+        ):
             return await handler(event, None)
         # A move that missed cannot be made by trying again: the document is read (as for a
         # later batch's message), in one round trip.

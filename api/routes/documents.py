@@ -113,7 +113,8 @@ async def upload_document(
     `tags`); left out, an admin's upload takes the KB's default visibility and a user's is
     private to them.
     """
-    await intake_service.writable_kb(caller.tenant_id, kb_id)
+    # Checked before the bytes come in, so that nothing is stored for a KB that is not there.
+    kb = await intake_service.writable_kb(caller.tenant_id, kb_id)
     await intake_service.admit(caller.tenant_id)
     document_id = new_document_id()
     try:
@@ -144,6 +145,7 @@ async def upload_document(
         by=Submission(caller.reader, change),
         title=received.fields.get("title", "").strip() or None,
         reindex=reindex,
+        kb=kb,
     )
     UPLOADS.labels("duplicate" if ingested.outcome is Outcome.UNCHANGED else "accepted").inc()
     return _answer(document_service, ingested)

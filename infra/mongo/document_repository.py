@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -36,7 +36,6 @@ from infra.mongo.client import (
 )
 from schemas.domain import (
     PIPELINE_ORDER,
-    TITLE_MAX_CHARS,
     ChunkingProgress,
     Document,
     ItemKind,
@@ -79,6 +78,8 @@ class _Advance:
     generation: int
     status: ParseStatus
     first: bool
+    # Fields the move stores too (`Event.stored_on_entry`).
+    stores: tuple[tuple[str, str], ...] = ()
 
     def behind(self, doc: MongoDoc | None) -> bool:
         """Whether the document runs this generation, still in an earlier status."""
@@ -109,6 +110,7 @@ class _Advance:
             },
             {
                 "$set": {
+                    **dict(self.stores),
                     "parse_status": self.status.value,
                     "updated_at": now,
                     "progressed_at": now,
@@ -422,14 +424,6 @@ class DocumentRepository:
                     latest[document.source_key] = document
         return latest
 
-    async def set_title(self, document_id: str, generation: int, title: str) -> None:
-        """Replaces a title that was only the file name with one found in the file."""
-        await self._update_current(
-            document_id,
-            generation,
-            {"$set": {"title": title[:TITLE_MAX_CHARS], "updated_at": utcnow()}},
-        )
-
     async def count_retry(self, document_id: str, generation: int, status: ParseStatus) -> None:
         """Counts one more attempt at a stage (a retry after a transient failure)."""
         await self._update_current(
@@ -476,7 +470,13 @@ class DocumentRepository:
             return [to_document(doc) async for doc in cursor]
 
     async def advance(
-        self, document_id: str, generation: int, status: ParseStatus, *, first: bool = True
+        self,
+        document_id: str,
+        generation: int,
+        status: ParseStatus,
+        *,
+        first: bool = True,
+        stores: Mapping[str, str] | None = None,
     ) -> Document | None:
         """Enters a batch stage's status once (the first batch), then just checks currency.
 
@@ -491,17 +491,27 @@ class DocumentRepository:
         this path: see `infra.mongo.client`.)
         """
         (document,) = await self._advances.submit(
-            [_Advance(document_id, generation, status, first)]
+            [_Advance(document_id, generation, status, first, tuple((stores or {}).items()))]
         )
         return document
 
-    async def enter(self, document_id: str, generation: int, status: ParseStatus) -> bool:
-        """Moves the document into a stage's status if this run is still in an earlier one,
-        reading nothing back: one write, shared with the other messages entering at the same
-        moment. True if this message moved it (the run is current and starts the stage now);
-        False if it did not, or if it cannot tell (another move of the shared write missed):
-        the caller then asks `advance`, which finds where the document is."""
-        (moved,) = await self._enters.submit([_Advance(document_id, generation, status, True)])
+    async def enter(
+        self,
+        document_id: str,
+        generation: int,
+        status: ParseStatus,
+        *,
+        stores: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Moves the document into a stage's status if this run is still in an earlier one
+        (storing `stores` too), reading nothing back: one write, shared with the other
+        messages entering at the same moment. True if this message moved it (the run is
+        current and starts the stage now); False if it did not, or if it cannot tell (another
+        move of the shared write missed): the caller then asks `advance`, which finds where
+        the document is."""
+        (moved,) = await self._enters.submit(
+            [_Advance(document_id, generation, status, True, tuple((stores or {}).items()))]
+        )
         return moved
 
     async def _enter_all(self, enters: list[_Advance]) -> list[bool]:

@@ -70,10 +70,10 @@ class Finished:
 @dataclass
 class Started:
     """Events queued for new documents (to send at once; the relay sends what is left), and
-    the KB revisions the change set."""
+    the documents as stored."""
 
     events: list[Pending]
-    revisions: KbRevisions
+    documents: list[Document]
 
 
 @dataclass
@@ -113,74 +113,77 @@ class DocumentLifecycle:
             self._finish_all_as_read, max_batch=64
         )
 
-    async def next_version(self, kb_id: str, source_key: str) -> int:
-        """The next version number of a source in a KB (1 for a new source)."""
-        return (await self.next_versions(kb_id, [source_key]))[0]
+    async def create(
+        self,
+        documents: Sequence[Document],
+        carried: Mapping[str, bytes] | None = None,
+        *,
+        number: bool = False,
+    ) -> Started:
+        """Stores new documents of one KB and queues their pipeline events (each carrying its
+        document's original if `carried` has it: a small one), in one transaction.
 
-    async def next_versions(self, kb_id: str, source_keys: Sequence[str]) -> list[int]:
-        """The next version number of each source in a KB, in order (a source named twice gets
-        two numbers, one after the other; 1 for a new source), in one transaction of three
-        round trips however many sources there are."""
+        With `number`, each document first gets the next version of its line (a line named
+        twice gets two numbers, one after the other; 1 for a new line), in the same
+        transaction: two round trips however many lines there are. The documents as stored
+        are returned. Nothing search shows changes until a version is indexed, so no KB's
+        revision is raised here."""
+        if not documents:
+            return Started([], [])
+        kb_id = documents[0].kb_id
+        carried = carried or {}
+
+        async def work(session: AsyncClientSession) -> Started:
+            stored = list(documents)
+            if number:
+                versions = await self._next_versions(
+                    kb_id, [d.source_key for d in documents], session
+                )
+                stored = [
+                    d.model_copy(update={"version": v})
+                    for d, v in zip(documents, versions, strict=True)
+                ]
+            events = [
+                Pending.of(DocumentUploaded.of(document, carried.get(document.id)))
+                for document in stored
+            ]
+            await self._docs.insert_many([_record(d) for d in stored], session=session)
+            await self._outbox.add(events, session)
+            return Started(events, stored)
+
+        return await self._transaction(work)
+
+    async def _next_versions(
+        self, kb_id: str, source_keys: Sequence[str], session: AsyncClientSession
+    ) -> list[int]:
+        """The next version number of each line, in order, raised in the caller's
+        transaction."""
         wanted = Counter(source_keys)
-        if not wanted:
-            return []
         ids = {key: _source_id(kb_id, key) for key in wanted}
-
-        async def work(session: AsyncClientSession) -> dict[str, int]:
-            await self._sources.bulk_write(
-                [
-                    UpdateOne(
-                        {"_id": ids[key]},
-                        {
-                            "$inc": {"next_version": count},
-                            "$setOnInsert": {"kb_id": kb_id, "live_version": 0},
-                        },
-                        upsert=True,
-                    )
-                    for key, count in wanted.items()
-                ],
-                ordered=False,
-                session=session,
-            )
-            cursor = self._sources.find({"_id": {"$in": list(ids.values())}}, session=session)
-            return {record["_id"]: int(record["next_version"]) async for record in cursor}
-
-        last = await self._transaction(work)
-        # Each source's numbers end at its new `next_version`: hand them out from the first.
+        await self._sources.bulk_write(
+            [
+                UpdateOne(
+                    {"_id": ids[key]},
+                    {
+                        "$inc": {"next_version": count},
+                        "$setOnInsert": {"kb_id": kb_id, "live_version": 0},
+                    },
+                    upsert=True,
+                )
+                for key, count in wanted.items()
+            ],
+            ordered=False,
+            session=session,
+        )
+        cursor = self._sources.find({"_id": {"$in": list(ids.values())}}, session=session)
+        last = {record["_id"]: int(record["next_version"]) async for record in cursor}
+        # Each line's numbers end at its new `next_version`: hand them out from the first.
         handed = {key: last[ids[key]] - count for key, count in wanted.items()}
         versions = []
         for key in source_keys:
             handed[key] += 1
             versions.append(handed[key])
         return versions
-
-    async def create(
-        self, documents: Sequence[Document], carried: Mapping[str, bytes] | None = None
-    ) -> Started:
-        """Stores new documents of one KB, counts them and queues their pipeline events (each
-        carrying its document's original if `carried` has it: a small one)."""
-        if not documents:
-            return Started([], {})
-        records = []
-        for document in documents:
-            record = document.model_dump(
-                exclude={"id", "chunks_embedded", "batch_count", "chunker"}
-            )
-            record["_id"] = document.id
-            records.append(record)
-        kb_id = documents[0].kb_id
-        carried = carried or {}
-        events = [
-            Pending.of(DocumentUploaded.of(document, carried.get(document.id)))
-            for document in documents
-        ]
-
-        async def work(session: AsyncClientSession) -> None:
-            await self._docs.insert_many(records, session=session)
-            await self._outbox.add(events, session)
-
-        await self._transaction(work)
-        return Started(events, await self.touch(kb_id))
 
     async def restart(
         self,
@@ -543,6 +546,13 @@ def _may_finish_as_read(documents: list[Document]) -> bool:
     ids = {document.id for document in documents}
     sources = {_source_id(d.kb_id, d.source_key) for d in documents}
     return len(ids) == len(sources) == len(documents)
+
+
+def _record(document: Document) -> MongoDoc:
+    """A new document's record as stored (what only its run adds is left out)."""
+    record = document.model_dump(exclude={"id", "chunks_embedded", "batch_count", "chunker"})
+    record["_id"] = document.id
+    return record
 
 
 def _indexed(document: Document, now: datetime) -> MongoDoc:

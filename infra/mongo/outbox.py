@@ -3,8 +3,8 @@
 A document change and the event that starts its pipeline are written in one MongoDB
 transaction (`infra.mongo.lifecycle`), so an accepted upload can never lose its event: if Kafka is
 down, the event waits here until the relay (`python -m workers relay`) publishes it. An entry
-is deleted once Kafka has acknowledged it; sending one twice is harmless (every stage is
-idempotent).
+is deleted once Kafka has acknowledged it (by the API in the background, with the others of the
+same moment); sending one twice is harmless (every stage is idempotent).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from datetime import datetime
 from pymongo import ASCENDING
 from pymongo.asynchronous.client_session import AsyncClientSession
 
+from core.coalescing import Coalescer
 from core.errors import RetryableError
 from infra.mongo.client import OUTBOX, Database, MongoDoc, mongo_errors
 from infra.process.metrics import OUTBOX_DEFERRED
@@ -128,12 +129,22 @@ async def dispatch(outbox: Outbox, send: Send, entries: Sequence[Pending]) -> No
 
 
 class EventSender:
-    """Sends outbox entries at once, leaving them for the relay when Kafka is unavailable."""
+    """Sends outbox entries at once, leaving them for the relay when Kafka is unavailable.
 
-    def __init__(self, outbox: Outbox, send: Send, timeout_s: float) -> None:
+    Entries Kafka acknowledged are forgotten in the background, those acknowledged within
+    `forget_wait_s` of each other in one delete: a caller does not wait for it. An entry the
+    process ended before forgetting is sent again by the relay, which is harmless."""
+
+    def __init__(
+        self, outbox: Outbox, send: Send, timeout_s: float, forget_wait_s: float = 0.25
+    ) -> None:
         self.outbox = outbox
         self._send = send
         self._timeout_s = timeout_s
+        self._forgets: Coalescer[Pending, None] = Coalescer(
+            self._forget_all, max_batch=512, max_wait_s=forget_wait_s
+        )
+        self._forgetting: set[asyncio.Task[None]] = set()
 
     async def send_now(self, entries: Sequence[Pending]) -> None:
         """Sends entries already stored (with their change), waiting `timeout_s` at most;
@@ -141,11 +152,34 @@ class EventSender:
         if not entries:
             return
         try:
-            await asyncio.wait_for(dispatch(self.outbox, self._send, entries), self._timeout_s)
+            await asyncio.wait_for(self._publish(entries), self._timeout_s)
         except (RetryableError, TimeoutError) as exc:
             OUTBOX_DEFERRED.inc(len(entries))
             reason = str(exc) or f"no answer from Kafka within {self._timeout_s:g} s"
             log.warning("%d event(s) left for the relay: %s", len(entries), reason)
+            return
+        forgetting = asyncio.create_task(self._forget(list(entries)))
+        self._forgetting.add(forgetting)
+        forgetting.add_done_callback(self._forgetting.discard)
+
+    async def forgotten(self) -> None:
+        """Waits until the entries acknowledged so far are forgotten (before the process
+        ends; a reader of the outbox that must not see them)."""
+        await asyncio.gather(*self._forgetting)
+
+    async def _publish(self, entries: Sequence[Pending]) -> None:
+        await asyncio.gather(*(self._send(e.topic, e.key, e.value) for e in entries))
+
+    async def _forget(self, entries: list[Pending]) -> None:
+        try:
+            await self._forgets.submit(entries)
+        except RetryableError as exc:
+            log.warning("%d event(s) sent but not forgotten (the relay sends them again): %s",
+                        len(entries), exc)  # fmt: skip
+
+    async def _forget_all(self, entries: list[Pending]) -> list[None]:
+        await self.outbox.sent(entries)
+        return [None] * len(entries)
 
     async def queue(self, entries: Sequence[Pending]) -> None:
         """Stores entries on their own, then sends them."""

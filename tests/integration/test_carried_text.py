@@ -48,9 +48,7 @@ class Stages:
         self.blobs = BlobStore(db, keep_bytes)
         self.published: list[Event] = []
         self.dead_letters: list[dict[str, str]] = []
-        extract = ExtractHandler(
-            self.documents, self.blobs, self.publish, 32_000, parsers, inline_max_bytes
-        )
+        extract = ExtractHandler(self.blobs, self.publish, 32_000, parsers, inline_max_bytes)
         chunk = ChunkHandler(
             self.documents,
             self.blobs,

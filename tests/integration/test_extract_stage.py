@@ -1,6 +1,7 @@
-"""The extract stage through its runner, over real MongoDB/GridFS and real parser processes: a
-file is read part by part, a file the parser cannot survive fails its document with a reason,
-and a stored original the database lost fails it with what to do."""
+"""The extract stage through its runner (and the chunk stage's entry, which stores a title
+found in the file), over real MongoDB/GridFS and real parser processes: a file is read part by
+part, a file the parser cannot survive fails its document with a reason, and a stored
+original the database lost fails it with what to do."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from tests.fixtures.hostile.corpus import bomb_pdf
 from workers.extract.extractors import ExtractionLimits, OcrPolicy
 from workers.extract.handler import ExtractHandler
 from workers.extract.sandbox import ParserSandbox
+from workers.ports import StageResult
 from workers.runtime import StageRunner, carried_stage
 
 MB = 1024 * 1024
@@ -37,13 +39,24 @@ class Stage:
         self.blobs = BlobStore(db)
         self.published: list[Event] = []
         self.dead: list[dict[str, str]] = []
-        handler = ExtractHandler(self.documents, self.blobs, self.publish, 4_000, parsers)
+        handler = ExtractHandler(self.blobs, self.publish, 4_000, parsers)
         stage = carried_stage(
             "extract", DocumentUploaded, ParseStatus.EXTRACTING, handler, self.documents,
             StagePolicy(max_attempts=1, time_limit_s=60),
         )  # fmt: skip
         self.runner = StageRunner(stage, self.documents, self.publish, self.dead_letter,
                                   IngestSettings())  # fmt: skip
+        # The chunk stage's entry, as the chunk stage makes it (its handler does nothing here):
+        # a title found in the file is stored by the move into chunking.
+        taking_in = carried_stage(
+            "chunk", DocumentExtracted, ParseStatus.CHUNKING, self.take_in, self.documents,
+            StagePolicy(max_attempts=1, time_limit_s=60),
+        )  # fmt: skip
+        self.chunk_entry = StageRunner(taking_in, self.documents, self.publish, self.dead_letter,
+                                       IngestSettings())  # fmt: skip
+
+    async def take_in(self, event: DocumentExtracted, document: Document | None) -> StageResult:
+        return StageResult()
 
     async def publish(self, events: Sequence[Event]) -> None:
         self.published.extend(events)
@@ -65,6 +78,9 @@ class Stage:
         if not carried:
             event = event.model_copy(update={"title": None, "title_is_filename": False})
         await self.runner.run(event.model_dump_json().encode())
+        for part in self.published:
+            if isinstance(part, DocumentExtracted) and part.document_id == document.id:
+                await self.chunk_entry.run(part.model_dump_json().encode())
         found = await self.documents.find(document.id)
         assert found is not None
         return found
@@ -93,7 +109,8 @@ async def test_a_pdf_is_handed_on_in_parts_with_its_own_title(stage: Stage) -> N
 @pytest.mark.parametrize("carried", [True, False], ids=["carried", "read"])
 async def test_a_title_of_its_own_is_kept_and_handed_on(stage: Stage, carried: bool) -> None:
     """Whether the event carries the run or the stage reads the document (events of before),
-    the file's own title replaces only a title that was the file name."""
+    the file's own title replaces only a title that was the file name (stored as the chunk
+    stage takes the document in)."""
     data = b"# Heading in the file\n\nSome text under it."
     named = await stage.run("notes.md", data, carried=carried)
     titled = await stage.run("notes.md", data, title="Release notes", carried=carried)
@@ -114,7 +131,7 @@ async def test_a_decompression_bomb_fails_its_document_with_a_reason(stage: Stag
     assert len(stage.dead) == 1
     # The next file is read as usual.
     after = await stage.run("note.txt", b"Read after the bomb.")
-    assert after.parse_status is ParseStatus.EXTRACTING
+    assert after.parse_status is ParseStatus.CHUNKING
     assert after.parse_error is None
 
 

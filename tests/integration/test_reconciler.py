@@ -35,10 +35,11 @@ class Recovery:
         async def send(topic: str, key: bytes, value: bytes) -> None:
             self.sent.append(key.decode())
 
+        self.events = EventSender(Outbox(db), send, timeout_s=5)
         self.reconciler = ReconcilerService(
             self.documents,
             self.lifecycle,
-            EventSender(Outbox(db), send, timeout_s=5),
+            self.events,
             stall_after_s=STALL_S,
             max_redrives=MAX_REDRIVES,
             max_uncounted_redrives=MAX_UNCOUNTED,
@@ -68,6 +69,13 @@ class Recovery:
         assert await self.lifecycle.finish(document.id, 1) is not None
         return document.id
 
+    async def redrive(self) -> int:
+        """One pass of the reconciler; how many documents it restarted. (Their events, sent,
+        are out of the outbox before the next pass, as minutes apart they are.)"""
+        restarted = await self.reconciler.redrive_stalled()
+        await self.events.forgotten()
+        return restarted
+
     async def still_for(self, document_ids: list[str], seconds: float) -> None:
         """As if the documents had not moved for `seconds`."""
         await self.db[DOCUMENTS].update_many(
@@ -94,11 +102,11 @@ async def test_an_outage_does_not_use_up_the_documents_restarts(db: Database) ->
         # Just short of the patience, nothing is restarted: it doubles with every restart,
         # counted or not.
         await recovery.still_for(stuck, patience(restart - 1) - 2)
-        assert await recovery.reconciler.redrive_stalled() == 0
+        assert await recovery.redrive() == 0
         # Nothing else moves; the three are restarted in one pass, each time, and those
         # restarts are not progress that would make the others look at fault.
         await recovery.still_for(stuck, patience(restart - 1) + 1)
-        assert await recovery.reconciler.redrive_stalled() == 3
+        assert await recovery.redrive() == 3
         for document_id in stuck:
             document = await recovery.get(document_id)
             assert document.parse_status is ParseStatus.QUEUED
@@ -107,7 +115,7 @@ async def test_an_outage_does_not_use_up_the_documents_restarts(db: Database) ->
     # Well past `max_redrives`, none failed; at the larger bound they do, with a reason.
     assert len(recovery.sent) == 3 * MAX_UNCOUNTED
     await recovery.still_for(stuck, patience(MAX_UNCOUNTED) + 1)
-    assert await recovery.reconciler.redrive_stalled() == 3
+    assert await recovery.redrive() == 3
     for document_id in stuck:
         document = await recovery.get(document_id)
         assert document.parse_status is ParseStatus.FAILED
@@ -126,13 +134,13 @@ async def test_a_poison_document_fails_at_max_redrives_while_others_flow(db: Dat
         # Other documents go through the pipeline while the poison one does not move.
         await recovery.flows(f"flowing-{restart}.txt")
         await recovery.still_for([poison], patience(restart - 1) + 1)
-        assert await recovery.reconciler.redrive_stalled() == 1
+        assert await recovery.redrive() == 1
         document = await recovery.get(poison)
         assert document.parse_status is ParseStatus.QUEUED
         assert (document.redrives, document.uncounted_redrives) == (restart, 0)
     await recovery.flows("flowing-last.txt")
     await recovery.still_for([poison], patience(MAX_REDRIVES) + 1)
-    assert await recovery.reconciler.redrive_stalled() == 1
+    assert await recovery.redrive() == 1
     document = await recovery.get(poison)
     assert document.parse_status is ParseStatus.FAILED
     assert document.parse_error is not None
@@ -157,11 +165,11 @@ async def test_a_lone_poison_document_in_an_idle_system_fails_at_the_larger_boun
     poison = await recovery.stuck("poison.pdf")
     await recovery.still_for([poison], patience(0) + 1)
     for restart in range(1, MAX_UNCOUNTED + 1):
-        assert await recovery.reconciler.redrive_stalled() == 1
+        assert await recovery.redrive() == 1
         document = await recovery.get(poison)
         assert (document.redrives, document.uncounted_redrives) == (0, restart)
         await recovery.still_for([poison], patience(restart) + 1)
-    assert await recovery.reconciler.redrive_stalled() == 1
+    assert await recovery.redrive() == 1
     document = await recovery.get(poison)
     assert document.parse_status is ParseStatus.FAILED
     assert document.parse_error is not None

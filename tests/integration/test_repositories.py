@@ -57,7 +57,7 @@ async def test_knowledge_bases_are_scoped_to_their_tenant(db: Database) -> None:
         await kbs.update("other", mine.id, {"name": "stolen"})
 
 
-async def test_updates_and_counts_bump_the_revision(db: Database) -> None:
+async def test_updates_bump_the_revision_and_new_documents_are_counted(db: Database) -> None:
     kbs = KnowledgeBaseRepository(db)
     kb = await kbs.create("acme", "Handbook", "", "en")
     renamed = await kbs.update("acme", kb.id, {"name": "Staff handbook"})
@@ -66,7 +66,8 @@ async def test_updates_and_counts_bump_the_revision(db: Database) -> None:
     await DocumentLifecycle(db.client, db, Outbox(db)).create([_document("acme", kb.id)])
     (counted,) = await kbs.counted([await kbs.get("acme", kb.id)])
     assert (counted.document_count, counted.chunk_count) == (1, 0)
-    assert counted.revision == renamed.revision + 1
+    # A queued document changes nothing a search shows: cached answers stay valid.
+    assert counted.revision == renamed.revision
 
 
 async def test_active_ids_drops_disabled_foreign_and_unknown(db: Database) -> None:
@@ -109,32 +110,50 @@ async def test_concurrent_messages_enter_a_stage_once_and_versions_never_repeat(
     current = await documents.find(doc.id)
     assert current is not None
     assert current.attempts == {"extracting": 1}
+    # New versions of one file created at once: each its own number, in transactions that
+    # conflict on the version line and are run again.
     lifecycle = DocumentLifecycle(db.client, db, Outbox(db))
-    versions = await asyncio.gather(
-        *(lifecycle.next_version(doc.kb_id, "file:report.pdf") for _ in range(20))
+    started = await asyncio.gather(
+        *(lifecycle.create([_document(doc.tenant_id, doc.kb_id)], number=True) for _ in range(20))
     )
+    versions = [s.documents[0].version for s in started]
     assert sorted(versions) == list(range(1, 21))
+    stored = [await documents.find(s.documents[0].id) for s in started]
+    assert sorted(d.version for d in stored if d is not None) == sorted(versions)
 
 
-async def test_a_batch_of_sources_is_numbered_in_three_round_trips(
+async def test_a_batch_of_documents_is_numbered_and_created_in_one_transaction(
     db: Database, local_services: LocalServices
 ) -> None:
     commands = MongoCommands()
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
         settings_for(local_services).mongo.url, event_listeners=[commands]
     )
+
+    def on_line(key: str) -> Document:
+        return _document("acme", "kb").model_copy(update={"source_key": key})
+
     try:
         lifecycle = DocumentLifecycle(client, client[db.name], Outbox(client[db.name]))
-        assert await lifecycle.next_version("kb", "record:a") == 1
+        (first,) = (await lifecycle.create([on_line("record:a")], number=True)).documents
+        assert first.version == 1
         commands.sent.clear()
         keys = ["record:a", "record:b", "record:a", *(f"record:{n}" for n in range(50))]
-        versions = await lifecycle.next_versions("kb", keys)
-        # A source named twice gets two numbers in order; one seen before goes on from there.
+        started = await lifecycle.create([on_line(key) for key in keys], number=True)
+        # A line named twice gets two numbers in order; one seen before goes on from there.
+        versions = [document.version for document in started.documents]
         assert versions[:3] == [2, 1, 3]
         assert versions[3:] == [1] * 50
         sent = [name for name, _, _ in commands.sent]
-        assert sent == ["update", "find", "commitTransaction"]
-        assert await lifecycle.next_versions("kb", []) == []
+        assert sent == ["update", "find", "insert", "insert", "commitTransaction"]
+        # As stored, each with its event.
+        stored = DocumentRepository(client[db.name])
+        for document, event in zip(started.documents, started.events, strict=True):
+            found = await stored.find(document.id)
+            assert found is not None
+            assert found.version == document.version
+            assert event.document_id == document.id
+        assert (await lifecycle.create([], number=True)).documents == []
     finally:
         await client.close()
 
@@ -154,8 +173,7 @@ async def test_per_message_writes_use_no_find_and_modify(
         kb = await KnowledgeBaseRepository(watched).create("acme", "KB", "", "en")
         lifecycle = DocumentLifecycle(client, watched, Outbox(watched))
         document = _document("acme", kb.id)
-        version = await lifecycle.next_version(kb.id, document.source_key)
-        await lifecycle.create([document.model_copy(update={"version": version})])
+        await lifecycle.create([document], number=True)
         await _ready_to_finish(watched, document)
         assert isinstance(await lifecycle.finish(document.id, 1), Finished)
         assert await lifecycle.remove(document.id) is not None
@@ -418,8 +436,7 @@ async def test_a_change_cut_short_inside_its_transaction_holds_up_no_other_docum
             assert isinstance(await lifecycle.finish(other.id, 1), Finished)
             assert touched[kb.id] > kb.revision
             assert await lifecycle.remove(removed.id) is not None
-            started = await lifecycle.create([added])
-            assert started.revisions[kb.id] > touched[kb.id]
+            await lifecycle.create([added])
             (counted,) = await kbs.counted([await kbs.get("acme", kb.id)])
         assert not hanging.done()
     finally:

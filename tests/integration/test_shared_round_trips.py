@@ -1,6 +1,6 @@
 """The stages' messages worked at the same moment share their round trips: entering a status,
 recording a batch, reading a document, raising a KB's revision, finishing, reading originals,
-and the embed stage's cache and model call (real MongoDB; about 2 s). Each answer is still the
+forgetting sent events, and the embed stage's cache and model call (real MongoDB; about 3 s). Each answer is still the
 caller's own: a stale or missing document gets its None, a replay its None, a missing file its
 NotFound."""
 
@@ -24,7 +24,7 @@ from infra.mongo.document_repository import DocumentRepository
 from infra.mongo.embedding_cache import EmbeddingCache
 from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from infra.mongo.lifecycle import DocumentLifecycle, Finished, Superseded
-from infra.mongo.outbox import Outbox
+from infra.mongo.outbox import EventSender, Outbox, Pending
 from infra.settings.embedding import EmbeddingSettings
 from infra.settings.stages import StagePolicy
 from schemas.domain import ChunkRecord, Document, ParseStatus, record_source_key
@@ -171,12 +171,8 @@ async def test_batch_records_at_once_share_one_write_and_each_says_whether_it_wa
 
 async def _numbered(lifecycle: DocumentLifecycle, kb_id: str, name: str) -> Document:
     """A new record's document, numbered and created as the intake does."""
-    key = record_source_key(name)
-    document = make_document(
-        "acme", kb_id, source_key=key, version=await lifecycle.next_version(kb_id, key)
-    )
-    await lifecycle.create([document])
-    return document
+    document = make_document("acme", kb_id, source_key=record_source_key(name))
+    return (await lifecycle.create([document], number=True)).documents[0]
 
 
 async def _stored_now(db: Database, document_id: str) -> Document:
@@ -243,15 +239,12 @@ async def test_runs_finishing_at_once_share_one_transaction(local_services: Loca
             assert now.parse_status is ParseStatus.INDEXED
         # A first version alone (numbered as the intake numbers it, which starts its line):
         # read, its line moved, marked indexed, committed.
-        key = record_source_key("lone")
-        version = await lifecycle.next_version(kb.id, key)
-        lone = make_document("acme", kb.id, source_key=key, version=version)
-        await lifecycle.create([lone])
+        lone = await _numbered(lifecycle, kb.id, "lone")
         await _ready(db, [lone])
         _sent(commands)
         assert isinstance(await lifecycle.finish(lone.id, 1), Finished)
         assert _sent(commands) == ["find", "update", "update", "commitTransaction"]
-        assert await lifecycle.live_version(kb.id, key) == version == 1
+        assert await lifecycle.live_version(kb.id, lone.source_key) == lone.version == 1
         # A run still stored as the index stage read it is finished reading nothing (a
         # conditional write of the document and of its line, and commit).
         as_read = [await _numbered(lifecycle, kb.id, f"read{n}") for n in range(2)]
@@ -387,3 +380,27 @@ async def test_batches_embedded_at_once_share_one_model_call_and_one_cache_round
         embedder.calls.clear()
         await handler(_batch(queued[0], texts[0]), queued[0])
         assert embedder.calls == []
+
+
+async def test_events_sent_one_after_another_are_forgotten_together(
+    local_services: LocalServices,
+) -> None:
+    # As uploads one after the other send their events: each sends at once, and the entries
+    # Kafka acknowledged within a second of each other leave the outbox in one delete.
+    async with counted_database(local_services) as (db, commands):
+        outbox = Outbox(db)
+        published: list[bytes] = []
+
+        async def send(topic: str, key: bytes, value: bytes) -> None:
+            published.append(key)
+
+        events = EventSender(outbox, send, timeout_s=5, forget_wait_s=1.0)
+        entries = [Pending("documents.uploaded.v1", f"d{n}/1".encode(), b"{}") for n in range(5)]
+        await outbox.add_now(entries)
+        _sent(commands)
+        for entry in entries:
+            await events.send_now([entry])
+        assert published == [entry.key for entry in entries]
+        await events.forgotten()
+        assert _sent(commands) == ["delete"]
+        assert await outbox.count() == 0

@@ -27,7 +27,6 @@ async def build_stage(system: System) -> Stage[DocumentUploaded]:
     await parsers.start()
     system.on_close(parsers.close)
     handler = ExtractHandler(
-        system.document_repo,
         system.blobs,
         system.publish,
         ingest.extract_part_chars,

@@ -14,7 +14,7 @@ from core.errors import ExtractionFailed, NotFound
 from schemas.domain import TITLE_MAX_CHARS, Document, ExtractedDocument, TextSegment
 from schemas.events import DocumentExtracted, DocumentUploaded, Publish
 from workers.extract.sandbox import ParserSandbox
-from workers.ports import DocumentStatus, StageResult, TextStore
+from workers.ports import StageResult, TextStore
 
 
 class ExtractHandler:
@@ -22,14 +22,12 @@ class ExtractHandler:
 
     def __init__(
         self,
-        documents: DocumentStatus,
         texts: TextStore,
         publish: Publish,
         part_chars: int,
         parsers: ParserSandbox,
         inline_max_bytes: int = 0,
     ) -> None:
-        self._documents = documents
         self._texts = texts
         self._publish = publish
         self._part_chars = part_chars
@@ -59,19 +57,20 @@ class ExtractHandler:
         async with self._parsers.open(data, event.filename) as extraction:
             del data
             found = extraction.title
-            if filename_only and found not in ("", title):
-                # The title was only the file name: the file's own title (PDF metadata, first
-                # heading, e-mail subject) is better for citations.
-                await self._documents.set_title(event.document_id, event.generation, found)
+            # The title was only the file name: the file's own title (PDF metadata, first
+            # heading, e-mail subject) is better for citations. The chunk stage stores it as
+            # it takes the document in (`DocumentExtracted.retitled`), in the same write.
+            retitled = filename_only and found not in ("", title)
+            if retitled:
                 title = found[:TITLE_MAX_CHARS]
             async for segment in extraction.segments():
                 part.append(segment)
                 size += len(segment.text)
                 if size >= self._part_chars:
-                    await self._emit(event, index, part, title, last=False)
+                    await self._emit(event, index, part, title, retitled, last=False)
                     index += 1
                     part, size = [], 0
-        await self._emit(event, index, part, title, last=True)
+        await self._emit(event, index, part, title, retitled, last=True)
         return StageResult(finished_document=True)
 
     async def _emit(
@@ -80,6 +79,7 @@ class ExtractHandler:
         index: int,
         segments: list[TextSegment],
         title: str,
+        retitled: bool,
         *,
         last: bool,
     ) -> None:
@@ -100,6 +100,7 @@ class ExtractHandler:
                     text=part if carried else None,
                     char_count=part.char_count,
                     title=title,
+                    retitled=retitled,
                 )
             ]
         )
