@@ -82,6 +82,7 @@ TINY_SETTINGS = {"RAGLINE_EMBEDDING__PROVIDER": "hashed"}
 TINY = {"records": 200, "updates": 0.1, "files": 5, "idle_s": 6.0}
 WAIT_LIMIT_S = 3 * 3600
 POLL_EVERY_S = 1.0
+REASK_AFTER_S = 5.0
 TENANT = "default"
 # The write path's goals.
 GOALS = (
@@ -198,14 +199,22 @@ def wait_until(
     """Waits until the KB counts `documents` documents and `chunks` chunks (what the records'
     latest versions make). Watches the index stage's finished documents on the API's metrics,
     which costs MongoDB nothing, and asks the KB (a read of every document's count) only when
-    enough have finished, and again only after more have."""
+    enough have finished, and again only after more have, or after a refusal (a count of tens
+    of thousands of documents may take the local MongoDB stand-in longer than a request may
+    take while the last documents finish: 503, asked again a few seconds later)."""
     deadline = time.monotonic() + WAIT_LIMIT_S
     asked_at = -1
     while time.monotonic() < deadline:
         finished = documents_finished(pipeline)
         if finished >= documents and finished != asked_at:
             asked_at = finished
-            kb = http.get(f"/api/v1/knowledge-bases/{kb_id}").json()
+            answer = http.get(f"/api/v1/knowledge-bases/{kb_id}")
+            if answer.status_code != 200:
+                print(f"the KB's counts were refused ({answer.status_code}: {answer.text[:200]})")
+                asked_at = -1
+                time.sleep(REASK_AFTER_S)
+                continue
+            kb = answer.json()
             if kb["document_count"] == documents and kb["chunk_count"] == chunks:
                 return
         time.sleep(POLL_EVERY_S)
