@@ -1,8 +1,8 @@
 """The stages' messages worked at the same moment share their round trips: entering a status,
 recording a batch, reading a document, raising a KB's revision, finishing, reading originals,
-forgetting sent events, and the embed stage's cache and model call (real MongoDB; about 3 s). Each answer is still the
-caller's own: a stale or missing document gets its None, a replay its None, a missing file its
-NotFound."""
+forgetting sent events, and the embed stage's cache and model call (real MongoDB; about 3 s).
+Each answer is still the caller's own: a stale or missing document gets its None, a replay its
+None, a missing file its NotFound."""
 
 from __future__ import annotations
 
