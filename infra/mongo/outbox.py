@@ -119,12 +119,17 @@ class Outbox:
             return await self._entries.count_documents({})
 
 
+async def publish(send: Send, entries: Sequence[Pending]) -> None:
+    """Publishes entries, all at once; if Kafka fails, raises `ServiceUnavailable`."""
+    await asyncio.gather(*(send(e.topic, e.key, e.value) for e in entries))
+
+
 async def dispatch(outbox: Outbox, send: Send, entries: Sequence[Pending]) -> None:
     """Publishes entries and then forgets them; if Kafka fails, raises `ServiceUnavailable`
     and they stay stored for the relay."""
     if not entries:
         return
-    await asyncio.gather(*(send(e.topic, e.key, e.value) for e in entries))
+    await publish(send, entries)
     await outbox.sent(entries)
 
 
@@ -152,7 +157,7 @@ class EventSender:
         if not entries:
             return
         try:
-            await asyncio.wait_for(self._publish(entries), self._timeout_s)
+            await asyncio.wait_for(publish(self._send, entries), self._timeout_s)
         except (RetryableError, TimeoutError) as exc:
             OUTBOX_DEFERRED.inc(len(entries))
             reason = str(exc) or f"no answer from Kafka within {self._timeout_s:g} s"
@@ -166,9 +171,6 @@ class EventSender:
         """Waits until the entries acknowledged so far are forgotten (before the process
         ends; a reader of the outbox that must not see them)."""
         await asyncio.gather(*self._forgetting)
-
-    async def _publish(self, entries: Sequence[Pending]) -> None:
-        await asyncio.gather(*(self._send(e.topic, e.key, e.value) for e in entries))
 
     async def _forget(self, entries: list[Pending]) -> None:
         try:
