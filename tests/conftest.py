@@ -26,16 +26,17 @@ from infra.settings.embedding import EmbeddingSettings
 from infra.settings.kafka import KafkaSettings
 from infra.settings.mongo import MongoSettings
 from infra.settings.redis import RedisSettings
+from tests.shared_stacks import SharedStacks, module_of, put_in_order
 from tests.timing import TimeReport
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 # The longest modules (each half a minute or more of one worker's time in a full run, from the
-# time report), longest first. They are
-# collected before every other module, so that `make test`'s two workers (pytest-xdist,
-# `--dist loadfile`, which hands out modules in collection order) start on them and fill the
-# end with short modules: a long module handed out last kept one worker alone for minutes.
+# time report), longest first. They are collected before every other module, so that `make
+# test`'s two workers (pytest-xdist, `--dist loadgroup`, which hands out whole modules in
+# collection order: `tests/shared_stacks.py`) start on them and fill the end with short modules:
+# a long module handed out last kept one worker alone for minutes.
 LONGEST_MODULES = (
     "tests/e2e/test_benchmarks_run.py",
     "tests/faults/test_faults.py",
@@ -55,22 +56,29 @@ LONGEST_MODULES = (
 )
 
 
+SHARED_STACKS_PLUGIN = "ragline-shared-stacks"
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Reports where each run's time goes (`tests/timing.py`)."""
-    config.pluginmanager.register(TimeReport(config), "ragline-time-report")
+    """Reports where each run's time goes (`tests/timing.py`) and keeps the shared stacks
+    (`tests/shared_stacks.py`)."""
+    report = TimeReport(config)
+    config.pluginmanager.register(report, "ragline-time-report")
+    config.pluginmanager.register(SharedStacks(report), SHARED_STACKS_PLUGIN)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Puts the longest modules first (`LONGEST_MODULES`); the rest keep their order."""
+    """Puts the longest modules first (`LONGEST_MODULES`) and the modules of the packaged model's
+    stack together, where the first of them would be; the rest keep their order. Each test is
+    handed out with its group (`tests/shared_stacks.py`), a whole group to one worker."""
     moved = [path for path in LONGEST_MODULES if not (config.rootpath / path).is_file()]
     if moved:
         raise pytest.UsageError(f"LONGEST_MODULES names modules that do not exist: {moved}")
 
-    def rank(item: pytest.Item) -> int:
-        path = item.nodeid.split("::", 1)[0]
-        return LONGEST_MODULES.index(path) if path in LONGEST_MODULES else len(LONGEST_MODULES)
-
-    items.sort(key=rank)
+    group = put_in_order(items, LONGEST_MODULES)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group[module_of(item)]))
 
 
 def unique(prefix: str) -> str:
@@ -292,27 +300,47 @@ def own_stack(
 
 
 @pytest.fixture(scope="session")
+def shared_stacks(
+    request: pytest.FixtureRequest, local_services: LocalServices
+) -> Iterator[SharedStacks]:
+    """The shared stacks of this worker (`tests/shared_stacks.py`); whatever still runs at the
+    session's end stops before the servers do."""
+    stacks = request.config.pluginmanager.get_plugin(SHARED_STACKS_PLUGIN)
+    assert isinstance(stacks, SharedStacks)
+    yield stacks
+    stacks.stop_all()
+
+
+@pytest.fixture(scope="module")
 def running_pipeline(
-    local_services: LocalServices, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningPipeline]:
+    local_services: LocalServices,
+    shared_stacks: SharedStacks,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> RunningPipeline:
     """One whole stack shared by the end-to-end modules whose subject is the model (each uses
     KBs of its own): it embeds with the packaged model. Retrieval quality, evaluations,
-    ingest-and-search and the bots' searches run on it."""
-    running = start_pipeline(
-        local_services, tmp_path_factory.mktemp("pipeline"), SHARED_STACK, real_model=True
+    ingest-and-search and the bots' searches run on it, one after the other on one worker
+    (`MODEL_GROUP`), and it stops after the last of them."""
+    return shared_stacks.running(
+        "running_pipeline",
+        lambda: start_pipeline(
+            local_services, tmp_path_factory.mktemp("pipeline"), SHARED_STACK, real_model=True
+        ),
     )
-    yield running
-    running.pipeline.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def mechanics_pipeline(
-    local_services: LocalServices, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningPipeline]:
+    local_services: LocalServices,
+    shared_stacks: SharedStacks,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> RunningPipeline:
     """One whole stack shared by the end-to-end modules that check mechanics (each uses KBs,
-    tenants and tokens of its own): it embeds with the hashed embedder, loading no model."""
-    running = start_pipeline(
-        local_services, tmp_path_factory.mktemp("mechanics"), SHARED_STACK, real_model=False
+    tenants and tokens of its own): it embeds with the hashed embedder, loading no model. It
+    stops once no later test needs it."""
+    return shared_stacks.running(
+        "mechanics_pipeline",
+        lambda: start_pipeline(
+            local_services, tmp_path_factory.mktemp("mechanics"), SHARED_STACK, real_model=False
+        ),
     )
-    yield running
-    running.pipeline.stop()

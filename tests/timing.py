@@ -5,17 +5,19 @@ Per module: its tests, the seconds its set-up, calls and tear-down took (fixture
 a module's own stack shows in its set-up and tear-down), the CPU seconds of the pytest process
 meanwhile, and the CPU seconds of the processes it started that ended meanwhile (its stack's
 API, workers and servers, the benchmarks and CLIs it ran: `RUSAGE_CHILDREN`, which counts a
-process once it has ended and been waited for). The stacks and servers shared by a whole worker
-end with the session: their processes are one row of their own. Under pytest-xdist each worker
+process once it has ended and been waited for). The stacks and servers a worker's modules share
+are one row of their own, whenever they end (the servers with the session, a shared stack once
+no later test needs it: `tests/shared_stacks.py`). Under pytest-xdist each worker
 measures its own modules and the controller puts the rows together.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import resource
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ from typing import Any
 import pytest
 
 REPORT = Path(".ragline") / "test-times.md"
-SESSION_ROW = "(shared stacks and servers, ended with the session)"
+SESSION_ROW = "(shared stacks and servers)"
 PRINTED_ROWS = 15
 
 
@@ -70,6 +72,18 @@ class TimeReport:
         cpu, children = _cpu()
         row.cpu_s += cpu - before[0]
         row.children_cpu_s += children - before[1]
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        """Charges what the block takes to the row of the shared stacks and servers, as a
+        tear-down (a shared stack stopped between two tests: `tests/shared_stacks.py`)."""
+        before, started = _cpu(), time.perf_counter()
+        try:
+            yield
+        finally:
+            row = self.modules.setdefault(SESSION_ROW, ModuleTimes())
+            row.teardown_s += time.perf_counter() - started
+            self._charge(row, before)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, None]:

@@ -1,0 +1,120 @@
+"""The whole stacks the session's modules share (`mechanics_pipeline`, `running_pipeline`):
+each starts when a module first needs it and stops as soon as no test after the one just run
+needs it, rather than idling to the end of the session.
+
+An idle stack is not free: its API and workers poll Kafka and MongoDB, about a fifth of a core
+on this kind of machine (measured with nothing running: 22%). Started by a module early in a
+run and kept to the end, each of a worker's stacks used to cost that through every later module,
+and both workers started one of each.
+
+A test "after" is one later in the collection's order. That is the order each worker runs its
+tests in: under pytest-xdist `make test` hands out whole groups (`--dist loadgroup`; a group is
+a module, or the modules of the packaged model's stack together, `MODEL_GROUP`) in collection
+order, and a group's tests are one run of the collection. A stack stopped too early is started
+again by the next module that asks for it, so a wrong guess costs time, never a test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.timing import TimeReport
+
+if TYPE_CHECKING:
+    from tests.conftest import RunningPipeline
+
+# The fixtures that are a shared stack, by name.
+SHARED_STACKS = ("mechanics_pipeline", "running_pipeline")
+# The group (pytest-xdist `xdist_group`) of the modules on the packaged model's stack: one
+# worker runs them one after the other, so one such stack starts in a run, not one per worker.
+MODEL_GROUP = "packaged-model-stack"
+
+
+def module_of(item: Any) -> str:
+    """The path of the test's module, as `tests/e2e/test_x.py`."""
+    return str(item.nodeid).split("::", 1)[0]
+
+
+def groups(items: list[Any]) -> dict[str, str]:
+    """The group each module is handed out in: `MODEL_GROUP` for a module with a test on the
+    packaged model's stack, else its own."""
+    on_model = {module_of(item) for item in items if "running_pipeline" in item.fixturenames}
+    return {
+        module_of(item): MODEL_GROUP if module_of(item) in on_model else module_of(item)
+        for item in items
+    }
+
+
+def put_in_order(items: list[Any], longest: Sequence[str]) -> dict[str, str]:
+    """Sorts the tests as the workers take them: the groups of the `longest` modules first, in
+    that order (a group ranks as its longest module), then the others in the order collected;
+    each group's tests together, each module's in its order. Returns each module's group."""
+    group = groups(items)
+    rank: dict[str, tuple[int, int]] = {}
+    for index, item in enumerate(items):
+        path = module_of(item)
+        place = longest.index(path) if path in longest else len(longest)
+        first = rank.get(group[path], (place, index))
+        rank[group[path]] = (min(first[0], place), first[1])
+    items.sort(key=lambda item: rank[group[module_of(item)]])
+    return group
+
+
+@dataclass(eq=False)  # a plugin must be hashable
+class SharedStacks:
+    """The pytest plugin that keeps the shared stacks: `running(name, start)` gives one,
+    starting it if it is not running; each stops after the last test that needs it."""
+
+    report: TimeReport
+    stacks: dict[str, RunningPipeline] = field(default_factory=dict)
+    _order: dict[int, int] = field(default_factory=dict)
+    _last_user: dict[str, int] = field(default_factory=dict)
+
+    def running(self, name: str, start: Callable[[], RunningPipeline]) -> RunningPipeline:
+        """The stack `name`, started if it is not running."""
+        if name not in self.stacks:
+            self.stacks[name] = start()
+        return self.stacks[name]
+
+    def stop(self, name: str) -> None:
+        """Stops the stack `name` between tests; what its processes cost goes to the time
+        report's row of the shared stacks."""
+        stack = self.stacks.pop(name)
+        with self.report.shared():
+            stack.pipeline.stop()
+
+    def stop_all(self) -> None:
+        """Stops every stack still running, at the session's end (in the last test's
+        tear-down, which the report counts as the shared stacks' already)."""
+        while self.stacks:
+            self.stacks.popitem()[1].pipeline.stop()
+
+    def _learn(self, items: list[pytest.Item]) -> None:
+        self._order = {id(item): index for index, item in enumerate(items)}
+        for index, item in enumerate(items):
+            for name in SHARED_STACKS:
+                if name in getattr(item, "fixturenames", ()):
+                    self._last_user[name] = index
+
+    def needed_from(self, items: list[pytest.Item], name: str, item: pytest.Item | None) -> bool:
+        """Whether `item` or a test after it needs the stack `name`."""
+        if item is None:
+            return False
+        if id(item) not in self._order:
+            self._learn(items)
+        return self._order[id(item)] <= self._last_user.get(name, -1)
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, Any, None]:
+        """After a test, stops each stack that neither the next test nor any after it needs
+        (outside the test's own times in the report)."""
+        yield
+        for name in list(self.stacks):
+            if not self.needed_from(item.session.items, name, nextitem):
+                self.stop(name)
