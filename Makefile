@@ -61,7 +61,7 @@ $(MCP_CLIENTS_STAMP): tests/mcp_clients/package-lock.json
 # The suite runs on two pytest-xdist workers, whole modules each (a module shares one stack; the
 # modules on the packaged model's stack go together), handed out in collection order, which puts
 # the longest modules first (tests/conftest.py, tests/shared_stacks.py).
-PYTEST_ARGS ?= -n 2 --dist loadgroup --no-loadscope-reorder
+PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 test: system-packages lint typecheck docs $(MCP_CLIENTS_STAMP)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 

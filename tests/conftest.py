@@ -26,7 +26,12 @@ from infra.settings.embedding import EmbeddingSettings
 from infra.settings.kafka import KafkaSettings
 from infra.settings.mongo import MongoSettings
 from infra.settings.redis import RedisSettings
-from tests.shared_stacks import SharedStacks, module_of, put_in_order
+from tests.shared_stacks import (
+    ModelModulesTogether,
+    SharedStacks,
+    check_model_modules,
+    put_in_order,
+)
 from tests.timing import TimeReport
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -34,7 +39,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 # The longest modules (each half a minute or more of one worker's time in a full run, from the
 # time report), longest first. They are collected before every other module, so that `make
-# test`'s two workers (pytest-xdist, `--dist loadgroup`, which hands out whole modules in
+# test`'s two workers (pytest-xdist, `--dist loadfile`, which hands out whole modules in
 # collection order: `tests/shared_stacks.py`) start on them and fill the end with short modules:
 # a long module handed out last kept one worker alone for minutes.
 LONGEST_MODULES = (
@@ -67,18 +72,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(SharedStacks(report), SHARED_STACKS_PLUGIN)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Puts the longest modules first (`LONGEST_MODULES`) and the modules of the packaged model's
-    stack together, where the first of them would be; the rest keep their order. Each test is
-    handed out with its group (`tests/shared_stacks.py`), a whole group to one worker."""
+    stack together, where the first of them would be (`tests/shared_stacks.py`); the rest keep
+    their order."""
     moved = [path for path in LONGEST_MODULES if not (config.rootpath / path).is_file()]
     if moved:
         raise pytest.UsageError(f"LONGEST_MODULES names modules that do not exist: {moved}")
+    check_model_modules(items)
+    put_in_order(items, LONGEST_MODULES)
 
-    group = put_in_order(items, LONGEST_MODULES)
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group[module_of(item)]))
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, with the modules on the packaged model's stack handed out as one."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    return ModelModulesTogether(config, log)
 
 
 def unique(prefix: str) -> str:

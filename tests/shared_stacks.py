@@ -8,10 +8,10 @@ run and kept to the end, each of a worker's stacks used to cost that through eve
 and both workers started one of each.
 
 A test "after" is one later in the collection's order. That is the order each worker runs its
-tests in: under pytest-xdist `make test` hands out whole groups (`--dist loadgroup`; a group is
-a module, or the modules of the packaged model's stack together, `MODEL_GROUP`) in collection
-order, and a group's tests are one run of the collection. A stack stopped too early is started
-again by the next module that asks for it, so a wrong guess costs time, never a test.
+tests in: under pytest-xdist `make test` hands out whole modules in collection order (`--dist
+loadfile`, with the modules of the packaged model's stack as one: `ModelModulesTogether`), and
+`put_in_order` keeps each unit's tests together in the collection. A stack stopped too early is
+started again by the next module that asks for it, so a wrong guess costs time, never a test.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]  # no types
 
 from tests.timing import TimeReport
 
@@ -29,9 +30,17 @@ if TYPE_CHECKING:
 
 # The fixtures that are a shared stack, by name.
 SHARED_STACKS = ("mechanics_pipeline", "running_pipeline")
-# The group (pytest-xdist `xdist_group`) of the modules on the packaged model's stack: one
-# worker runs them one after the other, so one such stack starts in a run, not one per worker.
-MODEL_GROUP = "packaged-model-stack"
+# The modules on the packaged model's stack (`running_pipeline`), handed out as one (`make test`'s
+# scheduler, `ModelModulesTogether`): one worker runs them one after the other, so one such stack
+# starts in a run, not one per worker. The scheduler sees only the tests' ids, not their fixtures,
+# so the modules are named here; the collection checks the list (`check_model_modules`).
+MODEL_MODULES = (
+    "tests/e2e/test_bots_and_search.py",
+    "tests/e2e/test_evaluations.py",
+    "tests/e2e/test_ingest_and_search.py",
+    "tests/e2e/test_retrieval_quality.py",
+)
+MODEL_GROUP = "(the modules on the packaged model's stack)"
 
 
 def module_of(item: Any) -> str:
@@ -39,29 +48,50 @@ def module_of(item: Any) -> str:
     return str(item.nodeid).split("::", 1)[0]
 
 
-def groups(items: list[Any]) -> dict[str, str]:
-    """The group each module is handed out in: `MODEL_GROUP` for a module with a test on the
-    packaged model's stack, else its own."""
+def scope_of(nodeid: str, together: Sequence[str] = MODEL_MODULES) -> str:
+    """The unit a test is handed out in: its module, or `MODEL_GROUP` for the modules
+    `together`."""
+    module = nodeid.split("::", 1)[0]
+    return MODEL_GROUP if module in together else module
+
+
+def check_model_modules(items: list[Any], together: Sequence[str] = MODEL_MODULES) -> None:
+    """Fails the run when `together` is not exactly the modules with a test on the packaged
+    model's stack."""
     on_model = {module_of(item) for item in items if "running_pipeline" in item.fixturenames}
-    return {
-        module_of(item): MODEL_GROUP if module_of(item) in on_model else module_of(item)
-        for item in items
-    }
+    collected = {module_of(item) for item in items}
+    unlisted = sorted(on_model - set(together))
+    idle = sorted(path for path in together if path in collected and path not in on_model)
+    if unlisted or idle:
+        raise pytest.UsageError(
+            "MODEL_MODULES (tests/shared_stacks.py) must name the modules on the packaged "
+            f"model's stack: not named {unlisted}, named without a test on it {idle}"
+        )
 
 
-def put_in_order(items: list[Any], longest: Sequence[str]) -> dict[str, str]:
-    """Sorts the tests as the workers take them: the groups of the `longest` modules first, in
-    that order (a group ranks as its longest module), then the others in the order collected;
-    each group's tests together, each module's in its order. Returns each module's group."""
-    group = groups(items)
+def put_in_order(
+    items: list[Any], longest: Sequence[str], together: Sequence[str] = MODEL_MODULES
+) -> None:
+    """Sorts the tests as the workers take them: the units (`scope_of`) of the `longest`
+    modules first, in that order (a unit ranks as its longest module), then the others in the
+    order collected; each unit's tests together, each module's in its order."""
     rank: dict[str, tuple[int, int]] = {}
     for index, item in enumerate(items):
-        path = module_of(item)
+        path, unit = module_of(item), scope_of(item.nodeid, together)
         place = longest.index(path) if path in longest else len(longest)
-        first = rank.get(group[path], (place, index))
-        rank[group[path]] = (min(first[0], place), first[1])
-    items.sort(key=lambda item: rank[group[module_of(item)]])
-    return group
+        first = rank.get(unit, (place, index))
+        rank[unit] = (min(first[0], place), first[1])
+    items.sort(key=lambda item: rank[scope_of(item.nodeid, together)])
+
+
+class ModelModulesTogether(LoadFileScheduling):  # type: ignore[misc]  # xdist has no types
+    """pytest-xdist's `--dist loadfile` (each module whole to one worker, in collection order),
+    with the modules on the packaged model's stack handed out as one. (xdist's own
+    `--dist loadgroup` groups by rewriting test ids, which pytest 9.2 no longer lets it do: it
+    hands every test out alone, pytest-dev/pytest-xdist#1386.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return scope_of(nodeid)
 
 
 @dataclass(eq=False)  # a plugin must be hashable

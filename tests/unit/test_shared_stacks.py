@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from tests.shared_stacks import MODEL_GROUP, SharedStacks, put_in_order
+from tests.shared_stacks import (
+    MODEL_GROUP,
+    SharedStacks,
+    check_model_modules,
+    put_in_order,
+    scope_of,
+)
 from tests.timing import SESSION_ROW, TimeReport
 
 
@@ -39,12 +45,14 @@ def test_the_longest_go_first_and_the_model_modules_go_together() -> None:
         item("tests/e2e/test_e.py::test_2"),
         item("tests/unit/test_f.py::test_1"),
     ]
-    group = put_in_order(items, ["tests/e2e/test_e.py", "tests/e2e/test_d.py"])
+    together = ["tests/e2e/test_b.py", "tests/e2e/test_d.py"]
+    check_model_modules(items, together)
+    put_in_order(items, ["tests/e2e/test_e.py", "tests/e2e/test_d.py"], together)
 
     assert [i.nodeid for i in items] == [
         "tests/e2e/test_e.py::test_1",
         "tests/e2e/test_e.py::test_2",
-        # The model's group ranks as test_d, its longest module; its modules keep their order.
+        # The model's modules rank as test_d, the longest of them; they keep their order.
         "tests/e2e/test_b.py::test_1",
         "tests/e2e/test_b.py::test_2",
         "tests/e2e/test_d.py::test_1",
@@ -52,8 +60,23 @@ def test_the_longest_go_first_and_the_model_modules_go_together() -> None:
         "tests/e2e/test_c.py::test_1",
         "tests/unit/test_f.py::test_1",
     ]
-    assert group["tests/e2e/test_b.py"] == group["tests/e2e/test_d.py"] == MODEL_GROUP
-    assert group["tests/e2e/test_a.py"] == "tests/e2e/test_a.py"
+    # The scheduler hands them out as one unit, every other module alone.
+    assert scope_of("tests/e2e/test_b.py::test_2", together) == MODEL_GROUP
+    assert scope_of("tests/e2e/test_d.py::test_1[x]", together) == MODEL_GROUP
+    assert scope_of("tests/e2e/test_a.py::test_1", together) == "tests/e2e/test_a.py"
+
+
+def test_the_model_modules_named_must_be_those_on_the_model_stack() -> None:
+    items = [
+        item("tests/e2e/test_a.py::test_1", "running_pipeline"),
+        item("tests/e2e/test_b.py::test_1", "mechanics_pipeline"),
+    ]
+    with pytest.raises(pytest.UsageError, match=r"not named \['tests/e2e/test_a.py'\]"):
+        check_model_modules(items, [])
+    with pytest.raises(pytest.UsageError, match=r"without a test on it \['tests/e2e/test_b.py'\]"):
+        check_model_modules(items, ["tests/e2e/test_a.py", "tests/e2e/test_b.py"])
+    # The packaged list matches this suite (a module run alone is checked as collected).
+    check_model_modules(items, ["tests/e2e/test_a.py", "tests/e2e/test_c.py"])
 
 
 def run(plugin: SharedStacks, items: list[Any], index: int) -> None:
