@@ -330,7 +330,7 @@ def running_pipeline(
     """One whole stack shared by the end-to-end modules whose subject is the model (each uses
     KBs of its own): it embeds with the packaged model. Retrieval quality, evaluations,
     ingest-and-search and the bots' searches run on it, one after the other on one worker
-    (`MODEL_GROUP`), and it stops after the last of them."""
+    (`MODEL_MODULES`), and it stops after the last of them."""
     return shared_stacks.running(
         "running_pipeline",
         lambda: start_pipeline(

@@ -48,10 +48,9 @@ def module_of(item: Any) -> str:
     return str(item.nodeid).split("::", 1)[0]
 
 
-def scope_of(nodeid: str, together: Sequence[str] = MODEL_MODULES) -> str:
-    """The unit a test is handed out in: its module, or `MODEL_GROUP` for the modules
-    `together`."""
-    module = nodeid.split("::", 1)[0]
+def unit_of(module: str, together: Sequence[str] = MODEL_MODULES) -> str:
+    """The unit a module's tests are handed out in: the module, or `MODEL_GROUP` for the
+    modules `together`."""
     return MODEL_GROUP if module in together else module
 
 
@@ -72,16 +71,16 @@ def check_model_modules(items: list[Any], together: Sequence[str] = MODEL_MODULE
 def put_in_order(
     items: list[Any], longest: Sequence[str], together: Sequence[str] = MODEL_MODULES
 ) -> None:
-    """Sorts the tests as the workers take them: the units (`scope_of`) of the `longest`
+    """Sorts the tests as the workers take them: the units (`unit_of`) of the `longest`
     modules first, in that order (a unit ranks as its longest module), then the others in the
     order collected; each unit's tests together, each module's in its order."""
     rank: dict[str, tuple[int, int]] = {}
     for index, item in enumerate(items):
-        path, unit = module_of(item), scope_of(item.nodeid, together)
+        path = module_of(item)
         place = longest.index(path) if path in longest else len(longest)
-        first = rank.get(unit, (place, index))
-        rank[unit] = (min(first[0], place), first[1])
-    items.sort(key=lambda item: rank[scope_of(item.nodeid, together)])
+        first = rank.get(unit_of(path, together), (place, index))
+        rank[unit_of(path, together)] = (min(first[0], place), first[1])
+    items.sort(key=lambda item: rank[unit_of(module_of(item), together)])
 
 
 class ModelModulesTogether(LoadFileScheduling):  # type: ignore[misc]  # xdist has no types
@@ -91,7 +90,7 @@ class ModelModulesTogether(LoadFileScheduling):  # type: ignore[misc]  # xdist h
     hands every test out alone, pytest-dev/pytest-xdist#1386.)"""
 
     def _split_scope(self, nodeid: str) -> str:
-        return scope_of(nodeid)
+        return unit_of(super()._split_scope(nodeid))
 
 
 @dataclass(eq=False)  # a plugin must be hashable

@@ -14,7 +14,7 @@ from tests.shared_stacks import (
     SharedStacks,
     check_model_modules,
     put_in_order,
-    scope_of,
+    unit_of,
 )
 from tests.timing import SESSION_ROW, TimeReport
 
@@ -61,9 +61,9 @@ def test_the_longest_go_first_and_the_model_modules_go_together() -> None:
         "tests/unit/test_f.py::test_1",
     ]
     # The scheduler hands them out as one unit, every other module alone.
-    assert scope_of("tests/e2e/test_b.py::test_2", together) == MODEL_GROUP
-    assert scope_of("tests/e2e/test_d.py::test_1[x]", together) == MODEL_GROUP
-    assert scope_of("tests/e2e/test_a.py::test_1", together) == "tests/e2e/test_a.py"
+    assert unit_of("tests/e2e/test_b.py", together) == MODEL_GROUP
+    assert unit_of("tests/e2e/test_d.py", together) == MODEL_GROUP
+    assert unit_of("tests/e2e/test_a.py", together) == "tests/e2e/test_a.py"
 
 
 def test_the_model_modules_named_must_be_those_on_the_model_stack() -> None:
