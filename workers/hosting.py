@@ -27,7 +27,13 @@ from core.errors import RetryableError
 from core.periodic import Periodic
 from infra.kafka.client import build_broker, consumer_options, kafka_dead_letter
 from infra.mongo.broker_epoch import BrokerEpoch
-from infra.process.metrics import ASSIGNED_PARTITIONS, CONSUMER_LAG, CONSUMER_REWINDS, DEAD_LETTERS
+from infra.process.metrics import (
+    ASSIGNED_PARTITIONS,
+    CONSUMER_LAG,
+    CONSUMER_REJOINS,
+    CONSUMER_REWINDS,
+    DEAD_LETTERS,
+)
 from infra.settings import Settings
 from ragline.process import open_process
 from ragline.system import System
@@ -45,6 +51,9 @@ REWIND_CHECK_S = 2.0
 # then a member may commit a position from the broker's previous life, which the next owner of
 # that partition starts from.
 SETTLING_CHECKS = 30
+# While settling, a stage none of whose consumers holds a partition at two checks in a row makes
+# them join their group again as new members (`rejoin_afresh`), at most this many times a life.
+SETTLING_REJOINS = 3
 
 
 # How long a batch read waits for a first message (and an empty read sleeps again as long):
@@ -170,6 +179,41 @@ async def read_from_the_start(
     return len(assigned)
 
 
+def _started(consumer: AIOKafkaConsumer) -> bool:
+    return consumer._coordinator is not None
+
+
+async def rejoin_afresh(consumers: list[AIOKafkaConsumer], stage: str) -> bool:
+    """Has the consumers join their group again as new members, once each has learnt the
+    broker's topics anew.
+
+    Consumers that rejoined their group while a broker that lost its topics had not got them
+    back yet were handed no partitions. Kafka hands the topics' partitions out once the group's
+    leader notices them at its next metadata refresh (`kafka.metadata_max_age_ms`), and the
+    local broker not even then: a rejoining leader does not make it rebalance the group, while
+    a new member does, on either. aiokafka has no public call for either step: these are the
+    ones it takes itself on finding a topic (`force_metadata_update`) and on unsubscribing
+    (`_maybe_leave_group`: leave the group if it holds a generation, then join as a new
+    member). False when the topics could not be learnt within a check's time (not rejoined)."""
+    try:
+        async with asyncio.timeout(REWIND_CHECK_S):
+            await asyncio.gather(
+                *(consumer._client.force_metadata_update() for consumer in consumers)
+            )
+    except TimeoutError:
+        log.warning("%s: could not learn the broker's topics anew: rejoining later", stage)
+        return False
+    log.warning(
+        "%s: the broker began a new life and no partition came back to this worker: "
+        "joining the group again as new members",
+        stage,
+    )
+    for consumer in consumers:
+        await consumer._coordinator._maybe_leave_group()
+    CONSUMER_REJOINS.labels(stage).inc(len(consumers))
+    return True
+
+
 class _Unread:
     """The epoch could not be read (MongoDB unavailable)."""
 
@@ -187,7 +231,9 @@ class Rewinder:
     arrive), and a member still holding its old ones may commit their positions from the
     previous life, which whoever is handed those partitions next starts from. So for
     `SETTLING_CHECKS` checks a partition handed over again (`AssignmentTracker.handed`) is read
-    from the start again; each handing once."""
+    from the start again; each handing once. And if meanwhile the stage's consumers hold no
+    partition at all (they rejoined the group while the broker had no topics yet), they join it
+    again as new members (`rejoin_afresh`)."""
 
     def __init__(
         self, stage: str, epoch: BrokerEpoch, assignments: AssignmentTracker | None = None
@@ -201,6 +247,8 @@ class Rewinder:
         self._settling = 0
         # Partition -> its handing (count) that was read from the start in this life.
         self._rewound: dict[TopicPartition, int] = {}
+        self._rejoins_left = 0
+        self._unassigned_checks = 0
 
     async def _read(self) -> str | _Unread | None:
         try:
@@ -220,15 +268,33 @@ class Rewinder:
             if not isinstance(self._seen, _Unread) and epoch != self._seen:
                 self._settling = SETTLING_CHECKS
                 self._rewound.clear()
+                self._rejoins_left = SETTLING_REJOINS
+                self._unassigned_checks = 0
             self._seen = epoch
         rewound = 0
         if self._settling:
             for consumer in consumers:
                 rewound += await self._read_handed_from_the_start(consumer)
+            await self._rejoin_if_unassigned(consumers)
             self._settling -= 1  # only once every consumer has been rewound (they may raise)
         for consumer in consumers:
             rewound += await rewind_past_the_end(consumer, self._stage)
         return rewound
+
+    async def _rejoin_if_unassigned(self, consumers: list[AIOKafkaConsumer]) -> None:
+        """Makes the consumers rejoin their group afresh when none has held a partition at
+        this check and the one before (a group settling ordinarily hands them out within a
+        check)."""
+        started = [consumer for consumer in consumers if _started(consumer)]
+        if not started or any(consumer.assignment() for consumer in started):
+            self._unassigned_checks = 0
+            return
+        self._unassigned_checks += 1
+        if self._unassigned_checks < 2 or not self._rejoins_left:
+            return
+        if await rejoin_afresh(started, self._stage):
+            self._rejoins_left -= 1
+            self._unassigned_checks = 0
 
     async def _read_handed_from_the_start(self, consumer: AIOKafkaConsumer) -> int:
         """Reads from the start the consumer's partitions not yet read from the start since

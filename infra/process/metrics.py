@@ -82,6 +82,12 @@ CONSUMER_REWINDS = Counter(
     "messages in a restart) or the consumer's position was past their end, by stage.",
     ["stage"],
 )
+CONSUMER_REJOINS = Counter(
+    "ragline_consumer_rejoins_total",
+    "Consumers that joined their group again as new members because the broker began a new "
+    "life and none of the worker's consumers got a partition back, by stage.",
+    ["stage"],
+)
 SEARCH_LATENCY = Histogram(
     "ragline_search_latency_seconds",
     "Time to answer a search request.",

@@ -8,7 +8,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import (
+    AIOKafkaConsumer,
+    AIOKafkaProducer,
+    ConsumerRebalanceListener,
+    TopicPartition,
+)
 from aiokafka.admin import AIOKafkaAdminClient
 from bson import ObjectId
 from pymongo import AsyncMongoClient
@@ -16,7 +21,13 @@ from pymongo.errors import PyMongoError
 
 from core.errors import NotFound, ServiceUnavailable
 from devstack.launcher import LocalServices
-from infra.kafka.client import build_broker, ensure_topics, kafka_dead_letter, kafka_publisher
+from infra.kafka.client import (
+    build_broker,
+    ensure_topics,
+    forbid_topic_auto_creation,
+    kafka_dead_letter,
+    kafka_publisher,
+)
 from infra.mongo import blob_store
 from infra.mongo.blob_store import BlobStore, NewFile
 from infra.mongo.broker_epoch import BrokerEpoch
@@ -343,6 +354,100 @@ async def test_partitions_handed_over_after_a_new_broker_epoch_are_read_from_the
         assert await rewinder.check([consumer]) == 0  # once for each time it is handed over
     finally:
         await consumer.stop()
+        await producer.stop()
+
+
+class _Handings(ConsumerRebalanceListener):  # type: ignore[misc]
+    """One consumer's handings in order, passed on to the worker's tracker."""
+
+    def __init__(self, tracker: AssignmentTracker) -> None:
+        self.tracker = tracker
+        self.handings: list[set[TopicPartition]] = []
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self.tracker.on_partitions_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.handings.append(set(assigned))
+        await self.tracker.on_partitions_assigned(assigned)
+
+
+async def test_a_group_that_rejoined_before_its_topic_came_back_gets_its_partitions(
+    own_broker: LocalServices, db: Database
+) -> None:
+    """Found by the freeze tests: a worker's three consumers rejoined their group while the
+    restarted broker had no topics yet and were handed nothing; once the relay had created the
+    topics and begun a new epoch, none got a partition back (the local broker does not
+    rebalance a group on its leader's rejoin), and the new messages waited for ever. With the
+    new epoch, the stage has them join again as new members and reads every message. About
+    15 s; it restarts this module's broker."""
+    forbid_topic_auto_creation()  # as every Ragline process does (`build_broker`)
+    settings = settings_for(own_broker)
+    topic = unique("topic")
+    await ensure_topics(settings.kafka, [topic])
+    epoch = BrokerEpoch(db)
+    tracker = AssignmentTracker("rejoin-test")
+    rewinder = Rewinder("rejoin-test", epoch, tracker)
+    await rewinder.start()
+    group = unique("group")
+    listeners = [_Handings(tracker) for _ in range(3)]
+    consumers = [
+        AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka.bootstrap_servers,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=1500,
+            heartbeat_interval_ms=500,
+            fetch_max_wait_ms=50,
+            metadata_max_age_ms=settings.kafka.metadata_max_age_ms,
+        )
+        for _ in listeners
+    ]
+    read: set[bytes] = set()
+
+    async def keep_reading(consumer: AIOKafkaConsumer) -> None:
+        while True:
+            for records in (await consumer.getmany(timeout_ms=100)).values():
+                read.update(record.value for record in records)
+
+    for consumer, listener in zip(consumers, listeners, strict=True):
+        consumer.subscribe([topic], listener=listener)
+        await consumer.start()
+    readers = [asyncio.create_task(keep_reading(consumer)) for consumer in consumers]
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers)
+    try:
+        async with asyncio.timeout(20):
+            while sum(len(consumer.assignment()) for consumer in consumers) < 6:
+                await asyncio.sleep(0.1)
+        before = [len(listener.handings) for listener in listeners]
+        # Restarted while the consumers' process is frozen (the loop is blocked), as the
+        # freeze tests do with SIGSTOP.
+        own_broker.restart("kafka")
+        # Each consumer rejoins the new broker's group, which has no topic yet: nothing.
+        async with asyncio.timeout(30):
+            while not all(
+                any(not handed for handed in listener.handings[count:])
+                for listener, count in zip(listeners, before, strict=True)
+            ):
+                await asyncio.sleep(0.1)
+        # The relay's part: the topics again, then the new epoch.
+        await ensure_topics(settings.kafka, [topic])
+        await epoch.begin()
+        await producer.start()
+        sent = {f"message {n}".encode() for n in range(24)}
+        for value in sorted(sent):
+            await producer.send_and_wait(topic, value, key=value)
+        async with asyncio.timeout(30):
+            while not sent <= read:
+                await rewinder.check(consumers)
+                await asyncio.sleep(0.5)
+        assert sum(len(consumer.assignment()) for consumer in consumers) == 6
+    finally:
+        for reader in readers:
+            reader.cancel()
+        for consumer in consumers:
+            await consumer.stop()
         await producer.stop()
 
 
