@@ -39,7 +39,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 # The longest modules (each half a minute or more of one worker's time in a full run, from the
 # time report), longest first. They are collected before every other module, so that `make
-# test`'s two workers (pytest-xdist, `--dist loadfile`, which hands out whole modules in
+# test`'s workers (pytest-xdist, `--dist loadfile`, which hands out whole modules in
 # collection order: `tests/shared_stacks.py`) start on them and fill the end with short modules:
 # a long module handed out last kept one worker alone for minutes.
 LONGEST_MODULES = (

@@ -12,7 +12,7 @@ repository's root), in a process of its own with stacks of its own. (The search 
 `--user-form --tiny`, a second mode of it, is left out: about 20 s more.) One runs at a time:
 alone they take about 225 s in all on a quiet two-core machine (search 24 s, soak 32 s, chaos
 80 s, ingest 35 s, crawl 30 s, quality 16 s, large inputs 15 s, bulk 45 s); two at a time beside the
-suite's other worker overloaded the machine (the search benchmark alone took 343 s in such a
+suite's other workers overloaded the machine (the search benchmark alone took 343 s in such a
 run).
 """
 
@@ -281,7 +281,7 @@ def test_the_chaos_soak_loses_nothing_while_parts_are_killed_and_frozen(
     assert max(recoveries) <= TINY["recovery_limit_s"], figures["recovery_s"]
     # While the API process was up, searches were answered correctly within the bound (a
     # 2xx, well-formed, naming no deleted document, finding the live one asked for), all but
-    # a few on a machine the suite's other worker shares; and every one had some answer.
+    # a few on a machine the suite's other workers share; and every one had some answer.
     assert figures["search_availability"] >= 0.97, figures["errors_by_kind"]
     assert figures["search_availability_any_answer"] >= 0.99, figures["errors_by_kind"]
 
