@@ -10,7 +10,7 @@ non-zero by itself.
 Each benchmark runs as a user runs it (`python -m benchmarks.<name> --tiny` from the
 repository's root), in a process of its own with stacks of its own. (The search benchmark's
 `--user-form --tiny`, a second mode of it, is left out: about 20 s more.) One runs at a time:
-alone they take about 225 s in all on a quiet two-core machine (search 24 s, soak 32 s, chaos
+alone they take about 220 s in all on a quiet two-core machine (search 24 s, soak 28 s, chaos
 80 s, ingest 35 s, crawl 30 s, quality 16 s, large inputs 15 s, bulk 45 s); two at a time beside the
 suite's other workers overloaded the machine (the search benchmark alone took 343 s in such a
 run).
