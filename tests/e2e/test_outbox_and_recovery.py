@@ -14,6 +14,7 @@ from infra.mongo.client import connect
 from infra.mongo.outbox import Outbox
 from tests.conftest import RunningPipeline, own_stack
 from tests.e2e.client import Api
+from tests.freezing import freeze
 
 # They stop and start the stand-in servers themselves.
 pytestmark = [pytest.mark.e2e, pytest.mark.local_servers]
@@ -129,8 +130,8 @@ async def test_a_stage_frozen_across_a_broker_restart_takes_all_its_partitions_b
     kb = await api.create_kb()
     extract = stack.pipeline.workers("extract")[0]
     assert extract.process is not None
-    os.kill(extract.process.pid, signal.SIGSTOP)
     try:
+        await freeze(extract.process.pid)
         stack.services.restart("kafka")
     finally:
         os.kill(extract.process.pid, signal.SIGCONT)

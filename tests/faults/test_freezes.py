@@ -34,7 +34,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -44,6 +43,7 @@ from devstack.launcher import running_process
 from tests.conftest import RunningPipeline, own_stack, unique
 from tests.e2e.client import CLIENT_LIMITS, Api
 from tests.faults.conftest import FAULT_SETTINGS
+from tests.freezing import thread_states, until_stopped
 
 pytestmark = [
     pytest.mark.e2e,
@@ -285,28 +285,6 @@ async def _drain(traffic: asyncio.Task[None]) -> None:
         traffic.result()
 
 
-def _thread_states(pid: int) -> dict[int, str]:
-    """The state of each thread of a process, from `/proc` ("T": stopped by a signal)."""
-    states = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(FileNotFoundError):  # a thread that has just ended
-            # "tid (name) state ...": the name may hold spaces and parentheses.
-            states[int(task.name)] = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    return states
-
-
-async def _until_stopped(pid: int) -> None:
-    """Waits until every thread of the process is stopped (SIGSTOP has taken hold)."""
-    states = _thread_states(pid)
-    try:
-        async with asyncio.timeout(5):
-            while set(states.values()) != {"T"}:
-                await asyncio.sleep(0.05)
-                states = _thread_states(pid)
-    except TimeoutError:
-        raise AssertionError(f"process {pid} not stopped 5 s after SIGSTOP: {states}") from None
-
-
 # The parts on the way from an accepted upload to the extract stage: while one is frozen, every
 # upload accepted stays `queued` (the API stores it queued; only the extract stage, which gets
 # it through the broker, moves it on).
@@ -334,7 +312,7 @@ async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
         pid = _pid(stack, part)
         os.kill(pid, signal.SIGSTOP)
         try:
-            await _until_stopped(pid)
+            await until_stopped(pid)
             stop = asyncio.Event()
             traffic = asyncio.create_task(
                 _requests_while_frozen(api, bot, kb["id"], answers, stop, tokens)
@@ -345,7 +323,7 @@ async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
             # Still frozen: where the uploads accepted meanwhile are, and the part's threads.
             held = [await api.document(kb["id"], doc_id) for doc_id in answers.accepted
                     if part in HOLDS_UPLOADS]  # fmt: skip
-            states = _thread_states(pid)
+            states = thread_states(pid)
         finally:
             os.kill(pid, signal.SIGCONT)
         resumed = time.monotonic()
@@ -443,7 +421,7 @@ async def test_a_restarted_api_answers_the_callers_it_knew_while_mongodb_is_froz
         pid = _pid(stack, "mongodb")
         os.kill(pid, signal.SIGSTOP)
         try:
-            await _until_stopped(pid)
+            await until_stopped(pid)
             asked = await _mcp_question(api, f"{QUESTION} on sundays", 1, person)
             voice = await http.post(
                 "/api/v1/internal/knowledge/search",

@@ -4,8 +4,14 @@ The server keeps a transaction whose client gave up open until its own limit (60
 default): every other write to its documents waits that long. When MongoDB froze under the
 transaction, the client ends it as soon as the server answers (`infra.mongo.abandoned`); when
 the process died in it, the local stack's server ends it after 10 s
-(`devstack.mongo_server`). Costs about 16 s (one MongoDB, Kafka and Redis of their own; a
-1.5 s freeze; a 10 s wait).
+(`devstack.mongo_server`).
+
+The transaction's next write is sent only once every thread of the server is stopped
+(`tests.freezing`). A SIGSTOP holds only once the kernel schedules one of the process's threads
+to take it; a run of this test on a busy machine, which wrote straight after the signal, found
+the transaction committed (12, not 10): most likely the server answered that write and the
+commit before it stopped, and only the commit's reply was lost. Costs about 16 s (one MongoDB,
+Kafka and Redis of their own; a 1.5 s freeze; a 10 s wait).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from devstack.mongo_server import TRANSACTION_LIFETIME_S
 from infra.mongo.client import connect, in_transaction
 from infra.settings.mongo import MongoSettings
 from tests.conftest import servers, unique
+from tests.freezing import freeze
 
 pytestmark = [pytest.mark.local_servers, pytest.mark.timeout(120)]
 
@@ -43,7 +50,7 @@ async def _write_after_an_abandoned_transaction(mongo_url: str, mongo_pid: int) 
 
     async def count_two(session: AsyncClientSession) -> None:
         await counters.update_one({"_id": "kb"}, {"$inc": {"documents": 1}}, session=session)
-        os.kill(mongo_pid, signal.SIGSTOP)  # the server stops before the transaction ends
+        await freeze(mongo_pid)  # the server stops before the transaction ends
         await counters.update_one({"_id": "kb"}, {"$inc": {"documents": 1}}, session=session)
 
     try:

@@ -25,6 +25,7 @@ import pytest
 from infra.mongo.client import connect
 from infra.settings.mongo import MongoSettings
 from tests.conftest import servers, unique
+from tests.freezing import freeze
 
 pytestmark = [
     pytest.mark.local_servers,
@@ -63,8 +64,8 @@ async def _cut_reads_while_frozen(mongo_url: str, mongo_pid: int) -> tuple[int, 
             await things.find_one({"_id": 1})
         cut += scope.cancelled_caught
 
-    os.kill(mongo_pid, signal.SIGSTOP)
     try:
+        await freeze(mongo_pid)
         chance = random.Random(7)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + FROZEN_S
