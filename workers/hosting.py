@@ -143,6 +143,8 @@ async def rewind_past_the_end(consumer: AIOKafkaConsumer, stage: str) -> int:
     """
     rewound = 0
     for tp in consumer.assignment():
+        if tp not in consumer.assignment():
+            continue  # handed elsewhere while an earlier partition was looked at
         highwater = consumer.highwater(tp)
         if highwater is None:
             continue
@@ -155,7 +157,10 @@ async def rewind_past_the_end(consumer: AIOKafkaConsumer, stage: str) -> int:
                 "%s: position %d of %s[%d] is past its end (%d): reading it from the start",
                 stage, position, tp.topic, tp.partition, highwater,
             )  # fmt: skip
-            await consumer.seek_to_beginning(tp)
+            try:
+                await consumer.seek_to_beginning(tp)
+            except IllegalStateError:
+                continue  # handed elsewhere meanwhile: its new holder reads it from there
             CONSUMER_REWINDS.labels(stage).inc()
             rewound += 1
     return rewound
