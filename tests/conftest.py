@@ -44,6 +44,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # a long module handed out last kept one worker alone for minutes.
 LONGEST_MODULES = (
     "tests/e2e/test_benchmarks_run.py",
+    "tests/e2e/test_chaos_benchmark_run.py",
     "tests/faults/test_faults.py",
     "tests/faults/test_freezes.py",
     "tests/e2e/test_api_fuzz.py",
@@ -58,6 +59,7 @@ LONGEST_MODULES = (
     "tests/e2e/test_backup_restore.py",
     "tests/e2e/test_hostile_inputs.py",
     "tests/e2e/test_scale_and_crash.py",
+    "tests/e2e/test_memory_checks_run.py",
 )
 
 

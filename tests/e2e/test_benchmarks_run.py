@@ -10,35 +10,31 @@ non-zero by itself.
 Each benchmark runs as a user runs it (`python -m benchmarks.<name> --tiny` from the
 repository's root), in a process of its own with stacks of its own. (The search benchmark's
 `--user-form --tiny`, a second mode of it, is left out: about 20 s more.) One runs at a time:
-alone they take about 220 s in all on a quiet two-core machine (search 24 s, soak 28 s, chaos
-80 s, ingest 35 s, crawl 30 s, quality 16 s, large inputs 15 s, bulk 45 s); two at a time beside the
-suite's other workers overloaded the machine (the search benchmark alone took 343 s in such a
-run).
+alone they take about 185 s in all on a quiet two-core machine (search 33 s, soak 27 s, ingest
+33 s, crawl 27 s, bulk 25 s, quality 16 s, large inputs 14 s, MongoDB aging 9 s); two at a time
+beside the suite's other workers overloaded the machine (the search benchmark alone took 343 s
+in such a run). The chaos soak, which mostly waits, and the memory checks, which start no
+stack, run in modules of their own (`test_chaos_benchmark_run.py`,
+`test_memory_checks_run.py`), beside these.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from benchmarks import quality
-from benchmarks.chaos import BOUND_S, DATA_PROBLEMS, PARTS, TINY
 from benchmarks.fixture_set import DOCUMENTS as FIXTURE_DOCUMENTS
 from benchmarks.results import Goal, judge
 from benchmarks.search_stores import GOALS
+from tests.benchmark_runs import last_json, run_module
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-REPO = Path(__file__).resolve().parents[2]
 AT_ONCE = 1
-RUN_TIMEOUT_S = 600
 
 SEARCH_KEYS = {
     f"{figure}{store}_2k"
@@ -117,26 +113,6 @@ SOAK_KEYS = {
     "p95_ms_search_per_minute",
     "load_average_at_end",
 }
-CHAOS_KEYS = {
-    "faults_injected",
-    "overlaps",
-    "lost_documents",
-    "stuck_documents",
-    "indexed_twice",
-    "deleted_documents_returned",
-    "replaced_versions_returned",
-    "search_availability",
-    "search_availability_any_answer",
-    "server_errors",
-    "events",
-    "parts_struck",
-    "longest_freeze_s",
-    "search_p95_ms_during_faults",
-    "search_p95_ms_outside_faults",
-    "recovery_s",
-    "kb_counts_match",
-    "timeline",
-}
 # name: (module, arguments, keys of the last line), the longest first.
 BULK_KEYS = {
     "records",
@@ -164,7 +140,6 @@ BENCHMARKS: dict[str, tuple[str, list[str], set[str]]] = {
     "search": ("search", ["--tiny"], SEARCH_KEYS),
     # With the store in a process of its own: the chaos soak runs the API holding it.
     "soak": ("soak", ["--tiny", "--store-process"], SOAK_KEYS),
-    "chaos": ("chaos", ["--tiny"], CHAOS_KEYS),
     "ingest": ("ingest", ["--tiny"], INGEST_KEYS),
     "quality": ("quality", ["--tiny"], QUALITY_KEYS),
     "crawl": ("crawl", ["--tiny"], CRAWL_KEYS),
@@ -184,35 +159,11 @@ def run_benchmark(name: str) -> subprocess.CompletedProcess[str]:
     return run_module(module, arguments)
 
 
-def run_module(module: str, arguments: list[str]) -> subprocess.CompletedProcess[str]:
-    """Runs `python -m benchmarks.<module>` from the repository's root, as a user does."""
-    return subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{module}", *arguments],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-    )
-
-
 @pytest.fixture(scope="module")
 def runs() -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
     """Every benchmark's run, started at once, `AT_ONCE` at a time."""
     with ThreadPoolExecutor(AT_ONCE, thread_name_prefix="benchmark") as pool:
         yield {name: pool.submit(run_benchmark, name) for name in BENCHMARKS}
-
-
-def last_json(name: str, run: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    """The benchmark's last line, which must be one JSON object, after a clean exit."""
-    tail = f"stdout:\n{run.stdout[-3000:]}\nstderr:\n{run.stderr[-3000:]}"
-    assert run.returncode == 0, f"{name} exited {run.returncode}\n{tail}"
-    lines = run.stdout.strip().splitlines()
-    assert lines, f"{name} printed nothing\n{tail}"
-    figures = json.loads(lines[-1])
-    assert isinstance(figures, dict), tail
-    assert any(line.startswith("stack settings: ") for line in lines), tail
-    return figures
 
 
 @pytest.mark.parametrize("name", list(BENCHMARKS))
@@ -247,43 +198,6 @@ def test_the_soak_loses_nothing_and_answers_every_request(
     assert figures["store_process"] is True
     processes = set(figures["allocators_level_growth_pct"])
     assert {"api", "store", "extract-1", "chunk-1", "embed-1"} <= processes, processes
-
-
-def test_the_chaos_soak_loses_nothing_while_parts_are_killed_and_frozen(
-    runs: dict[str, Future[subprocess.CompletedProcess[str]]],
-) -> None:
-    figures = last_json("chaos", runs["chaos"].result())
-    # Faults were injected, killed and frozen, one while another was on: every part was
-    # struck (the API, the embed worker and Redis among them), and MongoDB frozen for longer
-    # than the request bound.
-    kinds = figures["faults_injected"]
-    assert sum(kinds.values()) >= len(PARTS), kinds
-    assert {kind.split(" ", 1)[0] for kind in kinds} == {"kill", "freeze"}, kinds
-    assert set(figures["parts_struck"]) == set(PARTS), figures["parts_struck"]
-    assert figures["longest_freeze_s"] > BOUND_S, kinds
-    assert "freeze MongoDB" in kinds, kinds
-    assert figures["overlaps"] >= 1, figures["timeline"]
-    assert figures["faults_not_back"] == [], figures["faults_not_back"]
-    # Nothing lost, stuck, doubled, leaked or answered 5xx unfairly; every hostile file failed
-    # with a reason; every live document asked for was found; every delete finished; the KB's
-    # counts are its documents'.
-    for key in DATA_PROBLEMS:
-        assert figures[key] == 0, (key, figures[key], figures["errors_by_kind"])
-    assert figures["kb_counts_match"], (figures["kb_counts"], figures["kb_counts_expected"])
-    assert figures["documents"]["indexed"] > 0, figures["documents"]
-    # Every kind of event the run promises happened: the checks above had something to check.
-    assert figures["events_missing"] == [], figures["events"]
-    assert min(figures["events"].values()) >= 1, figures["events"]
-    # Every fault's canary was indexed within the tiny run's bound once the fault was over.
-    recoveries = [s for times in figures["recovery_s"].values() for s in times]
-    assert len(recoveries) == figures["faults"], figures["recovery_s"]
-    assert None not in recoveries, figures["recovery_s"]
-    assert max(recoveries) <= TINY["recovery_limit_s"], figures["recovery_s"]
-    # While the API process was up, searches were answered correctly within the bound (a
-    # 2xx, well-formed, naming no deleted document, finding the live one asked for), all but
-    # a few on a machine the suite's other workers share; and every one had some answer.
-    assert figures["search_availability"] >= 0.97, figures["errors_by_kind"]
-    assert figures["search_availability_any_answer"] >= 0.99, figures["errors_by_kind"]
 
 
 def test_ingest_and_crawl_index_every_chunk_their_inputs_make(
@@ -364,28 +278,3 @@ def test_large_inputs_reports_each_process_of_its_stack(
     # Every chunk the file makes (extracted and chunked in-process) was indexed.
     assert figures["chunks"] == figures["chunks_made"] > 0, figures
     assert {"api", "embed-1"} <= set(figures["peak_rss_mb"])
-
-
-def test_the_embed_memory_check_compares_both_capacities() -> None:
-    """The document embedder's memory check, three batches per capacity (no stack: two
-    processes loading the model, about 25 s)."""
-    run = run_module("embed_memory", ["--rounds", "1", "--batches", "3"])
-    assert run.returncode == 0, run.stderr[-3000:]
-    figures = json.loads(run.stdout.strip().splitlines()[-1])
-    for capacity in (1024, 0):
-        assert figures[f"texts_per_s_cache{capacity}"] > 0, figures
-        assert figures[f"in_use_mb_end_cache{capacity}"] > 0, figures
-
-
-def test_the_store_churn_check_reports_both_modes() -> None:
-    """The embedded store churned at a constant number of live documents, optimised and never
-    (no stack: two processes, about 3 s)."""
-    arguments = "--live 10 --rounds 60 --every 10 --optimize-every 5 --searchers 1"
-    run = run_module("store_churn", arguments.split())
-    assert run.returncode == 0, run.stderr[-3000:]
-    figures = json.loads(run.stdout.strip().splitlines()[-1])
-    for mode in ("optimised", "never"):
-        assert figures[f"samples_{mode}"] == 4, figures  # after churns 20: 30, 40, 50, 60
-        least, most = figures[f"in_use_mb_band_second_half_{mode}"]
-        assert 0 < least <= most, figures
-        assert f"private_mb_top_growth_pct_{mode}" in figures, figures
