@@ -48,7 +48,6 @@ LONGEST_MODULES = (
     "tests/faults/test_faults.py",
     "tests/faults/test_freezes.py",
     "tests/e2e/test_api_fuzz.py",
-    "tests/e2e/test_term_statistics.py",
     "tests/e2e/test_retrieval_quality.py",
     "tests/integration/test_onnx_encoder.py",
     "tests/e2e/test_exactly_once.py",
