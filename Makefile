@@ -58,10 +58,11 @@ $(MCP_CLIENTS_STAMP): tests/mcp_clients/package-lock.json
 	cd tests/mcp_clients && npm ci --engine-strict --no-audit --no-fund --loglevel=error
 	touch $@
 
-# The suite runs on two pytest-xdist workers, whole modules each (a module shares one stack; the
-# modules on the packaged model's stack go together), handed out in collection order, which puts
-# the longest modules first (tests/conftest.py, tests/shared_stacks.py).
-PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
+# The suite runs on three pytest-xdist workers (on two cores: much of it waits), whole modules
+# each (a module shares one stack; the modules on the packaged model's stack go together), handed
+# out in collection order, which puts the longest modules first (tests/conftest.py,
+# tests/shared_stacks.py).
+PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder
 test: system-packages lint typecheck docs $(MCP_CLIENTS_STAMP)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 

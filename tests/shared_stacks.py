@@ -2,8 +2,9 @@
 each starts when a module first needs it and stops as soon as no test after the one just run
 needs it, rather than idling to the end of the session.
 
-An idle stack is not free: its API and workers poll Kafka and MongoDB, about a fifth of a core
-on this kind of machine (measured with nothing running: 22%). Started by a module early in a
+An idle stack is not free: its API and workers poll Kafka and MongoDB, about a seventh of a core
+on this kind of machine (measured with nothing running: 22% once, 14% now, a third of it the
+broker). Started by a module early in a
 run and kept to the end, each of a worker's stacks used to cost that through every later module,
 and both workers started one of each.
 
