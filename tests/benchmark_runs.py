@@ -32,17 +32,21 @@ def last_json(name: str, run: subprocess.CompletedProcess[str]) -> dict[str, Any
     printed the settings of the stack it ran."""
     figures = final_figures(name, run)
     lines = run.stdout.strip().splitlines()
-    tail = f"stdout:\n{run.stdout[-3000:]}\nstderr:\n{run.stderr[-3000:]}"
-    assert any(line.startswith("stack settings: ") for line in lines), tail
+    assert any(line.startswith("stack settings: ") for line in lines), _tail(run)
     return figures
 
 
 def final_figures(name: str, run: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     """The run's last line, which must be one JSON object, after a clean exit."""
-    tail = f"stdout:\n{run.stdout[-3000:]}\nstderr:\n{run.stderr[-3000:]}"
+    tail = _tail(run)
     assert run.returncode == 0, f"{name} exited {run.returncode}\n{tail}"
     lines = run.stdout.strip().splitlines()
     assert lines, f"{name} printed nothing\n{tail}"
     figures = json.loads(lines[-1])
     assert isinstance(figures, dict), tail
     return figures
+
+
+def _tail(run: subprocess.CompletedProcess[str]) -> str:
+    """The end of what the run printed, for a failed check's message."""
+    return f"stdout:\n{run.stdout[-3000:]}\nstderr:\n{run.stderr[-3000:]}"

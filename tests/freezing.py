@@ -3,7 +3,7 @@
 `os.kill(pid, SIGSTOP)` returns before the process stops. The kernel stops a process's threads
 once one of them is scheduled to take the signal, so on a busy machine its other threads go on
 for milliseconds and answer what arrives meanwhile: a test that "froze" a database and then
-wrote would see the write answered. `frozen` returns only once every thread is stopped.
+wrote would see the write answered. `freeze` returns only once every thread is stopped.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from devstack.launcher import running_process
 from tests.conftest import RunningPipeline, own_stack, unique
 from tests.e2e.client import CLIENT_LIMITS, Api
 from tests.faults.conftest import FAULT_SETTINGS
-from tests.freezing import thread_states, until_stopped
+from tests.freezing import freeze, thread_states
 
 pytestmark = [
     pytest.mark.e2e,
@@ -310,9 +310,8 @@ async def test_a_frozen_part_gives_fast_answers_and_everything_resumes(
         tokens = await _fresh_tokens(api, FRESH_TOKENS)
         answers = Answers()
         pid = _pid(stack, part)
-        os.kill(pid, signal.SIGSTOP)
         try:
-            await until_stopped(pid)
+            await freeze(pid)
             stop = asyncio.Event()
             traffic = asyncio.create_task(
                 _requests_while_frozen(api, bot, kb["id"], answers, stop, tokens)
@@ -419,9 +418,8 @@ async def test_a_restarted_api_answers_the_callers_it_knew_while_mongodb_is_froz
             while await api.metric(f"{stack.url}/metrics", "ragline_callers_learnt") == 0:
                 await asyncio.sleep(0.1)
         pid = _pid(stack, "mongodb")
-        os.kill(pid, signal.SIGSTOP)
         try:
-            await until_stopped(pid)
+            await freeze(pid)
             asked = await _mcp_question(api, f"{QUESTION} on sundays", 1, person)
             voice = await http.post(
                 "/api/v1/internal/knowledge/search",
