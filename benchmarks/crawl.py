@@ -17,6 +17,10 @@ allowed, no per-host delay) are printed. The last line printed is one JSON objec
 
     .venv/bin/python -m benchmarks.crawl [--pages 300] [--hub-only]
     .venv/bin/python -m benchmarks.crawl --tiny     # the hub alone, 5 pages (`make test`)
+
+The tiny run's stack embeds with the hashed embedder, and so does its "model alone" (it checks
+the mechanics, not the model: the worker's model load and a second one here were most of its
+CPU).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import httpx
 from benchmarks.ingest import SECRET, TOKEN, chunk_texts, model_alone, wait_all_indexed
 from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
 from benchmarks.stack import CRAWL_STAGES, announce, bench_stack, points_held
+from infra.embedding.hashed import HashedEmbedder
 from infra.settings.embedding import EmbeddingSettings
 from tests.crawl_site import CrawlSite
 
@@ -43,6 +48,7 @@ STACK_SETTINGS = {
     "RAGLINE_CRAWL__PER_HOST_DELAY_S": "0",
     "RAGLINE_CRAWL__FETCH_TIMEOUT_S": "1",
 }
+TINY_SETTINGS = {"RAGLINE_EMBEDDING__PROVIDER": "hashed"}
 WORDS = (
     "valve pump filter gasket torque sensor relay breaker conveyor spindle bearing coupling "
     "hydraulic pneumatic lubricant calibration tolerance inspection maintenance schedule"
@@ -102,14 +108,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.tiny:
         args.pages, args.hub_only = TINY_PAGES, True
-    announce(STACK_SETTINGS)
+    settings = STACK_SETTINGS | (TINY_SETTINGS if args.tiny else {})
+    announce(settings)
     with tempfile.TemporaryDirectory() as tmp, CrawlSite(slow_seconds=2.0) as site:
         hub = "".join(f'<a href="/docs/unit-{n}">unit {n}</a> ' for n in range(args.pages))
         site.set_page("/docs/hub", f"<html><body><main>{hub}</main></body></html>")
         for n in range(args.pages):
             site.set_page(f"/docs/unit-{n}", extra_page(n))
         work = Path(tmp)
-        stack = bench_stack(work / "stack", TOKEN, SECRET, STACK_SETTINGS, CRAWL_STAGES)
+        stack = bench_stack(work / "stack", TOKEN, SECRET, settings, CRAWL_STAGES)
         with stack as (_, pipeline):
             headers = {"Authorization": f"Bearer {TOKEN}"}
             with httpx.Client(base_url=pipeline.api_url, headers=headers, timeout=60) as http:
@@ -134,7 +141,9 @@ def main() -> None:
             path.write_bytes(body)
             paths.append(path)
         texts = chunk_texts(paths)
-        model_seconds = model_alone(texts, EmbeddingSettings())
+        model_seconds = model_alone(
+            texts, EmbeddingSettings(), HashedEmbedder(EmbeddingSettings()) if args.tiny else None
+        )
     result = {
         "pages": pages,
         "chunks": chunks,

@@ -50,6 +50,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
 from benchmarks.stack import FILE_STAGES, announce, bench_stack, points_held
+from infra.embedding.base import Embedder
 from infra.embedding.local import SentenceTransformerEmbedder
 from infra.settings.embedding import EmbeddingSettings
 from infra.settings.ingest import ChunkingSettings
@@ -234,18 +235,21 @@ def text_copies(paths: list[Path], target: Path) -> list[Path]:
 def model_alone(
     texts: list[str],
     settings: EmbeddingSettings,
-    embedder: SentenceTransformerEmbedder | None = None,
+    embedder: Embedder | None = None,
 ) -> float:
     """Seconds the embedding model alone takes on the chunks, in the pipeline's batch size
-    (on `embedder` if given: a model loaded once for several measurements)."""
-    model = embedder or SentenceTransformerEmbedder(settings)
-    model.embed_documents(texts[: settings.batch_size])  # warm-up
+    (on `embedder` if given: a model loaded once for several measurements, or the embedder a
+    tiny run's stack uses)."""
+    loaded = None
+    if embedder is None:
+        embedder = loaded = SentenceTransformerEmbedder(settings)
+    embedder.embed_documents(texts[: settings.batch_size])  # warm-up
     started = time.perf_counter()
     for start in range(0, len(texts), settings.batch_size):
-        model.embed_documents(texts[start : start + settings.batch_size])
+        embedder.embed_documents(texts[start : start + settings.batch_size])
     seconds = time.perf_counter() - started
-    if embedder is None:
-        model.close()
+    if loaded is not None:
+        loaded.close()
     return seconds
 
 

@@ -10,8 +10,8 @@ non-zero by itself.
 Each benchmark runs as a user runs it (`python -m benchmarks.<name> --tiny` from the
 repository's root), in a process of its own with stacks of its own. (The search benchmark's
 `--user-form --tiny`, a second mode of it, is left out: about 20 s more.) One runs at a time:
-alone they take about 185 s in all on a quiet two-core machine (search 33 s, soak 27 s, ingest
-33 s, crawl 27 s, bulk 25 s, quality 16 s, large inputs 14 s, MongoDB aging 9 s); two at a time
+alone they take about 175 s in all on a quiet two-core machine (search 33 s, soak 27 s, ingest
+33 s, crawl 29 s, bulk 25 s, quality 16 s, large inputs 10 s, MongoDB aging 9 s); two at a time
 beside the suite's other workers overloaded the machine (the search benchmark alone took 343 s
 in such a run). The chaos soak, which mostly waits, and the memory checks, which start no
 stack, run in modules of their own (`test_chaos_benchmark_run.py`,
