@@ -244,7 +244,13 @@ class RunningPipeline:
 # the 3 s of a module's own stack: many modules load them at once (one publishes 500 records),
 # the stand-in MongoDB can then hold every stage for seconds, and a short deadline restarted
 # documents queued behind hundreds of others until their restarts ran out (seen in a full run).
-SHARED_STACK = {"RAGLINE_INGEST__STALL_AFTER_S": "60"}
+# With that patience the relay need not look for stalled documents every second as a module's
+# own stack does: it checks at its default pace (each check also asks the broker whether it lost
+# its topics, on a connection of its own).
+SHARED_STACK = {
+    "RAGLINE_INGEST__STALL_AFTER_S": "60",
+    "RAGLINE_RELAY__RECONCILE_EVERY_S": "5",
+}
 
 # What a stack embeds with when its tests check the pipeline's mechanics, not the model: the
 # hashed embedder (`infra/embedding/hashed.py`), which loads nothing and embeds in microseconds.
