@@ -66,7 +66,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from benchmarks.ingest import SECRET, TOKEN, model_alone
 from benchmarks.results import Goal, add_results_option, exit_if_data_was_lost, judge, publish
 from benchmarks.soak import EVAL_DIR, Doc, check_store
-from benchmarks.stack import RECORD_STAGES, announce, bench_stack
+from benchmarks.stack import RECORD_STAGES, announce, bench_stack, run_settings
 from devstack.launcher import Pipeline
 from infra.settings.embedding import EmbeddingSettings
 from infra.settings.ingest import ChunkingSettings
@@ -78,7 +78,6 @@ from workers.extract.extractors import extract
 
 # Every setting at its default.
 STACK_SETTINGS: dict[str, str] = {}
-TINY_SETTINGS = {"RAGLINE_EMBEDDING__PROVIDER": "hashed"}
 TINY = {"records": 200, "updates": 0.1, "files": 5, "idle_s": 6.0}
 WAIT_LIMIT_S = 3 * 3600
 POLL_EVERY_S = 1.0
@@ -284,7 +283,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     records = make_records(texts, args.records, args.updates, args.seed)
     latest = {str(p.record.external_id): p for p in records}
     expected_chunks = sum(len(p.chunks) for p in latest.values())
-    settings = STACK_SETTINGS | (TINY_SETTINGS if args.tiny else {})
+    settings = run_settings(STACK_SETTINGS, tiny=args.tiny)
     announce(settings)
     print(
         f"bulk: {len(latest):,} records, {len(records) - len(latest):,} published again, "

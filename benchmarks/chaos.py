@@ -99,7 +99,7 @@ from benchmarks.soak import (
     sigterm_as_interrupt,
     stage_metrics,
 )
-from benchmarks.stack import RECORD_STAGES, announce, bench_stack
+from benchmarks.stack import RECORD_STAGES, announce, bench_stack, run_settings
 from devstack.launcher import SERVERS, ManagedProcess, Supervisor, port_open, running_process
 
 # The parts a fault strikes, and their processes' names.
@@ -134,9 +134,6 @@ MCP_HEADERS = {
 # A stalled document is started again after a minute rather than the default ten: a fault
 # can lose a stage's message, and the run should see it recovered within its grace period.
 STACK_SETTINGS = {"RAGLINE_INGEST__STALL_AFTER_S": "60"}
-# The tiny run checks the mechanics (what is lost, doubled or leaked), not the model: its stack
-# embeds with the hashed embedder, so a worker started again loads no model.
-TINY_SETTINGS = {"RAGLINE_EMBEDDING__PROVIDER": "hashed"}
 # `--tiny`: every part struck once (rounds of all nine, a fault every 4-5 s), MongoDB's freeze
 # held past the request bound, recovery and the grace period bounded at two minutes, and each
 # event kind seen at least once.
@@ -821,7 +818,7 @@ def main() -> None:
         args.overlaps,
         args.long_hold_s,
     )
-    settings = STACK_SETTINGS | (TINY_SETTINGS if args.tiny else {})
+    settings = run_settings(STACK_SETTINGS, tiny=args.tiny)
     announce(settings)
     print(f"chaos: {args.minutes:g} min, seed {args.seed}, {len(faults)} faults:")
     for fault in faults:

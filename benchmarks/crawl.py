@@ -36,7 +36,7 @@ import httpx
 
 from benchmarks.ingest import SECRET, TOKEN, chunk_texts, model_alone, wait_all_indexed
 from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
-from benchmarks.stack import CRAWL_STAGES, announce, bench_stack, points_held
+from benchmarks.stack import CRAWL_STAGES, announce, bench_stack, points_held, run_settings
 from infra.embedding.hashed import HashedEmbedder
 from infra.settings.embedding import EmbeddingSettings
 from tests.crawl_site import CrawlSite
@@ -48,7 +48,6 @@ STACK_SETTINGS = {
     "RAGLINE_CRAWL__PER_HOST_DELAY_S": "0",
     "RAGLINE_CRAWL__FETCH_TIMEOUT_S": "1",
 }
-TINY_SETTINGS = {"RAGLINE_EMBEDDING__PROVIDER": "hashed"}
 WORDS = (
     "valve pump filter gasket torque sensor relay breaker conveyor spindle bearing coupling "
     "hydraulic pneumatic lubricant calibration tolerance inspection maintenance schedule"
@@ -108,7 +107,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.tiny:
         args.pages, args.hub_only = TINY_PAGES, True
-    settings = STACK_SETTINGS | (TINY_SETTINGS if args.tiny else {})
+    settings = run_settings(STACK_SETTINGS, tiny=args.tiny)
     announce(settings)
     with tempfile.TemporaryDirectory() as tmp, CrawlSite(slow_seconds=2.0) as site:
         hub = "".join(f'<a href="/docs/unit-{n}">unit {n}</a> ' for n in range(args.pages))

@@ -35,7 +35,7 @@ import httpx
 
 from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb
 from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
-from benchmarks.stack import FILE_STAGES, announce, bench_stack
+from benchmarks.stack import FILE_STAGES, announce, bench_stack, run_settings
 from core.errors import PermanentError
 from infra.settings.ingest import ChunkingSettings
 from tests.factories import long_pdf, stock_csv
@@ -44,7 +44,6 @@ from workers.extract.extractors import extract
 
 # Every setting at its default.
 STACK_SETTINGS: dict[str, str] = {}
-TINY_SETTINGS = {"RAGLINE_EMBEDDING__PROVIDER": "hashed"}
 TINY_PDF_PAGES = 2
 # How long an input's document may take to be indexed or fail, and how often it is looked at.
 WAIT_S = 1800
@@ -156,7 +155,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.tiny:
         args.pdf_pages, args.csv_rows = [TINY_PDF_PAGES], []
-    settings = STACK_SETTINGS | (TINY_SETTINGS if args.tiny else {})
+    settings = run_settings(STACK_SETTINGS, tiny=args.tiny)
     announce(settings)
     results: dict[str, Any] = {}
     for label, (filename, build) in inputs(args.pdf_pages, args.csv_rows).items():

@@ -117,7 +117,7 @@ from benchmarks import memory
 from benchmarks.ingest import SECRET, TOKEN
 from benchmarks.levels import LEVEL_MINUTES, level_growth
 from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
-from benchmarks.stack import RECORD_STAGES, announce, bench_stack
+from benchmarks.stack import RECORD_STAGES, announce, bench_stack, run_settings
 from core.filters import chunks_where
 from devstack.launcher import LocalServices, Pipeline
 from infra.process.memory_trace import snapshot_dir
@@ -152,10 +152,6 @@ LIVE_PROBE, DELETED_PROBE = 0.4, 0.2
 EVAL_DIR = Path(__file__).parent / "eval"
 # Every setting at its default.
 STACK_SETTINGS: dict[str, str] = {}
-# The tiny run checks the mechanics (nothing lost, every request answered, each process's
-# allocators read), not the model: its stack embeds with the hashed embedder (measured alone:
-# 15 CPU-s and 27 s, against 26 CPU-s and 35 s with the packaged model).
-TINY_SETTINGS = {"RAGLINE_EMBEDDING__PROVIDER": "hashed"}
 # `--tiny`: minutes, uploads/s, searches/s, deletes/s, grace seconds, minimum indexed.
 TINY = {
     "minutes": 0.3,
@@ -1238,7 +1234,7 @@ def stack_settings(args: argparse.Namespace) -> dict[str, str]:
     """The settings the stack runs with: every one at its default, but for tracing memory
     when `--trace-memory` asks for it, and the hashed embedder in a tiny run."""
     tracing = {"RAGLINE_MEMORY_TRACE_FRAMES": str(args.trace_memory)} if args.trace_memory else {}
-    return STACK_SETTINGS | (TINY_SETTINGS if args.tiny else {}) | tracing
+    return run_settings(STACK_SETTINGS, tiny=args.tiny) | tracing
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:

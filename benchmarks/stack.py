@@ -22,6 +22,16 @@ FILE_STAGES = ("relay", "extract", "chunk", "embed")
 # Connector records (the batch endpoint) come in through the records worker.
 RECORD_STAGES = ("relay", "records", "extract", "chunk", "embed")
 CRAWL_STAGES = ("relay", "crawl", "extract", "chunk", "embed")
+# A tiny run checks its benchmark's mechanics (nothing lost, doubled or leaked, its figures
+# come out), not the model: its stack embeds with the hashed embedder, which loads no model
+# (nor does a worker started again); where the model is what a benchmark measures, its tiny run
+# keeps it (quality, search, ingest).
+TINY_SETTINGS = {"RAGLINE_EMBEDDING__PROVIDER": "hashed"}
+
+
+def run_settings(settings: Mapping[str, str], *, tiny: bool) -> dict[str, str]:
+    """A benchmark's stack settings, with the hashed embedder in a tiny run."""
+    return {**settings, **(TINY_SETTINGS if tiny else {})}
 
 
 def points_held(http: httpx.Client, kb_id: str, documents: Sequence[Mapping[str, object]]) -> int:
