@@ -81,7 +81,12 @@ of the last ten minutes over that of the first ten: how much searches slowed as 
 grew and churned; the halves of a shorter run), `upload_p95_drift` (the same of uploads),
 `search_drift_by_step` (each step's p95 at both ends, from the answers' own timings, and what
 the client waited beyond them: the store's steps against queueing behind the machine's other
-work) and `load_average_at_end`.
+work), `load_average_at_end`, and what the machine gave each measured minute
+(`benchmarks.machine`): `probe_ms_per_minute` and `probe_cpu_ms_per_minute` (a fixed piece of
+work timed in a process of its own), `probe_drift` (its last ten minutes over its first ten,
+as the latencies' drifts: near 1.0, the machine gave the same at both ends),
+`machine_busy_pct_per_minute`, `machine_steal_pct_per_minute` (what the host took) and
+`cpu_pct_per_minute` (by process).
 """
 
 from __future__ import annotations
@@ -95,6 +100,7 @@ import os
 import random
 import re
 import signal
+import statistics
 import tempfile
 import time
 import tracemalloc
@@ -116,6 +122,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from benchmarks import memory
 from benchmarks.ingest import SECRET, TOKEN
 from benchmarks.levels import LEVEL_MINUTES, level_growth
+from benchmarks.machine import MachineTimes, Probe, cpu_pct_between
 from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
 from benchmarks.stack import RECORD_STAGES, announce, bench_stack, run_settings
 from core.filters import chunks_where
@@ -328,6 +335,11 @@ class Soak:
         self.rss: dict[str, dict[str, float]] = {}
         self.anon: dict[str, dict[str, float]] = {}
         self.cpu: dict[str, dict[str, float]] = {}
+        # The machine's CPU accounts with each snapshot, and the fixed probe's wall and CPU ms
+        # every minute: whether the machine gave the same all along (`benchmarks.machine`).
+        self.machine: dict[str, MachineTimes] = {}
+        self.probes: dict[str, tuple[float, float]] = {}
+        self.probe: Probe | None = None
         # Every Ragline process's allocators every minute, by process and minute, from its
         # /metrics: malloc's kinds and Python's live blocks (whether what grows is live or
         # fragmentation).
@@ -721,6 +733,7 @@ class Soak:
         self.cpu[label] = {p.name: process_cpu_s(p.pid) for p in procs}
         self.cpu[label]["soak (load generator)"] = process_cpu_s(os.getpid())
         self.cpu[label]["_wall"] = time.monotonic()
+        self.machine[label] = MachineTimes.read()
         for proc in procs:
             if self.deaths_are_errors and not proc.alive() and proc.name not in self.dead:
                 self.dead.add(proc.name)
@@ -766,6 +779,8 @@ class Soak:
             await asyncio.sleep(max(0.0, at - time.monotonic()))
             label = f"minute {k}"
             self.snapshot(label)
+            if self.probe is not None:
+                self.probes[label] = await self.probe.measure()
             await self.sample_allocators(label)
             self.print_minute(k - 1, warmup)
             if k == warmup:
@@ -806,8 +821,22 @@ class Soak:
         )
         if m.errors:
             print(f"       errors: {dict(m.errors)}", flush=True)
-        rss = self.rss[f"minute {index + 1}"]
+        label, previous = f"minute {index + 1}", f"minute {index}" if index else "start"
+        rss = self.rss[label]
         print("       RSS MB: " + ", ".join(f"{k} {v:.0f}" for k, v in rss.items()), flush=True)
+        if previous in self.cpu:
+            wall = self.cpu[label]["_wall"] - self.cpu[previous]["_wall"]
+            cpu = cpu_pct_between(self.cpu[previous], self.cpu[label], wall)
+            machine = self.machine[label].since(self.machine[previous])
+            probe = self.probes.get(label)
+            print(
+                "       machine: "
+                + (f"probe {probe[0]:.1f}/{probe[1]:.1f} ms wall/CPU, " if probe else "")
+                + f"busy {machine['busy_pct']:.0f}%, steal {machine['steal_pct']:.1f}%; "
+                + "CPU % of a core: "
+                + ", ".join(f"{k} {v:.0f}" for k, v in cpu.items()),
+                flush=True,
+            )
         for name, minutes in self.allocators.items():
             held = minutes.get(f"minute {index + 1}", {})
             figures = ", ".join(f"{k} {v:.1f}" for k, v in held.items())
@@ -818,17 +847,21 @@ class Soak:
         args = self.args
         if args.trace_memory:
             await self.attribute("tracing started")
+        self.probe = Probe()
         self.started = time.monotonic()
         warmup_end = self.started + args.warmup_minutes * 60
         end = warmup_end + args.minutes * 60
         stop_polling = asyncio.Event()
         poller = asyncio.create_task(self.poller(stop_polling))
-        await asyncio.gather(
-            self.ticker(args.upload_rate, end, self.upload),
-            self.ticker(args.delete_rate, end, self.delete),
-            self.ticker(args.search_rate, end, self.search),
-            self.reporter(end),
-        )
+        try:
+            await asyncio.gather(
+                self.ticker(args.upload_rate, end, self.upload),
+                self.ticker(args.delete_rate, end, self.delete),
+                self.ticker(args.search_rate, end, self.search),
+                self.reporter(end),
+            )
+        finally:
+            self.probe.close()
         in_flight = len(self.tasks)
         await asyncio.gather(*list(self.tasks))
         print(f"load stopped ({in_flight} requests were in flight); waiting for the pipeline")
@@ -1092,6 +1125,12 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         f"search p50/p95 {fmt_pair(search_ms, 1)} ms"
     )
     worst = max(growth, key=lambda name: growth[name])
+    machine = machine_figures(soak, warmup, len(measured))
+    print(
+        f"machine: fixed probe p50/p95 {fmt_pair(machine['probe_ms_per_minute'], 1)} ms a minute, "
+        f"its drift {machine['probe_drift']}; steal p50/p95 "
+        f"{fmt_pair(machine['machine_steal_pct_per_minute'], 2)} %"
+    )
     return {
         "minutes": args.minutes,
         "warmup_minutes": args.warmup_minutes,
@@ -1144,6 +1183,49 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "p95_ms_upload_per_minute": [rounded(percentile(m.upload_ms, 95)) for m in measured],
         "p50_ms_upload_per_minute": [rounded(percentile(m.upload_ms, 50)) for m in measured],
         "p95_s_ingest_per_minute": [rounded(percentile(m.ingest_s, 95), 2) for m in measured],
+        **machine,
+    }
+
+
+def machine_figures(soak: Soak, warmup: int, measured: int) -> dict[str, Any]:
+    """What the machine gave each measured minute: the fixed probe's wall and CPU ms, how busy
+    its cores were and what the host took, and each process's CPU; and `probe_drift`, the
+    probe's median in the last `DRIFT_MINUTES` minutes over that in the first (near 1.0: the
+    machine gave the same at both ends, and a latency drift is the product's own)."""
+    labels = [f"minute {k}" for k in range(warmup + 1, warmup + measured + 1)]
+    pairs = [
+        (label, f"minute {k - 1}" if k > 1 else "start")
+        for k, label in zip(range(warmup + 1, warmup + measured + 1), labels, strict=True)
+        if label in soak.machine
+    ]
+    probes = [soak.probes[label] for label in labels if label in soak.probes]
+    walls = [wall for wall, _ in probes]
+    machine = [
+        soak.machine[label].since(soak.machine[before])
+        for label, before in pairs
+        if before in soak.machine
+    ]
+    cpu = [
+        cpu_pct_between(
+            soak.cpu[before], soak.cpu[label], soak.cpu[label]["_wall"] - soak.cpu[before]["_wall"]
+        )
+        for label, before in pairs
+        if before in soak.cpu
+    ]
+    ends = min(DRIFT_MINUTES, len(walls) // 2)
+    return {
+        "probe_ms_per_minute": [round(wall, 1) for wall in walls],
+        "probe_cpu_ms_per_minute": [round(cpu_ms, 1) for _, cpu_ms in probes],
+        "probe_drift": (
+            round(statistics.median(walls[-ends:]) / statistics.median(walls[:ends]), 3)
+            if ends
+            else None
+        ),
+        "machine_busy_pct_per_minute": [m["busy_pct"] for m in machine],
+        "machine_steal_pct_per_minute": [m["steal_pct"] for m in machine],
+        "cpu_pct_per_minute": {
+            name: [minute.get(name, 0.0) for minute in cpu] for name in (cpu[0] if cpu else {})
+        },
     }
 
 

@@ -198,6 +198,15 @@ def test_the_soak_loses_nothing_and_answers_every_request(
     assert figures["store_process"] is True
     processes = set(figures["allocators_level_growth_pct"])
     assert {"api", "store", "extract-1", "chunk-1", "embed-1"} <= processes, processes
+    # What the machine gave the measured minute: the fixed probe ran and took time, and every
+    # process's CPU was read (the API's and the embed worker's were busy with the load).
+    assert len(figures["probe_ms_per_minute"]) == 1, figures["probe_ms_per_minute"]
+    assert figures["probe_ms_per_minute"][0] > 0
+    assert figures["probe_cpu_ms_per_minute"][0] > 0
+    assert len(figures["machine_steal_pct_per_minute"]) == 1
+    assert 0 < figures["machine_busy_pct_per_minute"][0] <= 100
+    cpu = figures["cpu_pct_per_minute"]
+    assert cpu["api"][0] > 0 and cpu["embed-1"][0] > 0, cpu
 
 
 def test_ingest_and_crawl_index_every_chunk_their_inputs_make(
