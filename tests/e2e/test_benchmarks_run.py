@@ -206,7 +206,8 @@ def test_the_soak_loses_nothing_and_answers_every_request(
     assert len(figures["machine_steal_pct_per_minute"]) == 1
     assert 0 < figures["machine_busy_pct_per_minute"][0] <= 100
     cpu = figures["cpu_pct_per_minute"]
-    assert cpu["api"][0] > 0 and cpu["embed-1"][0] > 0, cpu
+    assert cpu["api"][0] > 0, cpu
+    assert cpu["embed-1"][0] > 0, cpu
 
 
 def test_ingest_and_crawl_index_every_chunk_their_inputs_make(

@@ -39,5 +39,5 @@ def test_the_fixed_work_takes_cpu_time_and_no_less_wall_time() -> None:
 
 
 def test_a_stat_file_without_a_cpu_line_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not enough values"):
         MachineTimes.read(stat_file(tmp_path, "c", "cpu  1 2 3"))
