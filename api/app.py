@@ -28,6 +28,7 @@ from api.routes import (
     dead_letters,
     documents,
     evaluations,
+    generations,
     health,
     knowledge,
     knowledge_bases,
@@ -156,6 +157,7 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
         dead_letters,
         crawl,
         backups,
+        generations,
         playground,
         console,
     ):

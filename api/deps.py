@@ -22,6 +22,7 @@ from services.crawl_service import CrawlJobService
 from services.dead_letter_service import DeadLetterService
 from services.document_service import DocumentService
 from services.evaluation_service import EvaluationService
+from services.generations.generation_service import GenerationService
 from services.governance_service import GovernanceService
 from services.intake_service import IntakeService
 from services.knowledge_base_service import KnowledgeBaseService
@@ -173,6 +174,13 @@ async def _backup_service(opened: ServicesDep) -> BackupService:
 
 
 BackupServiceDep = Annotated[BackupService, Depends(_backup_service)]
+
+
+async def _generation_service(opened: ServicesDep) -> GenerationService:
+    return opened.services.generation_service
+
+
+GenerationServiceDep = Annotated[GenerationService, Depends(_generation_service)]
 
 # The schemes the OpenAPI schema declares; missing credentials are refused below, as 401s
 # with a message, not by FastAPI.

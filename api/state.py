@@ -21,6 +21,7 @@ from services.crawl_service import CrawlJobService
 from services.dead_letter_service import DeadLetterService
 from services.document_service import DocumentService
 from services.evaluation_service import EvaluationService
+from services.generations.generation_service import GenerationService
 from services.governance_service import GovernanceService
 from services.intake_service import IntakeService
 from services.knowledge_base_service import KnowledgeBaseService
@@ -75,6 +76,8 @@ class Services(Protocol):
     def agent_tool_service(self) -> AgentToolService: ...
     @property
     def backup_service(self) -> BackupService: ...
+    @property
+    def generation_service(self) -> GenerationService: ...
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ BENCHMARKS = (
     "chaos",
     "encoder",
     "bulk",
+    "migrate",
 )
 
 # -- the search benchmark's keys (benchmarks/search.py, benchmarks/search_stores.py) -----------

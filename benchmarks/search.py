@@ -575,7 +575,7 @@ async def fill_store(
     filled = Filled(kept.kb_ids, kept.written, reused=fresh is None)
     async with AsyncExitStack() as stack:
         system = System(settings, stack)
-        store = await system.open_vector_store()
+        _, store = await (await system.open_vector_store()).live_store()
         if isinstance(store, EdgeVectorStore):
             begun = time.perf_counter()
             await store.optimize()
@@ -597,7 +597,7 @@ class Fresh:
 async def write_store(system: System, store_kind: str, total: int, material: Material) -> Fresh:
     """Creates the KBs, writes `total` chunks of the kind across them and builds the HNSW
     index; the store is closed with the system."""
-    store = await system.open_vector_store()
+    _, store = await (await system.open_vector_store()).live_store()
     kbs = [await system.knowledge_base_service.create("default", f"KB {n}") for n in range(KBS)]
     started = time.perf_counter()
     writer = Writer(store, [kb.id for kb in kbs], total, keep=False)
@@ -1102,7 +1102,7 @@ async def fill_user_store(
     async with AsyncExitStack() as stack:
         system = System(settings, stack)
         await ensure_indexes(system.db)
-        store = await system.open_vector_store()
+        _, store = await (await system.open_vector_store()).live_store()
         kbs = system.knowledge_base_service
         kb_ids = [(await kbs.create("default", f"KB {n}")).id for n in range(KBS)]
         writer = Writer(store, kb_ids, chunks, keep=True)

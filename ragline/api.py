@@ -94,7 +94,12 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
             "redis": system.search_cache.ping,
         }
         states = await asyncio.gather(*(_probe(check) for check in probes.values()))
-        return dict(zip(probes, states, strict=True))
+        checks = dict(zip(probes, states, strict=True))
+        # Said, not unready: the process serves with the live generation's model. (Asking
+        # for the generations has them read again in the background once they are old.)
+        await system.generation_watch.latest()
+        checks["embedding_model"] = system.generation_watch.mismatch or "ok"
+        return checks
 
     log.info("API ready on http://%s:%d", settings.api.host, settings.api.port)
     return ApiServices(system, settings, readiness)

@@ -1,4 +1,5 @@
-"""The store process: `python -m ragline.store` serves the embedded vector store on a Unix socket
+"""The store process: `python -m ragline.store` serves the embedded vector stores (one per
+generation: `schemas.index_generations`, each opened by its first caller) on a Unix socket
 (`qdrant.store_socket`) to the API process and the index worker of one machine
 (`infra.vectorstore.remote`). It owns the engine: its optimiser runs here, beside nobody's
 requests. Like every Ragline process it gives malloc's free memory back periodically, answers
@@ -13,7 +14,8 @@ from contextlib import AsyncExitStack
 
 from infra.process.basics import open_process_basics
 from infra.settings import Settings
-from infra.vectorstore.factory import embedded_store
+from infra.vectorstore.edge import EdgeVectorStore
+from infra.vectorstore.factory import embedded_store, store_path
 from infra.vectorstore.remote import StoreServer
 
 log = logging.getLogger(__name__)
@@ -26,11 +28,12 @@ async def serve(settings: Settings) -> None:
         raise SystemExit("the store process needs RAGLINE_QDRANT__STORE_SOCKET")
     async with AsyncExitStack() as stack:
         await open_process_basics(settings, "store", stack)
-        store = embedded_store(settings)
-        stack.push_async_callback(store.close)
-        await store.ensure_collection()
-        server = StoreServer(store, socket)
-        stack.push_async_callback(server.close)  # closed before the store
+
+        def open_store(name: str, dimensions: int) -> EdgeVectorStore:
+            return embedded_store(settings, store_path(settings, name), dimensions)
+
+        server = StoreServer(open_store, socket)
+        stack.push_async_callback(server.close)  # and with it, the stores it opened
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):

@@ -3,8 +3,9 @@
 Every process (the API, the MCP server, each worker, the token CLI, the benchmarks) opens a
 `System` and takes what it needs as plain, typed attributes, built on first use
 (`cached_property`) and closed in reverse order when the process's exit stack unwinds. The two
-that take a slow start are opened once first: the embedding model (`await open_embedder()`,
-then `embedder`) and the vector store (`await open_vector_store()`, then `store`). Repositories
+that take a slow start are opened once first: the live generation's embedding model (`await
+open_embedder()`; after that, `encoders` holds it) and the vector store (`await
+open_vector_store()`, then `store`). Repositories
 are `xxx_repo` (`infra/mongo/xxx_repository.py`), services `xxx_service`
 (`services/<area>_service.py`); the rule and the layout are in docs/layout.md. The HTTP layer
 and the MCP server read their services through `api.state.Services`, which this class
@@ -13,7 +14,6 @@ satisfies.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from functools import cached_property
@@ -21,14 +21,12 @@ from functools import cached_property
 from faststream.kafka import KafkaBroker
 from pymongo import AsyncMongoClient
 
-from core.errors import PermanentError
 from core.governance import Reader
 from core.sparse import SparseEncoder
 from infra.context.base import ContextProvider
 from infra.context.factory import build_context_provider
 from infra.embedding.base import Embedder
-from infra.embedding.factory import build_embedder
-from infra.files.snapshot_files import EmbeddingIdentity
+from infra.embedding.encoders import Encoders
 from infra.kafka.client import kafka_publisher, kafka_sender
 from infra.mongo.audience_repository import AudienceRepository
 from infra.mongo.audit_repository import AuditRepository
@@ -42,6 +40,7 @@ from infra.mongo.dead_letter_repository import DeadLetterRepository
 from infra.mongo.document_repository import DocumentRepository
 from infra.mongo.embedding_cache import EmbeddingCache
 from infra.mongo.evaluation_repository import EvaluationRepository
+from infra.mongo.generation_repository import GenerationRepository
 from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
 from infra.mongo.lifecycle import DocumentLifecycle
 from infra.mongo.outbox import EventSender, Outbox
@@ -52,8 +51,10 @@ from infra.redis.rate_limits import RateLimiter
 from infra.redis.search_cache import SearchCache, connect_redis
 from infra.settings import Settings
 from infra.vectorstore.base import VectorStore
-from infra.vectorstore.factory import open_vector_store
+from infra.vectorstore.factory import open_generation_store
+from infra.vectorstore.generational import GenerationalStore
 from schemas.events import Event, Publish, Send
+from schemas.index_generations import IndexGeneration
 from services.agent_tool_service import AgentToolService
 from services.backup_service import BackupService
 from services.bot_service import BotService
@@ -62,6 +63,10 @@ from services.dead_letter_service import DeadLetterService
 from services.document_service import DocumentService
 from services.evaluation_service import EvaluationService, Evaluator
 from services.freshness_service import FreshnessService
+from services.generations.generation_service import GenerationService
+from services.generations.migration import Migrator
+from services.generations.models import FilledModels
+from services.generations.watch import GenerationWatch
 from services.governance_service import GovernanceService
 from services.intake_service import IntakeService
 from services.knowledge_base_service import KnowledgeBaseService
@@ -73,6 +78,7 @@ from services.removal_service import RemovalService, retire_document
 from services.search.access import AccessGuard
 from services.search.retrieval import Feedback, Retriever
 from services.search.retrieval_events import RetrievalEvents
+from services.search.retrievers import Retrievers
 from services.search.search_service import SearchService
 from services.sync_service import SyncService
 from services.token_service import TokenService
@@ -92,7 +98,7 @@ class System:
         self._stack = stack
         self._broker = broker
         self._embedder: Embedder | None = None
-        self._store: VectorStore | None = None
+        self._store: GenerationalStore | None = None
 
     def on_close(self, close: Callable[[], Awaitable[object]]) -> None:
         """Runs `close` when the process's exit stack unwinds (with the clients, in reverse
@@ -166,36 +172,65 @@ class System:
         return sender
 
     async def open_embedder(self) -> Embedder:
-        """Loads the embedding model (once; its dimensions checked against the settings)."""
+        """Loads the live generation's embedding model (once), whatever model the settings
+        name (`services.generations.watch`). On a deployment with no generation yet, the
+        configured model is loaded first (its vector size checked against the settings) and
+        recorded as the first generation's."""
         if self._embedder is None:
-            embedder = await asyncio.to_thread(
-                build_embedder, self.settings.embedding, self.settings.run_dir
-            )
-            if embedder.dimensions != self.settings.embedding.dimensions:
-                raise PermanentError(
-                    f"the embedding model makes {embedder.dimensions}-dimensional vectors; set "
-                    f"RAGLINE_EMBEDDING__DIMENSIONS={embedder.dimensions}"
-                )
-            self._embedder = embedder
+            if not self.generation_watch.started and await self.generation_repo.kept() is None:
+                await self.encoders.get(self.settings.embedding.identity)
+            view = await self.generation_watch.start()
+            self._embedder = await self.encoders.get(view.live.model)
         return self._embedder
 
-    async def open_vector_store(self) -> VectorStore:
-        """Opens the vector store (once; with the embedded engine only one process may)."""
+    async def open_vector_store(self) -> GenerationalStore:
+        """Opens the vector store, every generation's (once; with the embedded engine only
+        one process may)."""
         if self._store is None:
-            store = await open_vector_store(self.settings)
+            await self.generation_watch.start()
+            settings = self.settings
+
+            async def open_store(generation: IndexGeneration) -> VectorStore:
+                return await open_generation_store(settings, generation)
+
+            store = GenerationalStore(self.generation_watch, open_store)
+            await store.ensure_collection()
             self._stack.push_async_callback(store.close)
             self._store = store
         return self._store
 
-    @property
-    def embedder(self) -> Embedder:
-        """The embedding model (`open_embedder` first)."""
-        if self._embedder is None:
-            raise RuntimeError("the embedding model is used before it was loaded")
-        return self._embedder
+    @cached_property
+    def generation_repo(self) -> GenerationRepository:
+        """The vector store's generations, one per embedding model."""
+        return GenerationRepository(self.mongo, self.db)
+
+    @cached_property
+    def generation_watch(self) -> GenerationWatch:
+        """This process's view of the generations (`open_embedder` or `open_vector_store`
+        starts it)."""
+        generations = self.settings.generations
+        return GenerationWatch(
+            self.generation_repo,
+            self.settings.embedding.identity,
+            generations.refresh_s,
+            generations.valid_s,
+        )
+
+    @cached_property
+    def encoders(self) -> Encoders:
+        """The embedding models this process holds, one per model."""
+        encoders = Encoders(self.settings.embedding, self.settings.run_dir)
+        self._stack.callback(encoders.release, (), 0.0)
+        return encoders
+
+    @cached_property
+    def filled_models(self) -> FilledModels:
+        """The models new chunks are embedded with (the live generation's, and a building
+        one's)."""
+        return FilledModels(self.generation_watch, self.encoders)
 
     @property
-    def store(self) -> VectorStore:
+    def store(self) -> GenerationalStore:
         """The vector store (`open_vector_store` first)."""
         if self._store is None:
             raise RuntimeError("the vector store is used before it was opened")
@@ -412,19 +447,19 @@ class System:
     def search_service(self) -> SearchService:
         """Search: access guard, answer cache, hybrid retrieval, result shaping."""
         search = self.settings.search
-        retriever = Retriever(
-            self.embedder,
-            self.store,
-            SparseEncoder(),
-            search.depth,
-            feedback=Feedback(
-                search.feedback_chunks, search.feedback_min_chunks, search.feedback_weight
-            ),
+        feedback = Feedback(
+            search.feedback_chunks, search.feedback_min_chunks, search.feedback_weight
         )
+
+        def retriever(embedder: Embedder, store: VectorStore) -> Retriever:
+            return Retriever(embedder, store, SparseEncoder(), search.depth, feedback=feedback)
+
+        retrievers = Retrievers(self.store, self.encoders, retriever)
+        self._stack.push_async_callback(retrievers.close)
         return SearchService(
             self.access_guard,
             self.knowledge_base_repo,
-            retriever,
+            retrievers,
             self.search_cache,
             self.freshness_service,
             self.policy_service,
@@ -484,15 +519,25 @@ class System:
     @cached_property
     def backup_service(self) -> BackupService:
         """Snapshots of a tenant or the deployment, and their restores (vector store included)."""
-        embedding = self.settings.embedding
         return BackupService(
-            MongoSnapshot(self.mongo, self.db),
+            MongoSnapshot(self.mongo, self.db), self.store, self.lifecycle, self.events
+        )
+
+    @cached_property
+    def generation_service(self) -> GenerationService:
+        """The vector store's generations as admins see and change them."""
+        return GenerationService(self.generation_repo, self.encoders)
+
+    @cached_property
+    def migrator(self) -> Migrator:
+        """Builds a generation for another embedding model (in the process that writes the
+        vector store: the index stage's)."""
+        return Migrator(
+            self.generation_repo,
             self.store,
-            self.lifecycle,
-            self.events,
-            EmbeddingIdentity(
-                provider=embedding.provider, model=embedding.model, dimensions=embedding.dimensions
-            ),
+            self.encoders,
+            self.audit_repo,
+            self.settings.generations,
         )
 
     @cached_property

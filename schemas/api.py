@@ -39,6 +39,7 @@ from schemas.domain import (
     TokenInfo,
     User,
 )
+from schemas.index_generations import GenerationState, IndexGeneration
 
 IN_PROGRESS_STATUSES = frozenset(PIPELINE_ORDER[:-1])
 # A page or file a KB is filled from: an http(s) URL with a valid host (`core.urls`).
@@ -568,3 +569,26 @@ class AuditPage(BaseModel):
     """Body of `GET /api/v1/audit`: newest first; pass the last `at` as `before` for more."""
 
     items: list[AuditEntry]
+
+
+class GenerationOut(BaseModel):
+    """One generation of the vector store (`schemas.index_generations`), with a build's time
+    left at its current rate."""
+
+    generation: IndexGeneration
+    seconds_left: float | None = Field(
+        description="for one being built: until its copy is done, at its current rate"
+    )
+
+    @classmethod
+    def of(cls, generation: IndexGeneration) -> GenerationOut:
+        """The answer for `generation`."""
+        building = generation.state is GenerationState.BUILDING
+        left = generation.progress.seconds_left if building else None
+        return cls(generation=generation, seconds_left=left)
+
+
+class GenerationsOut(BaseModel):
+    """Body of `GET /api/v1/generations`: every generation, oldest first."""
+
+    items: list[GenerationOut]

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from core.governance import GovernanceChange
 from schemas.domain import ChunkRecord, Document, ExtractedDocument, Record, chunk_id, utcnow
 from schemas.formats import extraction_name
+from schemas.index_generations import ModelIdentity
 from schemas.search import SearchHit
 
 
@@ -166,13 +167,26 @@ class ChunkBatchReady(Event):
         return f"{self.document_id}/{self.generation}/{self.batch_index}".encode()
 
 
+class ModelVectors(BaseModel):
+    """One more model's dense vectors of a batch (one per chunk, packed as `dense_b64`)."""
+
+    identity: ModelIdentity
+    dense_b64: str
+
+
 class ChunkBatchEmbedded(ChunkBatchReady):
     """The same batch with one dense vector per chunk (float32, base64, row-major) and one
-    sparse (BM25-style) vector per chunk (packed: see `encode_sparse`)."""
+    sparse (BM25-style) vector per chunk (packed: see `encode_sparse`). While a generation of
+    the vector store is being built for another model (`schemas.index_generations`), the
+    batch carries that model's vectors too (`more_vectors`)."""
 
     model: str
     dimensions: int = Field(ge=1)
     dense_b64: str
+    # The model of `dense_b64` (None in a batch embedded before generations were recorded:
+    # the live generation's, the only one then).
+    identity: ModelIdentity | None = None
+    more_vectors: list[ModelVectors] = Field(default_factory=list)
     # Per chunk: its number of terms; then all indices (uint32) and all weights (float32).
     sparse_lengths: list[int] = Field(default_factory=list)
     sparse_indices_b64: str = ""
@@ -195,8 +209,17 @@ class ChunkBatchEmbedded(ChunkBatchReady):
 
     def vectors(self) -> NDArray[np.float32]:
         """The (n, d) matrix of dense vectors, one row per chunk."""
-        raw = np.frombuffer(base64.b64decode(self.dense_b64), dtype="<f4")
-        return raw.reshape(len(self.chunks), self.dimensions).astype(np.float32)
+        return _unpacked(self.dense_b64, len(self.chunks), self.dimensions)
+
+    def vectors_by_model(self, live: ModelIdentity) -> dict[ModelIdentity, NDArray[np.float32]]:
+        """Each model's (n, d) matrix (`dense_b64`'s model is `live` in a batch that does
+        not name it)."""
+        found = {(self.identity or live): self.vectors()}
+        for more in self.more_vectors:
+            found[more.identity] = _unpacked(
+                more.dense_b64, len(self.chunks), more.identity.dimensions
+            )
+        return found
 
     @staticmethod
     def encode_sparse(vectors: list[tuple[list[int], list[float]]]) -> dict[str, Any]:
@@ -230,6 +253,11 @@ class ChunkBatchEmbedded(ChunkBatchReady):
             )
             start += length
         return out
+
+
+def _unpacked(packed: str, rows: int, dimensions: int) -> NDArray[np.float32]:
+    raw = np.frombuffer(base64.b64decode(packed), dtype="<f4")
+    return raw.reshape(rows, dimensions).astype(np.float32)
 
 
 class SyncMarker(BaseModel):

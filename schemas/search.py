@@ -167,6 +167,9 @@ class SearchMetrics(BaseModel):
     vector_search_ms: float = 0.0
     total_ms: float = 0.0
     cache: CacheHits = Field(default_factory=CacheHits)
+    # The vector store's generation the search ranked against: its model embedded the query
+    # (`schemas.index_generations`; None for a search of no KB).
+    generation: int | None = None
 
 
 class SearchResponse(BaseModel):

@@ -37,7 +37,8 @@ from infra.mongo.client import DOCUMENTS, MongoDoc
 from infra.mongo.lifecycle import DocumentLifecycle
 from infra.mongo.outbox import EventSender, Pending
 from infra.mongo.snapshot import BATCH, MongoSnapshot, decode, encode
-from infra.vectorstore.base import ChunkPoint, VectorStore
+from infra.vectorstore.base import ChunkPoint
+from infra.vectorstore.generational import GenerationalStore
 from schemas.chunks import ChunkPayload
 from schemas.domain import PIPELINE_ORDER, ParseStatus, utcnow
 
@@ -108,16 +109,14 @@ class BackupService:
     def __init__(
         self,
         snapshot: MongoSnapshot,
-        store: VectorStore,
+        store: GenerationalStore,
         lifecycle: DocumentLifecycle,
         events: EventSender,
-        embedding: EmbeddingIdentity,
     ) -> None:
         self._snapshot = snapshot
         self._store = store
         self._lifecycle = lifecycle
         self._events = events
-        self._embedding = embedding
         # One backup or restore at a time in a process.
         self._busy = asyncio.Lock()
 
@@ -142,14 +141,17 @@ class BackupService:
             files[name] = await asyncio.to_thread(append_lines, directory, entry, lines)
         selector = None if tenant_id is None else Filter(must=(Match("tenant_id", tenant_id),))
         points = await asyncio.to_thread(write_lines, directory, POINTS, [])
-        async for batch in self._store.export_points(selector):
+        # The live generation's points, and its model: what a deployment restoring them must
+        # search with.
+        generation, live = await self._store.live_store()
+        async for batch in live.export_points(selector):
             kept = [encode_point(p) for p in batch if p.payload.document_id in documents]
             points = await asyncio.to_thread(append_lines, directory, points, kept)
         manifest = Manifest(
             created_at=created_at,
             scope="deployment" if tenant_id is None else "tenant",
             tenant_id=tenant_id,
-            embedding=self._embedding,
+            embedding=EmbeddingIdentity(**generation.model.model_dump()),
             files=[*files.values(), points],
             documents=dict(sorted(statuses.items())),
         )
@@ -163,6 +165,7 @@ class BackupService:
         async with self._busy:
             manifest = await asyncio.to_thread(verify, directory)
             self._check_fits(manifest, tenant_id)
+            await self._check_model(manifest)
             fingerprint = await asyncio.to_thread(_digest, directory / MANIFEST)
             target = _target(tenant_id)
             interrupted = await self._snapshot.interrupted_restore(target)
@@ -215,12 +218,20 @@ class BackupService:
                 else f"tenant {manifest.tenant_id!r}"
             )
             raise SnapshotInvalid(f"this is a snapshot of {what}, not of tenant {tenant_id!r}")
-        made, ours = manifest.embedding, self._embedding
-        if (made.model, made.dimensions) != (ours.model, ours.dimensions):
+
+    async def _check_model(self, manifest: Manifest) -> None:
+        """The snapshot's vectors must be the live generation's model's."""
+        made, ours = manifest.embedding, (await self._store.generations()).live.model
+        if (made.provider, made.model, made.dimensions) != (
+            ours.provider,
+            ours.model,
+            ours.dimensions,
+        ):
             raise SnapshotInvalid(
                 f"the snapshot's vectors were made by {made.provider} model {made.model!r} "
-                f"({made.dimensions} dimensions); this deployment embeds with {ours.provider} "
-                f"model {ours.model!r} ({ours.dimensions}): its queries cannot search them"
+                f"({made.dimensions} dimensions); this deployment's live generation holds "
+                f"{ours.provider} model {ours.model!r} ({ours.dimensions}): its queries cannot "
+                "search them"
             )
 
     async def _write(self, directory: Path, manifest: Manifest, written: _Written) -> None:

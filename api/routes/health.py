@@ -10,9 +10,10 @@ from schemas.api import Health, Readiness
 
 router = APIRouter(tags=["operations"])
 
-# Dependencies `/readyz` reports without being unready for them: search works without its
-# cache (every request then goes to the stores).
-OPTIONAL = frozenset({"redis"})
+# What `/readyz` reports without being unready for it: search works without its cache (every
+# request then goes to the stores), and with the live generation's embedding model when the
+# settings name another (`embedding_model` then says so).
+OPTIONAL = frozenset({"redis", "embedding_model"})
 
 
 @router.get("/healthz")
@@ -28,7 +29,9 @@ async def healthz() -> Health:
 )
 async def readyz(request: Request) -> JSONResponse:
     """The process can serve: storage, queue, model and vector store answer (each is asked
-    at once and given 2 s); `checks` names each dependency's state, Redis's too."""
+    at once and given 2 s); `checks` names each dependency's state, Redis's too, and
+    `embedding_model` says when the settings name another model than the vector store's live
+    generation holds (the process serves with the live one's)."""
     services = getattr(request.app.state, "services", None)
     if services is None:
         return JSONResponse(Readiness(status="starting").model_dump(), status_code=503)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from ragline_cli import backups, docs, evaluate, ingest, kb, output, search, tokens
+from ragline_cli import backups, docs, evaluate, generations, ingest, kb, output, search, tokens
 from ragline_cli.config_show import config
 from ragline_cli.connection import RATE_LIMIT_WAIT_S
 from ragline_cli.context import Globals, globals_of
@@ -100,6 +100,7 @@ app.command("eval")(evaluate.evaluate)
 app.command("config")(config)
 app.command("backup")(backups.backup)
 app.command("restore")(backups.restore)
+app.add_typer(generations.app, name="generations")
 
 
 def main() -> None:

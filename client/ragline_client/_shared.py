@@ -122,6 +122,12 @@ OPERATIONS: dict[str, Operation] = {
     # backups
     "create_backup": Operation("POST", "/api/v1/backups"),
     "restore_backup": Operation("POST", "/api/v1/restores"),
+    # the vector store's generations (one per embedding model)
+    "list_generations": Operation("GET", "/api/v1/generations"),
+    "start_generation": Operation("POST", "/api/v1/generations"),
+    "get_generation": Operation("GET", "/api/v1/generations/{number}"),
+    "cancel_generation": Operation("POST", "/api/v1/generations/{number}/cancel"),
+    "drop_generation": Operation("POST", "/api/v1/generations/{number}/drop"),
 }
 
 

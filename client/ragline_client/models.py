@@ -542,6 +542,38 @@ class KnowledgeSearchRequest(BaseModel):
     turn_id: Annotated[TurnId | None, Field(title="Turn Id")] = None
 
 
+class MigrationProgress(BaseModel):
+    """
+    How far a building generation is: its copy of the live chunks, then its checks.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    total: Annotated[int | None, Field(title="Total")] = 0
+    done: Annotated[int | None, Field(title="Done")] = 0
+    cursor: Annotated[str | None, Field(title="Cursor")] = None
+    copied: Annotated[bool | None, Field(title="Copied")] = False
+    check_pass: Annotated[int | None, Field(title="Check Pass")] = 0
+    mended: Annotated[int | None, Field(title="Mended")] = 0
+    started_at: Annotated[AwareDatetime | None, Field(title="Started At")] = None
+    updated_at: Annotated[AwareDatetime | None, Field(title="Updated At")] = None
+    rate_per_s: Annotated[float | None, Field(title="Rate Per S")] = 0.0
+
+
+class ModelIdentity(BaseModel):
+    """
+    An embedding model, as its vectors are told apart: provider, model and vector size.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    provider: Annotated[Literal["local", "gemini", "hashed"], Field(title="Provider")]
+    model: Annotated[str | None, Field(title="Model")] = ""
+    dimensions: Annotated[int, Field(ge=1, title="Dimensions")]
+
+
 class PlaygroundHit(BaseModel):
     """
     A hit of the bot's search, with where to cite it.
@@ -726,6 +758,7 @@ class SearchMetrics(BaseModel):
     vector_search_ms: Annotated[float | None, Field(title="Vector Search Ms")] = 0.0
     total_ms: Annotated[float | None, Field(title="Total Ms")] = 0.0
     cache: CacheHits | None = None
+    generation: Annotated[int | None, Field(title="Generation")] = None
 
 
 class SearchResponse(BaseModel):
@@ -1316,6 +1349,34 @@ class HTTPValidationError(BaseModel):
     detail: Annotated[list[ValidationError] | None, Field(title="Detail")] = None
 
 
+class IndexGeneration(BaseModel):
+    """
+    One generation of the vector store (MongoDB collection `index_generations`).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    number: Annotated[int, Field(ge=1, title="Number")]
+    model: ModelIdentity
+    state: Annotated[
+        Literal["building", "live", "retired", "cancelled", "dropped"],
+        Field(title="GenerationState"),
+    ]
+    """
+    Where a generation is in its life.
+    """
+    created_at: Annotated[AwareDatetime | None, Field(title="Created At")] = None
+    live_since: Annotated[AwareDatetime | None, Field(title="Live Since")] = None
+    retired_at: Annotated[AwareDatetime | None, Field(title="Retired At")] = None
+    drop_after: Annotated[AwareDatetime | None, Field(title="Drop After")] = None
+    ended_at: Annotated[AwareDatetime | None, Field(title="Ended At")] = None
+    started_by: Annotated[str | None, Field(title="Started By")] = "deployment"
+    tenant_id: Annotated[str | None, Field(title="Tenant Id")] = None
+    progress: MigrationProgress | None = None
+    reason: Annotated[str | None, Field(title="Reason")] = None
+
+
 class IngestResult(BaseModel):
     """
     What happened to one record of a batch.
@@ -1578,6 +1639,33 @@ class Evaluation(BaseModel):
     current: RetrievalConfig | None = None
     gain: Gain | None = None
     offered: Annotated[bool | None, Field(title="Offered")] = False
+
+
+class GenerationOut(BaseModel):
+    """
+    One generation of the vector store (`schemas.index_generations`), with a build's time
+    left at its current rate.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    generation: IndexGeneration
+    seconds_left: Annotated[float | None, Field(title="Seconds Left")]
+    """
+    for one being built: until its copy is done, at its current rate
+    """
+
+
+class GenerationsOut(BaseModel):
+    """
+    Body of `GET /api/v1/generations`: every generation, oldest first.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    items: Annotated[list[GenerationOut], Field(title="Items")]
 
 
 class KnowledgeBaseList(BaseModel):

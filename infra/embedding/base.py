@@ -30,6 +30,10 @@ class Embedder(Protocol):
         """One normalised vector per search query, shape (len(texts), dimensions)."""
         ...
 
+    def close(self) -> None:
+        """Lets go of the model's threads and memory (the embedder is not used after)."""
+        ...
+
 
 def normalise(vectors: NDArray[np.float32]) -> NDArray[np.float32]:
     """Scales each row to unit length (a zero row stays zero)."""

@@ -53,6 +53,9 @@ class GeminiEmbedder:
         """One normalised vector per query."""
         return self._embed(texts, "RETRIEVAL_QUERY")
 
+    def close(self) -> None:
+        """Nothing to let go of (the client holds no model)."""
+
     def _embed(self, texts: Sequence[str], task_type: str) -> NDArray[np.float32]:
         rows: list[list[float]] = []
         for start in range(0, len(texts), MAX_BATCH):

@@ -91,3 +91,6 @@ class HashedEmbedder:
     def embed_queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Queries are embedded as documents are (the features are symmetric)."""
         return self.embed_documents(texts)
+
+    def close(self) -> None:
+        """Nothing to let go of."""

@@ -66,7 +66,13 @@ class SentenceTransformerEmbedder:
             spare.put(model)
         self._local = threading.local()
 
+        nice = settings.document_nice
+
         def bind_replica() -> None:
+            if nice:
+                # On Linux a thread's nice value is its own: this pool's threads yield the CPU
+                # to the process's others (a background job's embedder).
+                os.setpriority(os.PRIO_PROCESS, 0, nice)
             if threads:
                 torch.set_num_threads(threads)
             self._local.model = spare.get()

@@ -244,3 +244,20 @@ PYTHON_BLOCKS = Gauge(
     "Memory blocks the Python interpreter holds (`sys.getallocatedblocks`): its live objects.",
 )
 PYTHON_BLOCKS.set_function(sys.getallocatedblocks)
+MIGRATION_TOTAL = Gauge(
+    "ragline_migration_chunks_total",
+    "Live chunks a generation being built copies (counted as its copy began), by generation.",
+    ["generation"],
+)
+MIGRATION_CHUNKS = Counter(
+    "ragline_migration_chunks_copied_total",
+    "Chunks embedded by a new generation's model and written into it by this process's "
+    "migration, by generation.",
+    ["generation"],
+)
+GENERATIONS = Gauge(
+    "ragline_generations",
+    "Generations of the vector store whose stores exist, by state (live, building, retired), "
+    "as this process last read them.",
+    ["state"],
+)

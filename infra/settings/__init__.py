@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from infra.settings.api import ApiSettings, LimitsSettings
 from infra.settings.crawl import CrawlSettings
 from infra.settings.embedding import EmbeddingSettings
+from infra.settings.generations import GenerationSettings
 from infra.settings.ingest import ChunkingSettings, ContextualSettings, IngestSettings
 from infra.settings.kafka import KafkaSettings
 from infra.settings.mongo import MongoSettings
@@ -133,6 +134,10 @@ class Settings(BaseSettings):
         default=SearchSettings(), description="The search service: caches and candidate pools."
     )
     relay: RelaySettings = Field(default=RelaySettings(), description="The relay process.")
+    generations: GenerationSettings = Field(
+        default=GenerationSettings(),
+        description="The vector store's generations: one per embedding model.",
+    )
     crawl: CrawlSettings = Field(default=CrawlSettings(), description="The crawl worker.")
     limits: LimitsSettings = Field(default=LimitsSettings(), description="Request limits.")
     api: ApiSettings = Field(default=ApiSettings(), description="The HTTP server.")

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr
 
+from schemas.index_generations import ModelIdentity
+
 
 class EmbeddingSettings(BaseModel):
     """Which embedding model turns text into dense vectors."""
@@ -58,6 +60,15 @@ class EmbeddingSettings(BaseModel):
             "with one)."
         ),
     )
+    document_nice: int = Field(
+        default=0,
+        ge=0,
+        le=19,
+        description=(
+            "Nice value of the threads that embed documents with the local model (0: as the "
+            "process's own); a generation's build sets it higher for its own model."
+        ),
+    )
     # onnxruntime, single-threaded, is about 3x faster than torch for one short query, and a
     # process that only searches never loads torch. Documents are always embedded with torch,
     # which is faster for batches.
@@ -95,6 +106,31 @@ class EmbeddingSettings(BaseModel):
             "proxies)."
         ),
     )
+
+    @property
+    def identity(self) -> ModelIdentity:
+        """The configured model, as a generation of the vector store records it."""
+        return ModelIdentity(
+            provider=self.provider, model=self._model_name(), dimensions=self.dimensions
+        )
+
+    def _model_name(self) -> str:
+        if self.provider == "gemini":
+            return self.gemini_model
+        return self.model if self.provider == "local" else ""
+
+    def for_model(self, identity: ModelIdentity) -> EmbeddingSettings:
+        """These settings with `identity`'s model in place of the configured one (a
+        generation's own model: what its vectors and queries are embedded with)."""
+        update: dict[str, object] = {
+            "provider": identity.provider,
+            "dimensions": identity.dimensions,
+        }
+        if identity.provider == "gemini":
+            update["gemini_model"] = identity.model
+        elif identity.provider == "local":
+            update["model"] = identity.model
+        return self.model_copy(update=update)
 
     def onnx_path(self, run_dir: Path) -> Path:
         """The directory of the cached ONNX exports, for a process whose data is in `run_dir`."""

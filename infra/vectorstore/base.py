@@ -383,6 +383,23 @@ class VectorStore(Protocol):
         batches: what a backup keeps, and `upsert` writes back."""
         ...
 
+    async def export_page(
+        self, selector: Filter | None, batch: int, offset: str | None
+    ) -> tuple[list[ChunkPoint], str | None]:
+        """One batch of `export_points`, in point id order, from `offset` (None: the first),
+        and where the next one starts (None: this was the last): a long copy resumes from it."""
+        ...
+
+    async def get_points(self, point_ids: Sequence[str]) -> list[ChunkPoint]:
+        """Those of the points that exist, with their vectors and payloads, whatever they are
+        (active or not): what a copy compares."""
+        ...
+
+    async def drop(self) -> None:
+        """Deletes the store and everything in it (a generation retired or cancelled:
+        `schemas.index_generations`); it is closed after."""
+        ...
+
     async def close(self) -> None:
         """Releases the store (flushes the embedded engine)."""
         ...

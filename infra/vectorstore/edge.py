@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -439,12 +440,20 @@ class EdgeVectorStore:
         records, with_dense = await self._read(retrieve)
         return readable(records, scope, with_dense)
 
+    async def get_points(self, point_ids: Sequence[str]) -> list[ChunkPoint]:
+        """Those of the points that exist, with vectors and payloads."""
+        if not point_ids:
+            return []
+        ids: list[Any] = list(point_ids)
+        records = await self._read(lambda shard: shard.retrieve(ids, True, True))
+        return [ChunkPoint.from_record(record) for record in records]
+
     async def export_points(
         self, selector: Filter | None, batch: int = 256
     ) -> AsyncIterator[list[ChunkPoint]]:
         """Every point the filter selects (all, without one), with its vectors and payload, in
         batches (each a call of its own: writes may come between them)."""
-        offset: Any = None
+        offset: str | None = None
         while True:
             points, offset = await self.export_page(selector, batch, offset)
             if points:
@@ -453,8 +462,8 @@ class EdgeVectorStore:
                 return
 
     async def export_page(
-        self, selector: Filter | None, batch: int, offset: Any
-    ) -> tuple[list[ChunkPoint], Any]:
+        self, selector: Filter | None, batch: int, offset: str | None
+    ) -> tuple[list[ChunkPoint], str | None]:
         """One batch of `export_points` from `offset` (None: the first), and where the next
         one starts (None: this was the last)."""
         request = qe.ScrollRequest(
@@ -465,7 +474,8 @@ class EdgeVectorStore:
             with_vector=True,
         )
         records, following = await self._read(lambda shard: shard.scroll(request))
-        return [ChunkPoint.from_record(record) for record in records], following
+        points = [ChunkPoint.from_record(record) for record in records]
+        return points, None if following is None else str(following)
 
     async def count(self, selector: Filter) -> int:
         """How many points the filter selects (exact)."""
@@ -496,6 +506,12 @@ class EdgeVectorStore:
         if self._threads is not None:
             self._threads.shutdown(wait=False)
             self._threads = None
+
+    async def drop(self) -> None:
+        """Closes the store and deletes its directory."""
+        await self.close()
+        await asyncio.to_thread(shutil.rmtree, self._path, True)
+        log.info("dropped the vector store at %s", self._path)
 
     async def _read(self, fn: Callable[[qe.EdgeShard], T]) -> T:
         return await self._call(fn)

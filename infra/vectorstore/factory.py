@@ -1,27 +1,53 @@
-"""Opens the configured vector store."""
+"""Opens the configured vector store, or one generation's (`schemas.index_generations`)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from infra.settings import Settings
 from infra.vectorstore.base import VectorStore
+from schemas.index_generations import IndexGeneration
 
 if TYPE_CHECKING:
     from infra.vectorstore.edge import EdgeVectorStore
 
+# A store's name: a directory's or a collection's, nothing that leaves the parent directory.
+STORE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
-async def open_vector_store(settings: Settings) -> VectorStore:
+
+def base_store_name(settings: Settings) -> str:
+    """The name of the store the deployment always had (the first generation's): the Qdrant
+    server's collection, or the embedded engine's directory."""
+    if settings.qdrant.url is not None:
+        return settings.qdrant.collection
+    return settings.vector_store_path.name
+
+
+async def open_generation_store(settings: Settings, generation: IndexGeneration) -> VectorStore:
+    """The store of one generation (its own name and vector size); collection ensured."""
+    return await open_vector_store(
+        settings, generation.store_name(base_store_name(settings)), generation.model.dimensions
+    )
+
+
+async def open_vector_store(
+    settings: Settings, name: str | None = None, dimensions: int | None = None
+) -> VectorStore:
     """A Qdrant server store when a URL is set, the store process's when its socket is set,
-    else the embedded engine in this process; collection ensured."""
+    else the embedded engine in this process; collection ensured. `name` and `dimensions`
+    are a generation's (None: the configured store and model)."""
+    name = name or base_store_name(settings)
+    dimensions = dimensions or settings.embedding.dimensions
     store: VectorStore
     if settings.qdrant.url is None:
         if settings.qdrant.store_socket is not None:
             from infra.vectorstore.remote import RemoteVectorStore
 
-            store = RemoteVectorStore(settings.qdrant.store_socket)
+            store = RemoteVectorStore(settings.qdrant.store_socket, name, dimensions)
         else:
-            store = embedded_store(settings)
+            store = embedded_store(settings, store_path(settings, name), dimensions)
     else:
         from qdrant_client import AsyncQdrantClient
 
@@ -33,8 +59,8 @@ async def open_vector_store(settings: Settings) -> VectorStore:
         )
         store = QdrantServerStore(
             client,
-            settings.qdrant.collection,
-            settings.embedding.dimensions,
+            name,
+            dimensions,
             search_ef=settings.qdrant.search_ef,
             quantization=settings.qdrant.quantization,
             oversampling=settings.qdrant.oversampling,
@@ -46,13 +72,23 @@ async def open_vector_store(settings: Settings) -> VectorStore:
     return store
 
 
-def embedded_store(settings: Settings) -> EdgeVectorStore:
-    """The embedded engine at the settings' path (not opened yet)."""
+def store_path(settings: Settings, name: str) -> Path:
+    """Where the embedded engine keeps the store called `name`: beside the configured one."""
+    if not STORE_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a store's name")
+    return settings.vector_store_path.parent / name
+
+
+def embedded_store(
+    settings: Settings, path: Path | None = None, dimensions: int | None = None
+) -> EdgeVectorStore:
+    """The embedded engine at `path` (the settings' without one), for vectors of
+    `dimensions` (the configured model's without), not opened yet."""
     from infra.vectorstore.edge import EdgeVectorStore
 
     return EdgeVectorStore(
-        settings.vector_store_path,
-        settings.embedding.dimensions,
+        path or settings.vector_store_path,
+        dimensions or settings.embedding.dimensions,
         optimize_idle_s=settings.qdrant.optimize_idle_s,
         optimize_every_s=settings.qdrant.optimize_every_s,
         search_ef=settings.qdrant.search_ef,

@@ -13,6 +13,7 @@ background; the vectors stay as they are).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -56,6 +57,8 @@ from infra.vectorstore.base import (
 )
 from schemas.chunks import ChunkPayload
 
+log = logging.getLogger(__name__)
+
 _QDRANT_INDEX = {
     IndexKind.KEYWORD: qm.PayloadSchemaType.KEYWORD,
     IndexKind.BOOL: qm.PayloadSchemaType.BOOL,
@@ -94,8 +97,11 @@ class QdrantServerStore:
         rank_batch_max: int = 32,
         rank_batch_wait_s: float = 0.0,
         rank_batches_in_flight: int = 2,
+        owns_client: bool = True,
     ) -> None:
+        """`owns_client`: close the client with the store (not one several stores share)."""
         self._client = client
+        self._owns_client = owns_client
         self._quantized = quantization != "none"
         self._dense_params = qm.SearchParams(
             hnsw_ef=search_ef,
@@ -368,27 +374,45 @@ class QdrantServerStore:
             )
         return readable(records, scope, with_dense)
 
+    async def get_points(self, point_ids: Sequence[str]) -> list[ChunkPoint]:
+        """Those of the points that exist, with vectors and payloads."""
+        if not point_ids:
+            return []
+        async with _qdrant_errors():
+            records = await self._client.retrieve(
+                self._collection, list(point_ids), with_payload=True, with_vectors=True
+            )
+        return [ChunkPoint.from_record(record) for record in records]
+
     async def export_points(
         self, selector: Filter | None, batch: int = 256
     ) -> AsyncIterator[list[ChunkPoint]]:
         """Every point the filter selects (all, without one), with its vectors and payload, in
         batches."""
-        native = qdrant_filter(selector) if selector is not None else None
-        offset: Any = None
+        offset: str | None = None
         while True:
-            async with _qdrant_errors():
-                records, offset = await self._client.scroll(
-                    self._collection,
-                    scroll_filter=native,
-                    limit=batch,
-                    offset=offset,
-                    with_payload=True,
-                    with_vectors=True,
-                )
-            if records:
-                yield [ChunkPoint.from_record(record) for record in records]
+            points, offset = await self.export_page(selector, batch, offset)
+            if points:
+                yield points
             if offset is None:
                 return
+
+    async def export_page(
+        self, selector: Filter | None, batch: int, offset: str | None
+    ) -> tuple[list[ChunkPoint], str | None]:
+        """One batch of `export_points` from `offset` (None: the first), and where the next
+        one starts (None: this was the last)."""
+        async with _qdrant_errors():
+            records, following = await self._client.scroll(
+                self._collection,
+                scroll_filter=qdrant_filter(selector) if selector is not None else None,
+                limit=batch,
+                offset=offset,
+                with_payload=True,
+                with_vectors=True,
+            )
+        points = [ChunkPoint.from_record(record) for record in records]
+        return points, None if following is None else str(following)
 
     async def count(self, selector: Filter) -> int:
         """How many points the filter selects (exact)."""
@@ -398,10 +422,18 @@ class QdrantServerStore:
             )
         return result.count
 
+    async def drop(self) -> None:
+        """Deletes the collection, then closes."""
+        async with _qdrant_errors():
+            await self._client.delete_collection(self._collection)
+        log.info("dropped the collection %s", self._collection)
+        await self.close()
+
     async def close(self) -> None:
-        """Answers the rankings under way and closes the client."""
+        """Answers the rankings under way and closes the client (if it is the store's)."""
         await self._rankings.close()
-        await self._client.close()
+        if self._owns_client:
+            await self._client.close()
 
 
 def qdrant_filter(selector: Filter) -> qm.Filter:

@@ -23,7 +23,7 @@ import logging
 import os
 import pickle
 import struct
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +45,11 @@ from schemas.chunks import ChunkPayload
 log = logging.getLogger(__name__)
 
 _LENGTH = struct.Struct(">I")
-# What a caller may ask of the served store: the `VectorStore` protocol and `export_page`.
+# What a caller may ask of a served store: the `VectorStore` protocol.
 CALLS = frozenset(
     {
         "ensure_collection",
+        "drop",
         "upsert",
         "publish_document",
         "withdraw_document",
@@ -61,6 +62,7 @@ CALLS = frozenset(
         "read",
         "count",
         "export_page",
+        "get_points",
     }
 )
 
@@ -76,11 +78,29 @@ async def _receive(reader: asyncio.StreamReader) -> Any:
     return pickle.loads(await reader.readexactly(length))  # noqa: S301 - the store's own socket
 
 
-class StoreServer:
-    """Serves an embedded store on a Unix socket."""
+class StoreNotOpen(ServiceUnavailable):
+    """The store process has not opened the store called for (it started again since): the
+    caller opens it and calls again."""
 
-    def __init__(self, store: EdgeVectorStore, socket_path: Path) -> None:
-        self._store = store
+    def __init__(self, name: str) -> None:
+        super().__init__("vector store", f"the store {name!r} is not open in the store process")
+        self.name = name
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StoreNotOpen, (self.name,))
+
+
+class StoreServer:
+    """Serves embedded stores on a Unix socket: each call names its store (a generation's:
+    `schemas.index_generations`), which the caller's `ensure_collection` opened."""
+
+    def __init__(
+        self, open_store: Callable[[str, int], EdgeVectorStore], socket_path: Path
+    ) -> None:
+        """`open_store(name, dimensions)`: the (unopened) store called `name`."""
+        self._open_store = open_store
+        self._stores: dict[str, EdgeVectorStore] = {}
+        self._opening = asyncio.Lock()
         self._path = socket_path
         self._server: asyncio.Server | None = None
 
@@ -98,11 +118,29 @@ class StoreServer:
         log.info("vector store served on %s", self._path)
 
     async def close(self) -> None:
-        """Stops listening (the store itself is closed by its owner)."""
+        """Stops listening, then closes the stores."""
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
+        stores, self._stores = self._stores, {}
+        for store in stores.values():
+            await store.close()
+
+    async def _store(self, name: str, method: str, args: tuple[Any, ...]) -> EdgeVectorStore:
+        """The store a call names: opened by `ensure_collection` (its argument: the vector
+        size), and by `drop` if it was not open."""
+        store = self._stores.get(name)
+        if store is not None:
+            return store
+        if method not in ("ensure_collection", "drop"):
+            raise StoreNotOpen(name)
+        async with self._opening:
+            if name not in self._stores:
+                store = self._open_store(name, *args)
+                await store.ensure_collection()
+                self._stores[name] = store
+            return self._stores[name]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         lock = asyncio.Lock()
@@ -110,10 +148,10 @@ class StoreServer:
         try:
             while True:
                 try:
-                    call_id, method, args = await _receive(reader)
+                    call_id, name, method, args = await _receive(reader)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
-                task = asyncio.create_task(self._answer(writer, lock, call_id, method, args))
+                task = asyncio.create_task(self._answer(writer, lock, call_id, name, method, args))
                 calls.add(task)
                 task.add_done_callback(calls.discard)
         finally:
@@ -126,14 +164,22 @@ class StoreServer:
         writer: asyncio.StreamWriter,
         lock: asyncio.Lock,
         call_id: int,
+        name: str,
         method: str,
         args: tuple[Any, ...],
     ) -> None:
         try:
             if method not in CALLS:
                 raise PermanentError(f"the vector store has no call {method!r}")
-            call = getattr(self._store, method)
-            answer: Any = (True, await call(*args))
+            store = await self._store(name, method, args)
+            if method == "ensure_collection":
+                answer: Any = (True, None)
+            elif method == "drop":
+                self._stores.pop(name, None)
+                await store.drop()
+                answer = (True, None)
+            else:
+                answer = (True, await getattr(store, method)(*args))
         except RaglineError as exc:
             answer = (False, exc)
         except Exception as exc:  # answered, not raised: the caller decides
@@ -147,7 +193,12 @@ class StoreServer:
 class RemoteVectorStore:
     """A `VectorStore` served by a store process on a Unix socket (`StoreServer`)."""
 
-    def __init__(self, socket_path: Path, connect_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, socket_path: Path, name: str, dimensions: int, connect_timeout_s: float = 30.0
+    ) -> None:
+        """The store called `name` (for vectors of `dimensions`) in the store process."""
+        self._name = name
+        self._dimensions = dimensions
         self._path = socket_path
         self._connect_timeout_s = connect_timeout_s
         self._reader: asyncio.StreamReader | None = None
@@ -168,7 +219,12 @@ class RemoteVectorStore:
                 if asyncio.get_running_loop().time() > deadline:
                     raise
                 await asyncio.sleep(0.1)
-        await self._call("ensure_collection")
+        await self._call("ensure_collection", self._dimensions)
+
+    async def drop(self) -> None:
+        """Has the store process delete the store, then disconnects."""
+        await self._call("drop", self._dimensions)
+        await self.close()
 
     async def upsert(self, points: Sequence[ChunkPoint]) -> None:
         await self._call("upsert", list(points))
@@ -219,13 +275,25 @@ class RemoteVectorStore:
     async def export_points(
         self, selector: Filter | None, batch: int = 256
     ) -> AsyncIterator[list[ChunkPoint]]:
-        offset: Any = None
+        offset: str | None = None
         while True:
-            points, offset = await self._call("export_page", selector, batch, offset)
+            points, offset = await self.export_page(selector, batch, offset)
             if points:
                 yield points
             if offset is None:
                 return
+
+    async def get_points(self, point_ids: Sequence[str]) -> list[ChunkPoint]:
+        found: list[ChunkPoint] = await self._call("get_points", list(point_ids))
+        return found
+
+    async def export_page(
+        self, selector: Filter | None, batch: int, offset: str | None
+    ) -> tuple[list[ChunkPoint], str | None]:
+        page: tuple[list[ChunkPoint], str | None] = await self._call(
+            "export_page", selector, batch, offset
+        )
+        return page
 
     async def close(self) -> None:
         """Disconnects (the store process keeps the store)."""
@@ -274,6 +342,14 @@ class RemoteVectorStore:
                 await receiver
 
     async def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return await self._send_call(method, *args)
+        except StoreNotOpen:
+            # The store process started again: open the store there, and call once more.
+            await self._send_call("ensure_collection", self._dimensions)
+            return await self._send_call(method, *args)
+
+    async def _send_call(self, method: str, *args: Any) -> Any:
         await self._connect()
         writer = self._writer
         if writer is None:
@@ -282,7 +358,7 @@ class RemoteVectorStore:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = future
         try:
-            await _send(writer, (call_id, method, args))
+            await _send(writer, (call_id, self._name, method, args))
         except (ConnectionError, OSError) as exc:
             self._pending.pop(call_id, None)
             await self._disconnect(ServiceUnavailable("vector store", str(exc)))

@@ -25,6 +25,9 @@ class Clock:
     def __init__(self) -> None:
         self.started = time.perf_counter()
         self._spent = dict.fromkeys(STEPS, 0.0)
+        # The vector store's generation the search ranked against (its model embedded the
+        # query), once it is chosen.
+        self.generation: int | None = None
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -43,4 +46,5 @@ class Clock:
             vector_search_ms=round((self._spent["ranking"] + self._spent["fetch"]) * 1000, 3),
             total_ms=round((time.perf_counter() - self.started) * 1000, 3),
             cache=cache,
+            generation=self.generation,
         )

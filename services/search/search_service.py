@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -177,6 +177,14 @@ class Answer:
 Planner = Callable[[int], Awaitable[tuple[Plan, CacheHits]]]
 
 
+class RetrieverSource(Protocol):
+    """The live generation's retriever (`services.search.retrievers.Retrievers`)."""
+
+    async def live(self) -> tuple[int, Retriever]:
+        """The live generation's number and its retriever."""
+        ...
+
+
 class SearchService:
     """Answers the agent runtime's searches, people's, and admin tooling's."""
 
@@ -184,7 +192,7 @@ class SearchService:
         self,
         guard: AccessGuard,
         kbs: KnowledgeBaseRepository,
-        retriever: Retriever,
+        retrievers: RetrieverSource,
         cache: SearchCache,
         freshness: FreshnessService,
         policy: PolicyService,
@@ -199,7 +207,7 @@ class SearchService:
         self._events = events
         self._guard = guard
         self._kbs = kbs
-        self._retriever = retriever
+        self._retrievers = retrievers
         self._cache = cache
         self._freshness = freshness
         self._settings = settings
@@ -380,53 +388,63 @@ class SearchService:
         return answer
 
     async def _searched(self, planner: Planner, clock: Clock) -> tuple[Answer, Plan]:
-        """The answer, from the cache or found, and the plan it answers."""
+        """The answer, from the cache or found, and the plan it answers. The search keeps the
+        live generation's retriever it starts with (`services.search.retrievers`), so its
+        query is embedded by the model that made the vectors it is ranked against."""
         since = self._freshness.epoch
         with clock.step("access"):
+            generation, retriever = await self._retrievers.live()
+            clock.generation = generation
             plan, hits = await planner(since)
-            key = await self._result_key(plan, since) if plan.kb_ids else None
+            key = await self._result_key(plan, since, generation) if plan.kb_ids else None
         with clock.step("cache"):
-            probe = await self._probe(plan, key)
+            probe = await self._probe(plan, key, retriever)
             if not await self._freshness.settle(probe.seq, since):
                 # A change reached this process meanwhile: plan again with it.
                 since = self._freshness.epoch
                 plan, hits = await planner(since)
-                again = await self._result_key(plan, since) if plan.kb_ids else None
+                again = await self._result_key(plan, since, generation) if plan.kb_ids else None
                 if again != key:
                     key = again
-                    found = await self._cache.probe(key, None, self._retriever.model_id, plan.query)
+                    found = await self._cache.probe(key, None, retriever.model_id, plan.query)
                     probe = replace(probe, answer=found.answer)
         if probe.answer is not None:
             hits.result = True
             return Answer(probe.answer, clock.metrics(hits)), plan
         if probe.retry_after_s:
             raise RateLimited("searches", probe.retry_after_s)
-        return await self._found(plan, key, probe, hits, clock), plan
+        return await self._found(plan, key, probe, hits, clock, retriever), plan
 
-    async def _probe(self, plan: Plan, key: str | None) -> Probe:
+    async def _probe(self, plan: Plan, key: str | None, retriever: Retriever) -> Probe:
         """The search's one round trip before answering."""
         limit = None
         if self._limits is not None:
             window = self._limits.window("search", _rate_subject(plan), 1)
             limit = Limit(window, self._searches_per_second)
-        return await self._cache.probe(key, limit, self._retriever.model_id, plan.query)
+        return await self._cache.probe(key, limit, retriever.model_id, plan.query)
 
     async def _found(
-        self, plan: Plan, key: str | None, probe: Probe, hits: CacheHits, clock: Clock
+        self,
+        plan: Plan,
+        key: str | None,
+        probe: Probe,
+        hits: CacheHits,
+        clock: Clock,
+        retriever: Retriever,
     ) -> Answer:
         """A search the cache could not answer."""
         if not plan.kb_ids:
             return self._finish(plan, [], [], np.zeros(0, dtype=np.float32), clock, hits)
         vector = probe.vector
         fresh = None
-        if vector is None or vector.shape != (self._retriever.dimensions,):
+        if vector is None or vector.shape != (retriever.dimensions,):
             with clock.step("embedding"):
-                vector = fresh = await self._retriever.embed(plan.query)
+                vector = fresh = await retriever.embed(plan.query)
         else:
             hits.embedding = True
         scope = SearchScope(plan.tenant_id, tuple(plan.kb_ids), plan.reader.key)
         with clock.step("ranking"):
-            ranked = await self._retriever.rank(
+            ranked = await retriever.rank(
                 scope,
                 plan.query,
                 vector,
@@ -434,7 +452,7 @@ class SearchService:
                 threshold=plan.threshold,
                 fusion=plan.fusion,
             )
-        passages, candidates = await self._distinct(plan, scope, ranked, vector, clock)
+        passages, candidates = await self._distinct(plan, scope, ranked, vector, clock, retriever)
         answer = self._finish(plan, passages, candidates, vector, clock, hits)
         with clock.step("writes"):
             self._cache.remember(
@@ -442,7 +460,7 @@ class SearchService:
                     answer_key=key,
                     body=answer.body,
                     found=bool(answer.response.hits),
-                    model_id=self._retriever.model_id,
+                    model_id=retriever.model_id,
                     query=plan.query,
                     vector=fresh,
                 )
@@ -450,14 +468,17 @@ class SearchService:
         answer.metrics = clock.metrics(hits)
         return answer
 
-    async def _result_key(self, plan: Plan, since: int) -> str | None:
-        """The answer's cache key, or None if the KBs' revisions are not known."""
+    async def _result_key(self, plan: Plan, since: int, generation: int) -> str | None:
+        """The answer's cache key (the generation ranked against is part of it: a switch
+        retires the answers of the one before), or None if the KBs' revisions are not
+        known."""
         revisions = await self._freshness.revisions(plan.kb_ids, since)
         if revisions is None:
             return None
         return result_key(
             [
                 ANSWER_FORMAT,
+                generation,
                 *plan.identity,
                 plan.reader.key,
                 sorted(zip(plan.kb_ids, revisions, strict=True)),
@@ -480,6 +501,7 @@ class SearchService:
         ranked: Ranked,
         vector: NDArray[np.float32],
         clock: Clock,
+        retriever: Retriever,
     ) -> tuple[list[Passage], list[Candidate]]:
         """The best distinct passages of the ranking: newest versions only, neighbours merged,
         copies folded; at most top_k; and the candidates they are made of. The first chunks of
@@ -491,7 +513,7 @@ class SearchService:
         window = ranked.window(plan.top_k * settings.oversample, settings.depth)
         while True:
             with clock.step("fetch"):
-                await self._retriever.read(scope, ranked, window, stored)
+                await retriever.read(scope, ranked, window, stored)
             with clock.step("shaping"):
                 candidates = ranked.candidates(window, stored, vector)
                 passages = assemble(

@@ -136,6 +136,22 @@ BULK_KEYS = {
     "points_of_no_document",
     "files_not_indexed",
 }
+MIGRATE_KEYS = {
+    "state",
+    "chunks",
+    "copy_chunks_per_s",
+    "model_alone_chunks_per_s",
+    "migration_ratio_to_embed",
+    "seconds_to_switch",
+    "search_p95_ms_before",
+    "search_p95_ms_during",
+    "search_p95_during_migration",
+    "wrong_answers",
+    "mixed_generations",
+    "chunks_missing",
+    "api_peak_rss_mb",
+    "goals",
+}
 BENCHMARKS: dict[str, tuple[str, list[str], set[str]]] = {
     "search": ("search", ["--tiny"], SEARCH_KEYS),
     # With the store in a process of its own: the chaos soak runs the API holding it.
@@ -145,6 +161,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], set[str]]] = {
     "crawl": ("crawl", ["--tiny"], CRAWL_KEYS),
     "bulk": ("bulk", ["--tiny"], BULK_KEYS),
     "large_inputs": ("large_inputs", ["--tiny"], {"pdf_2_pages"}),
+    "migrate": ("migrate", ["--tiny"], MIGRATE_KEYS),
     "mongo_aging": (
         "mongo_aging",
         ["--tiny"],
@@ -173,6 +190,18 @@ def test_benchmark_runs_at_tiny_size(
     figures = last_json(name, runs[name].result())
     _, _, keys = BENCHMARKS[name]
     assert keys <= set(figures), sorted(keys - set(figures))
+
+
+def test_the_migration_answers_every_search_right_and_switches_with_every_chunk(
+    runs: dict[str, Future[subprocess.CompletedProcess[str]]],
+) -> None:
+    figures = last_json("migrate", runs["migrate"].result())
+    assert figures["state"] == "live"
+    assert figures["searches_before"] > 0, figures
+    assert figures["wrong_answers"] == 0, figures
+    assert figures["mixed_generations"] == 0, figures
+    assert figures["chunks_missing"] == 0, figures
+    assert figures["copied"] >= figures["chunks"] > 0, figures
 
 
 def test_the_soak_loses_nothing_and_answers_every_request(

@@ -469,6 +469,22 @@ def _ndcg(run: dict[str, Any], label: str) -> str:
     return f"{scores['ndcg_at_10']:.3f}"
 
 
+def test_the_embedding_model_page_shows_the_generations_and_says_why_a_change_is_refused(
+    console: Browser,
+) -> None:
+    console.click("a[data-nav='model']")
+    row = console.find("#generations tr[data-generation='1']")
+    assert "live" in row.text
+    assert "hashed/384" in row.text
+    # The live generation's own model: the API's refusal, in its words.
+    console.find("#model-provider").send_keys("hashed")
+    console.fill("#model-dimensions", "384")
+    console.click("#model-start")
+    assert "already has hashed/384" in console.wait_notice("already has")
+    assert len(console.finds("#generations tbody tr")) == 1
+    console.screenshot("embedding-model")
+
+
 def test_log_out_forgets_the_token(console: Browser) -> None:
     console.click("#logout")
     console.find("#login-view")

@@ -324,7 +324,8 @@ async def test_health_readiness_and_metrics(api: Api, stack: RunningPipeline) ->
     assert (await api.http.get("/healthz")).json() == {"status": "ok"}
     ready = await api.http.get("/readyz")
     assert ready.status_code == 200
-    dependencies = ("mongodb", "kafka", "vector_store", "redis")
+    # The stack's settings name the model its store's live generation holds.
+    dependencies = ("mongodb", "kafka", "vector_store", "redis", "embedding_model")
     assert ready.json()["checks"] == dict.fromkeys(dependencies, "ok")
     kb = await api.create_kb()
     uploaded = await api.upload(kb["id"], "note.txt", b"Metrics are scraped every fifteen seconds.")

@@ -17,7 +17,7 @@ import pytest
 from core.errors import Conflict, ServiceUnavailable, SnapshotInvalid
 from core.filters import Filter, Match
 from devstack.launcher import LocalServices
-from infra.files.snapshot_files import MANIFEST, EmbeddingIdentity
+from infra.files.snapshot_files import MANIFEST
 from infra.kafka.client import build_broker, ensure_topics
 from infra.mongo.client import DOCUMENTS, KB_CODES, KNOWLEDGE_BASES
 from infra.mongo.indexes import ensure_indexes
@@ -31,6 +31,7 @@ from schemas.topics import ALL_TOPICS
 from services.backup_service import BackupService
 from services.policy_service import Submission
 from tests.conftest import settings_for
+from tests.generations import only_generation
 
 DIM = 384
 
@@ -56,15 +57,13 @@ async def systems(local_services: LocalServices, tmp_path: Path) -> AsyncIterato
 
 
 def _service(system: System, store: VectorStore | None = None) -> BackupService:
-    embedding = system.settings.embedding
+    """The system's backups, or with `store` as the system's only generation (one that
+    fails)."""
+    generational = system.store
+    if store is not None:
+        generational = only_generation(system.db, store, DIM, system.settings.embedding.provider)
     return BackupService(
-        MongoSnapshot(system.mongo, system.db),
-        store or system.store,
-        system.lifecycle,
-        system.events,
-        EmbeddingIdentity(
-            provider=embedding.provider, model=embedding.model, dimensions=embedding.dimensions
-        ),
+        MongoSnapshot(system.mongo, system.db), generational, system.lifecycle, system.events
     )
 
 
@@ -150,7 +149,7 @@ async def test_a_tenant_snapshot_holds_that_tenant_only_and_a_failed_restore_is_
     points_file = (tmp_path / "snap/vectors/points.jsonl.gz").read_bytes()
     assert b"globex" not in points_file
 
-    failing = _FailingStore(b.store)
+    failing = _FailingStore((await b.store.live_store())[1])
     with pytest.raises(ServiceUnavailable, match="was undone"):
         await _service(b, failing).restore("acme", tmp_path / "snap")
     assert failing.batches == 2

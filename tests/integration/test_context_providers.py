@@ -37,6 +37,7 @@ from infra.settings.mongo import MongoSettings
 from schemas.domain import ChunkRecord, ExtractedDocument, ParseStatus, TextSegment
 from schemas.events import ChunkBatchEmbedded, ChunkBatchReady, DocumentExtracted
 from tests.factories import make_document
+from tests.generations import OneModel
 from tests.local_http import JsonHandler, serving
 from workers.chunk.context import Contextualizer, generic_context
 from workers.chunk.handler import ChunkHandler
@@ -247,7 +248,9 @@ class Stages:
 
     async def embed(self, batches: list[ChunkBatchReady]) -> list[ChunkBatchEmbedded]:
         """Runs the embed stage on the batches."""
-        handler = EmbedHandler(self.documents, self.embedder, EmbeddingCache(self.db), self.sparse)
+        handler = EmbedHandler(
+            self.documents, OneModel(self.embedder), EmbeddingCache(self.db), self.sparse
+        )
         out: list[ChunkBatchEmbedded] = []
         for batch in batches:
             document = await self.documents.find(batch.document_id)

@@ -28,6 +28,7 @@ from schemas.domain import ChunkRecord, Document, ParseStatus, file_source_key
 from schemas.events import ChunkBatchEmbedded, Event
 from services.removal_service import RemovalService
 from tests.factories import make_document
+from tests.generations import hashed_encoders, only_generation
 from workers.index.handler import IndexHandler
 from workers.runtime import StageRunner, document_stage
 
@@ -172,7 +173,14 @@ class Stage:
         self.freshness = RecordedRevisions()
         if lifecycle is None:
             lifecycle = FinishFails(db.client, db, Outbox(db)) if finish_fails else self.lifecycle
-        handler = IndexHandler(self.documents, lifecycle, store, self.blobs, self.freshness)
+        handler = IndexHandler(
+            self.documents,
+            lifecycle,
+            only_generation(db, store, DIM),
+            self.blobs,
+            self.freshness,
+            hashed_encoders(DIM, Path(".")),
+        )
         self.stage = document_stage(
             "index",
             ChunkBatchEmbedded,

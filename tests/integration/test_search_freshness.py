@@ -19,6 +19,7 @@ from core.filters import SearchScope, chunks_of_document
 from core.sparse import SparseEncoder, packed_terms
 from devstack.launcher import LocalServices
 from infra.embedding.base import Embedder
+from infra.embedding.encoders import Encoders
 from infra.mongo.indexes import ensure_indexes
 from infra.redis.search_cache import SearchCache
 from infra.vectorstore.base import ChunkPoint, Rankings, RankQuery, StoredChunk
@@ -29,6 +30,7 @@ from schemas.chunks import ChunkPayload
 from schemas.domain import KnowledgeBase, Role, chunk_point_id
 from schemas.search import BotSearchRequest, KnowledgeSearchRequest
 from tests.conftest import settings_for
+from tests.generations import only_generation
 
 TEXTS = {
     "doc_refunds": "Refunds are paid back to the original card within five working days.",
@@ -80,8 +82,12 @@ async def processes(
         first, second = System(settings, stack), System(settings, stack)
         for system in (first, second):
             # The store and the model these processes would open: shared here.
-            system._store = store
-            system._embedder = embedder
+            system._store = only_generation(system.db, store, embedder.dimensions, "local")
+            system.__dict__["encoders"] = Encoders(
+                settings.embedding,
+                settings.run_dir,
+                shared={settings.embedding.identity: embedder},
+            )
         counted = redis.Redis.from_url(
             local_services.redis_url, connection_class=CountingConnection
         )

@@ -31,6 +31,7 @@ from schemas.domain import ChunkRecord, Document, ParseStatus, record_source_key
 from schemas.events import ChunkBatchEmbedded, ChunkBatchReady, DocumentUploaded
 from tests.conftest import MongoCommands, counted_database
 from tests.factories import make_document
+from tests.generations import OneModel
 from workers.embed.handler import EmbedHandler
 from workers.ports import StageResult
 from workers.runtime import carried_stage
@@ -360,7 +361,7 @@ async def test_batches_embedded_at_once_share_one_model_call_and_one_cache_round
     async with counted_database(local_services) as (db, commands):
         documents = DocumentRepository(db)
         embedder = CountedEmbedder()
-        handler = EmbedHandler(documents, embedder, EmbeddingCache(db), SparseEncoder())
+        handler = EmbedHandler(documents, OneModel(embedder), EmbeddingCache(db), SparseEncoder())
         queued = await _queued(db, 3)
         texts = [[f"alpha {n}", f"beta {n}"] for n in range(3)]
         texts[2] = ["alpha 0", "gamma"]  # one text already in another batch of the moment

@@ -72,7 +72,7 @@ async def test_a_store_process_serves_its_owner_and_is_reached_again_after_a_res
 ) -> None:
     socket = tmp_path / "store.sock"
     process = _start(tmp_path)
-    store = RemoteVectorStore(socket)
+    store = RemoteVectorStore(socket, "vectors", DIM)
     try:
         await store.ensure_collection()  # waits for the process to listen
         assert stat.S_IMODE(socket.stat().st_mode) == 0o600
@@ -104,7 +104,7 @@ async def test_a_store_process_serves_its_owner_and_is_reached_again_after_a_res
 async def test_a_store_process_serves_its_memory_on_its_metrics_port(tmp_path: Path) -> None:
     port = free_port()
     process = _start(tmp_path, metrics_port=port)
-    store = RemoteVectorStore(tmp_path / "store.sock")
+    store = RemoteVectorStore(tmp_path / "store.sock", "vectors", DIM)
     try:
         await store.ensure_collection()  # waits for the process to listen
         async with httpx.AsyncClient() as http:

@@ -112,16 +112,16 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     """Each implementation, fresh; `remote` is the embedded engine served on a socket (by this
     process here, as a store process serves it)."""
     if request.param == "remote":
-        served = EdgeVectorStore(tmp_path / "vectors", DIM)
-        await served.ensure_collection()
-        server = StoreServer(served, tmp_path / "store.sock")
+        server = StoreServer(
+            lambda name, dimensions: EdgeVectorStore(tmp_path / name, dimensions),
+            tmp_path / "store.sock",
+        )
         await server.start()
-        remote = RemoteVectorStore(tmp_path / "store.sock")
+        remote = RemoteVectorStore(tmp_path / "store.sock", "vectors", DIM)
         await remote.ensure_collection()
         yield remote
         await remote.close()
-        await server.close()
-        await served.close()
+        await server.close()  # and the stores it opened
         return
     opened: VectorStore
     if request.param == "edge":

@@ -1,8 +1,9 @@
-"""The operators' how-to pages (`docs/how-to/production-engines.md`, `rotate-secrets-and-tokens.md`,
-`kubernetes.md`) name only what exists: every `RAGLINE_...` variable is a setting, every file
-and folder is in the repository, every `python -m`, `make`, `ragline` command and option and
-every endpoint exists, and what the Kubernetes page says of `deploy/k8s/` is what the manifests
-hold (their resources, names, containers, settings, scaling bounds). No engine is started.
+"""The operators' how-to pages (`docs/how-to/production-engines.md`,
+`rotate-secrets-and-tokens.md`, `kubernetes.md`, `change-embedding-model.md`) name only what
+exists: every `RAGLINE_...` variable is a setting, every file and folder is in the
+repository, every `python -m`, `make`, `ragline` command and option and every endpoint exists,
+and what the Kubernetes page says of `deploy/k8s/` is what the manifests hold (their
+resources, names, containers, settings, scaling bounds). No engine is started.
 
 Cost: about 4 s of one core, most of it building the API's OpenAPI schema once (the
 endpoints named are checked against it); the rest reads the pages and manifests."""
@@ -25,7 +26,12 @@ from workers.__main__ import WORKERS
 
 REPO = Path(__file__).resolve().parents[2]
 HOW_TO = REPO / "docs" / "how-to"
-PAGES = ("production-engines.md", "rotate-secrets-and-tokens.md", "kubernetes.md")
+PAGES = (
+    "production-engines.md",
+    "rotate-secrets-and-tokens.md",
+    "kubernetes.md",
+    "change-embedding-model.md",
+)
 K8S = REPO / "deploy" / "k8s"
 
 # A repository path as the pages write it: a top-level folder of the project, then a file with

@@ -149,6 +149,9 @@ class CountingEmbedder:
     def embed_queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
         return self.embed_documents(texts)
 
+    def close(self) -> None:
+        pass
+
 
 def test_only_texts_without_a_cached_vector_are_embedded(tmp_path: Path) -> None:
     model = CountingEmbedder()

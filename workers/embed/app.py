@@ -1,4 +1,5 @@
-"""Embed worker: wiring only (the logic is in handler.py). Loads the model once, at start."""
+"""Embed worker: wiring only (the logic is in handler.py). Loads the live generation's model at
+start (a building generation's when it begins)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ async def build_stage(system: System) -> Stage[ChunkBatchReady]:
     if isinstance(embedder, LocalEmbedder):
         # Its document model loads on the first batch: load it now, before messages wait.
         await asyncio.to_thread(embedder.load_document_model)
-    handler = EmbedHandler(system.document_repo, embedder, system.embedding_cache, SparseEncoder())
+    handler = EmbedHandler(
+        system.document_repo, system.filled_models, system.embedding_cache, SparseEncoder()
+    )
     return carried_stage(
         "embed",
         ChunkBatchReady,

@@ -8,6 +8,7 @@ embedded engine the API process owns the vector store and hosts this stage itsel
 from __future__ import annotations
 
 from core.errors import PermanentError
+from core.periodic import Periodic
 from ragline.system import System
 from schemas.domain import ParseStatus
 from schemas.events import ChunkBatchEmbedded
@@ -15,16 +16,27 @@ from workers.hosting import StageProcess
 from workers.index.handler import IndexHandler
 from workers.runtime import Stage, document_stage
 
+# How often the index stage's process looks for a generation to build or a store to drop.
+MIGRATION_POLL_S = 2.0
+
 
 async def build_stage(system: System) -> Stage[ChunkBatchEmbedded]:
-    """The index stage over the process's objects (the vector store is opened here)."""
+    """The index stage over the process's objects (the vector store is opened here). The
+    process that writes the vector store also builds a generation for another embedding model
+    when an admin starts one (`services.generations.migration`)."""
     handler = IndexHandler(
         system.document_repo,
         system.lifecycle,
         await system.open_vector_store(),
         system.blobs,
         system.freshness_service,
+        system.encoders,
     )
+    migrations = Periodic(
+        "building vector store generations", MIGRATION_POLL_S, system.migrator.work
+    )
+    migrations.start()
+    system.on_close(migrations.stop)
     return document_stage(
         "index",
         ChunkBatchEmbedded,

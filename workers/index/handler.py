@@ -17,10 +17,15 @@ leaves nothing of the document searchable.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Protocol
 
 from core.filters import chunks_of_document, older_versions
 from core.sparse import SparseVector, packed_terms
+from infra.embedding.base import Embedder
 from infra.mongo.lifecycle import Finished, Superseded
 from infra.process.metrics import CHUNKS_INDEXED
 from infra.vectorstore.base import (
@@ -29,20 +34,25 @@ from infra.vectorstore.base import (
     VectorStore,
     WithdrawnDocument,
 )
+from infra.vectorstore.generational import MissingVectors
 from schemas.chunks import ChunkPayload
 from schemas.domain import Document, ParseStatus, chunk_id, chunk_point_id, utcnow
 from schemas.events import ChunkBatchEmbedded
+from schemas.index_generations import Generations, ModelIdentity
 from workers.ports import DocumentStatus, Freshness, Lifecycle, StageResult, TextStore
 
 log = logging.getLogger(__name__)
 
 
-def chunk_points(event: ChunkBatchEmbedded, document: Document, active: bool) -> list[ChunkPoint]:
-    """The points of one embedded batch, with everything needed to filter and cite them."""
-    vectors = event.vectors()
+def chunk_points(
+    event: ChunkBatchEmbedded, document: Document, active: bool, live: ModelIdentity
+) -> dict[ModelIdentity, list[ChunkPoint]]:
+    """The points of one embedded batch, with everything needed to filter and cite them: the
+    same points (ids, payloads, sparse vectors) with each model's dense vectors, by model
+    (`live`: the model of a batch that names none)."""
     sparse = event.sparse()
     written_at = utcnow().isoformat()
-    points = []
+    shared: list[tuple[str, ChunkPayload, SparseVector | None]] = []
     for row, chunk in enumerate(event.chunks):
         payload = ChunkPayload(
             tenant_id=event.tenant_id,
@@ -67,15 +77,36 @@ def chunk_points(event: ChunkBatchEmbedded, document: Document, active: bool) ->
             indexed_at=written_at,
         )
         terms = sparse[row] if row < len(sparse) else None
-        points.append(
-            ChunkPoint(
-                point_id=chunk_point_id(event.document_id, chunk.chunk_index),
-                dense=vectors[row],
-                payload=payload,
-                sparse=SparseVector(*terms) if terms else None,
-            )
-        )
-    return points
+        point_id = chunk_point_id(event.document_id, chunk.chunk_index)
+        shared.append((point_id, payload, SparseVector(*terms) if terms else None))
+    return {
+        model: [
+            ChunkPoint(point_id=point_id, dense=vectors[row], payload=payload, sparse=terms)
+            for row, (point_id, payload, terms) in enumerate(shared)
+        ]
+        for model, vectors in event.vectors_by_model(live).items()
+    }
+
+
+class IndexStore(VectorStore, Protocol):
+    """The vector store across its generations (`infra.vectorstore.generational`)."""
+
+    async def generations(self) -> Generations:
+        """The generations, as read lately."""
+        ...
+
+    async def upsert_embedded(self, points: Mapping[ModelIdentity, Sequence[ChunkPoint]]) -> None:
+        """Writes the chunks to every generation being filled, each with its model's points;
+        `MissingVectors` if a model's are not among them."""
+        ...
+
+
+class Encoder(Protocol):
+    """Loads a model to embed a batch that lacks its vectors (`infra.embedding.encoders`)."""
+
+    async def get(self, model: ModelIdentity) -> Embedder:
+        """The model's embedder."""
+        ...
 
 
 class IndexHandler:
@@ -85,20 +116,31 @@ class IndexHandler:
         self,
         documents: DocumentStatus,
         lifecycle: Lifecycle,
-        store: VectorStore,
+        store: IndexStore,
         files: TextStore,
         freshness: Freshness,
+        encoders: Encoder,
     ) -> None:
         self._documents = documents
         self._lifecycle = lifecycle
         self._store = store
         self._files = files
         self._freshness = freshness
+        self._encoders = encoders
 
     async def __call__(self, event: ChunkBatchEmbedded, document: Document) -> StageResult:
         """Handles one `ChunkBatchEmbedded` of a document now `indexing`."""
-        points = chunk_points(event, document, active=document.indexed_chunk_count > 0)
-        await self._store.upsert(points)
+        live = (await self._store.generations()).live.model
+        by_model = chunk_points(event, document, document.indexed_chunk_count > 0, live)
+        try:
+            await self._store.upsert_embedded(by_model)
+        except MissingVectors as missing:
+            # Embedded before a generation began to be built (or before this process saw it
+            # go live): its model embeds the batch here.
+            for model in missing.models:
+                by_model[model] = await self._embedded(event, by_model[next(iter(by_model))], model)
+            await self._store.upsert_embedded(by_model)
+        points = next(iter(by_model.values()))
         CHUNKS_INDEXED.inc(len(points))
         progress = await self._documents.record_batch_indexed(
             event.document_id,
@@ -118,6 +160,16 @@ class IndexHandler:
         if batch_count is None or indexed < batch_count:
             return StageResult()
         return await self._finish(document)
+
+    async def _embedded(
+        self, event: ChunkBatchEmbedded, points: list[ChunkPoint], model: ModelIdentity
+    ) -> list[ChunkPoint]:
+        """`points` with `model`'s dense vectors in place of theirs."""
+        embedder = await self._encoders.get(model)
+        texts = [chunk.embedding_text for chunk in event.chunks]
+        vectors = await asyncio.to_thread(embedder.embed_documents, texts)
+        log.info("embedded %d chunks of %s by %s here", len(texts), event.document_id, model.label)
+        return [replace(point, dense=vectors[row]) for row, point in enumerate(points)]
 
     async def _finish(self, document: Document) -> StageResult:
         live = await self._lifecycle.live_version(document.kb_id, document.source_key)

@@ -61,6 +61,8 @@ from ragline_client.models import (
     Evaluation,
     EvaluationRequest,
     FunctionTools,
+    GenerationOut,
+    GenerationsOut,
     GovernanceChange,
     Health,
     KnowledgeBaseCreate,
@@ -68,6 +70,7 @@ from ragline_client.models import (
     KnowledgeBaseOut,
     KnowledgeBaseUpdate,
     KnowledgeSearchResponse,
+    ModelIdentity,
     PlaygroundResponse,
     Readiness,
     RecordReplace,
@@ -688,6 +691,33 @@ class AsyncRagline:
     async def cancel_crawl_job(self, job_id: str) -> CrawlJob:
         """Cancels a crawl job that is still running."""
         return await self._model(CrawlJob, "cancel_crawl_job", {"job_id": job_id})
+
+    # -- generations of the vector store ------------------------------------------------------
+
+    async def list_generations(self) -> list[GenerationOut]:
+        """The vector store's generations, one per embedding model, oldest first, with a
+        build's progress."""
+        return (await self._model(GenerationsOut, "list_generations")).items
+
+    async def get_generation(self, number: int) -> GenerationOut:
+        """One generation, with its progress."""
+        return await self._model(GenerationOut, "get_generation", {"number": str(number)})
+
+    async def start_generation(
+        self, body: ModelIdentity | Body = None, **fields: Any
+    ) -> GenerationOut:
+        """Starts building a generation for another embedding model (`provider`, `model`,
+        `dimensions`; the deployment's admin token): searches switch to it when it holds
+        every chunk."""
+        return await self._model(GenerationOut, "start_generation", json=body_of(body, fields))
+
+    async def cancel_generation(self, number: int) -> GenerationOut:
+        """Stops building a generation; the live one serves on."""
+        return await self._model(GenerationOut, "cancel_generation", {"number": str(number)})
+
+    async def drop_generation(self, number: int) -> GenerationOut:
+        """Drops a retired generation's store now."""
+        return await self._model(GenerationOut, "drop_generation", {"number": str(number)})
 
     # -- backups ---------------------------------------------------------------------------
 

@@ -63,6 +63,8 @@ from ragline_client.models import (
     Evaluation,
     EvaluationRequest,
     FunctionTools,
+    GenerationOut,
+    GenerationsOut,
     GovernanceChange,
     Health,
     KnowledgeBaseCreate,
@@ -70,6 +72,7 @@ from ragline_client.models import (
     KnowledgeBaseOut,
     KnowledgeBaseUpdate,
     KnowledgeSearchResponse,
+    ModelIdentity,
     PlaygroundResponse,
     Readiness,
     RecordReplace,
@@ -668,6 +671,31 @@ class Ragline:
     def cancel_crawl_job(self, job_id: str) -> CrawlJob:
         """Cancels a crawl job that is still running."""
         return self._model(CrawlJob, "cancel_crawl_job", {"job_id": job_id})
+
+    # -- generations of the vector store ------------------------------------------------------
+
+    def list_generations(self) -> list[GenerationOut]:
+        """The vector store's generations, one per embedding model, oldest first, with a
+        build's progress."""
+        return (self._model(GenerationsOut, "list_generations")).items
+
+    def get_generation(self, number: int) -> GenerationOut:
+        """One generation, with its progress."""
+        return self._model(GenerationOut, "get_generation", {"number": str(number)})
+
+    def start_generation(self, body: ModelIdentity | Body = None, **fields: Any) -> GenerationOut:
+        """Starts building a generation for another embedding model (`provider`, `model`,
+        `dimensions`; the deployment's admin token): searches switch to it when it holds
+        every chunk."""
+        return self._model(GenerationOut, "start_generation", json=body_of(body, fields))
+
+    def cancel_generation(self, number: int) -> GenerationOut:
+        """Stops building a generation; the live one serves on."""
+        return self._model(GenerationOut, "cancel_generation", {"number": str(number)})
+
+    def drop_generation(self, number: int) -> GenerationOut:
+        """Drops a retired generation's store now."""
+        return self._model(GenerationOut, "drop_generation", {"number": str(number)})
 
     # -- backups ---------------------------------------------------------------------------
 

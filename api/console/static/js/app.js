@@ -1,6 +1,7 @@
 // The console's entry point: log in and out, and show the view the address names
-// (#/kbs, #/kb/<id>/<tab>, #/playground).
+// (#/kbs, #/kb/<id>/<tab>, #/playground, #/model).
 import { call, onRefusedToken, session } from "./api.js";
+import { renderGenerations } from "./generations.js";
 import { renderKnowledgeBase } from "./kb.js";
 import { renderKnowledgeBases } from "./kbs.js";
 import { clearNotice, leaveNotice, showError } from "./notice.js";
@@ -70,6 +71,8 @@ function route() {
       leaveView = renderKnowledgeBase(main, parts[1], parts[2] || "documents");
     } else if (parts[0] === "playground") {
       leaveView = renderPlayground(main);
+    } else if (parts[0] === "model") {
+      leaveView = renderGenerations(main);
     } else {
       leaveView = renderKnowledgeBases(main);
     }
