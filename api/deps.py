@@ -182,6 +182,19 @@ async def _generation_service(opened: ServicesDep) -> GenerationService:
 
 GenerationServiceDep = Annotated[GenerationService, Depends(_generation_service)]
 
+
+async def require_deployment_admin(
+    principal: AdminPrincipal, generation_service: GenerationServiceDep
+) -> Principal:
+    """The caller, who must hold the deployment's admin token (what is the whole deployment's,
+    as its embedding model): checked before the path is, so another tenant's admin learns
+    nothing of what exists."""
+    generation_service.check_admin(principal)
+    return principal
+
+
+DeploymentAdmin = Annotated[Principal, Depends(require_deployment_admin)]
+
 # The schemes the OpenAPI schema declares; missing credentials are refused below, as 401s
 # with a message, not by FastAPI.
 BEARER = HTTPBearer(auto_error=False, description="an API token (`POST /api/v1/tokens`)")

@@ -1,12 +1,12 @@
 """The vector store's generations: one per embedding model. Changing the model builds a new
 generation in the background and switches searches to it when it is complete
-(`schemas.index_generations`); only the deployment's admin token may."""
+(`schemas.index_generations`); only the deployment's admin token may see or change them."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, status
 
-from api.deps import AdminPrincipal, GenerationServiceDep
+from api.deps import DeploymentAdmin, GenerationServiceDep
 from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.api import GenerationOut, GenerationsOut
 from schemas.index_generations import ModelIdentity
@@ -16,7 +16,7 @@ router = APIRouter(prefix="/api/v1/generations", tags=["generations"], responses
 
 @router.get("")
 async def list_generations(
-    _: AdminPrincipal, generation_service: GenerationServiceDep
+    _: DeploymentAdmin, generation_service: GenerationServiceDep
 ) -> GenerationsOut:
     """Every generation, oldest first: its model, its state, and a build's progress (chunks
     copied of the total, rate, time left, check passes)."""
@@ -24,9 +24,9 @@ async def list_generations(
     return GenerationsOut(items=[GenerationOut.of(g) for g in generations])
 
 
-@router.get("/{number}", responses=refusals(404))
+@router.get("/{number}", responses=refusals(404, 422))
 async def get_generation(
-    number: int, _: AdminPrincipal, generation_service: GenerationServiceDep
+    number: int, _: DeploymentAdmin, generation_service: GenerationServiceDep
 ) -> GenerationOut:
     """One generation, with its progress."""
     return GenerationOut.of(await generation_service.get(number))
@@ -34,7 +34,7 @@ async def get_generation(
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, responses=refusals(409, *BODY))
 async def start_generation(
-    model: ModelIdentity, principal: AdminPrincipal, generation_service: GenerationServiceDep
+    model: ModelIdentity, principal: DeploymentAdmin, generation_service: GenerationServiceDep
 ) -> GenerationOut:
     """Starts building a generation for another embedding model: every live chunk is
     embedded again by it from the chunks already made, while searches go on with the live
@@ -44,17 +44,17 @@ async def start_generation(
     return GenerationOut.of(await generation_service.start(principal, model))
 
 
-@router.post("/{number}/cancel", responses=refusals(404, 409))
+@router.post("/{number}/cancel", responses=refusals(404, 409, 422))
 async def cancel_generation(
-    number: int, principal: AdminPrincipal, generation_service: GenerationServiceDep
+    number: int, principal: DeploymentAdmin, generation_service: GenerationServiceDep
 ) -> GenerationOut:
     """Stops building a generation (its store is dropped); the live one serves on as it was."""
     return GenerationOut.of(await generation_service.cancel(principal, number))
 
 
-@router.post("/{number}/drop", responses=refusals(404, 409))
+@router.post("/{number}/drop", responses=refusals(404, 409, 422))
 async def drop_generation(
-    number: int, principal: AdminPrincipal, generation_service: GenerationServiceDep
+    number: int, principal: DeploymentAdmin, generation_service: GenerationServiceDep
 ) -> GenerationOut:
     """Drops a retired generation's store now, not after its grace period."""
     return GenerationOut.of(await generation_service.drop(principal, number))

@@ -24,6 +24,11 @@ class GenerationService:
         self._generations = generations
         self._encoders = encoders
 
+    def check_admin(self, principal: Principal) -> None:
+        """`Forbidden` unless the caller holds the deployment's admin token: the model is the
+        whole deployment's, not a tenant's."""
+        _deployment_admin(principal)
+
     async def list(self) -> list[IndexGeneration]:
         """Every generation, oldest first."""
         return await self._generations.all()

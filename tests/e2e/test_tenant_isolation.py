@@ -101,6 +101,9 @@ async def _resources(api: Api) -> dict[str, str]:
         "user_id": user,
         "topic": "missing-topic",
         "letter_id": found[0]["id"],
+        # The vector store's first generation (the deployment's: refused to any tenant's
+        # admin alike, whether it exists or not).
+        "number": "1",
     }
 
 
