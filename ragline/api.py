@@ -74,6 +74,16 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
             at_once=True,
         )
     )
+    # Searches read the generations from memory (`GenerationWatch.latest`): kept fresh here
+    # even while none come, so that the first search after a quiet spell does not go to a
+    # generation switched away from (or dropped) meanwhile.
+    await stack.enter_async_context(
+        Periodic(
+            "following the vector store's generations",
+            settings.generations.refresh_s,
+            system.generation_watch.latest,
+        )
+    )
     await stack.enter_async_context(
         Periodic(
             "finishing deletes",
