@@ -335,7 +335,8 @@ class Chaos(Soak):
         await super().upload(n)
 
     async def new_version(self) -> bool:
-        """Uploads new text under the name of an indexed Markdown file; False if none is."""
+        """Uploads new text under the name of an indexed Markdown file; False if none is, or if
+        the upload was not accepted (the API down): the version is still owed."""
         taken = set(self.replaces.values())
         candidates = [
             self.docs[i]
@@ -361,7 +362,7 @@ class Chaos(Soak):
             # sees it: it is no longer a target for live probes or deletes.
             if old.id in self.indexed_order:
                 self.indexed_order.remove(old.id)
-        return True
+        return response is not None
 
     async def hostile(self) -> None:
         """A file that must end failed with a reason: random bytes named `.txt`, or a PDF cut

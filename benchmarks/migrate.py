@@ -16,7 +16,8 @@ where it is absent, the paraphrase set's answers), then:
 
 It reports `copy_chunks_per_s` (the build's copy: chunks embedded and written a second, from
 the generation's own progress), `model_alone_chunks_per_s`, `migration_ratio_to_embed` (the
-first over the second), `seconds_to_switch` (the whole build, its checks included),
+first over the second), `hours_per_million_chunks` (the copy's time for a million chunks at
+that rate, on this machine), `seconds_to_switch` (the whole build, its checks included),
 `search_p50_ms_before`, `search_p95_ms_before`, `search_p50_ms_during`,
 `search_p95_ms_during`, `search_p95_during_migration` (during over before), `searches`,
 `wrong_answers` (a search whose record was not among its first three passages),
@@ -267,6 +268,11 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "target": target.label,
         "model_alone_chunks_per_s": alone,
         "migration_ratio_to_embed": ratio,
+        "hours_per_million_chunks": (
+            round(1_000_000 / figures["copy_chunks_per_s"] / 3600, 2)
+            if figures["copy_chunks_per_s"]
+            else None
+        ),
         "search_p50_ms_before": _ms(before["p50"]),
         "search_p95_ms_before": _ms(before["p95"]),
         "search_p50_ms_during": _ms(during["p50"]),

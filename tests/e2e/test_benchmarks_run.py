@@ -142,6 +142,7 @@ MIGRATE_KEYS = {
     "copy_chunks_per_s",
     "model_alone_chunks_per_s",
     "migration_ratio_to_embed",
+    "hours_per_million_chunks",
     "seconds_to_switch",
     "search_p95_ms_before",
     "search_p95_ms_during",
