@@ -164,7 +164,9 @@ class Answers:
 def _what_it_said(kind: str, response: httpx.Response) -> str:
     """A 200's gist where it matters ("hits" or "no hits" of a bot's search, "answered" or
     "tool error" of an MCP question); the body of a readiness probe or a refusal."""
-    if kind == "readiness" or not response.is_success:
+    if kind == "readiness":
+        return response.text  # whole: the checks are parsed
+    if not response.is_success:
         return response.text[:300]
     if kind == "repeated question":
         return "hits" if response.json()["hits"] else "no hits"

@@ -379,7 +379,11 @@ async def test_a_failing_provider_leaves_the_generic_prefix_and_the_chunks_embed
     assert counted("ragline_context_requests_total", provider=flavor, outcome=outcome) == (
         before + len(chunks)
     )
-    if failure != "dead port":
+    if failure == "slow":
+        # Each chunk asked once, never again (its timeout is counted above); on a loaded
+        # machine a request can time out before the server has read it.
+        assert 0 < len(_ChatApi.requests) <= len(chunks)
+    elif failure != "dead port":
         assert len(_ChatApi.requests) == len(chunks)
     assert_embedded_with_context(stages, await stages.embed(batches))
 
