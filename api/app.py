@@ -14,7 +14,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from api.audit_middleware import AuditMiddleware
 from api.console import routes as console
@@ -122,6 +122,33 @@ def _field_of(location: tuple[int | str, ...] | list[int | str]) -> str:
     return ".".join(parts) or "request"
 
 
+# The API's routers, in the order the app tries them.
+ROUTERS = (
+    health,
+    knowledge_bases,
+    documents,
+    evaluations,
+    bot_routes,
+    search,
+    tokens,
+    people,
+    knowledge,
+    audit,
+    dead_letters,
+    crawl,
+    backups,
+    generations,
+    playground,
+    console,
+)
+
+
+def api_routes() -> list[BaseRoute]:
+    """Every route of the API's routers, with its whole path, in the order the app tries
+    them."""
+    return [route for module in ROUTERS for route in module.router.routes]
+
+
 def create_app(open_services: OpenServices, settings: ApiSettings | None = None) -> FastAPI:
     """The API app over the services `open_services` opens for the app's lifetime, with the
     MCP server at `/mcp`."""
@@ -143,24 +170,7 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
     app = FastAPI(title="Ragline", version="0.1.0", lifespan=lifespan)
     app.add_exception_handler(RaglineError, _ragline_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    for module in (
-        health,
-        knowledge_bases,
-        documents,
-        evaluations,
-        bot_routes,
-        search,
-        tokens,
-        people,
-        knowledge,
-        audit,
-        dead_letters,
-        crawl,
-        backups,
-        generations,
-        playground,
-        console,
-    ):
+    for module in ROUTERS:
         app.include_router(module.router)
     # The MCP app answers `/mcp` only: any other path is the API's (a JSON 404 or 405).
     app.router.routes.append(Route("/mcp", endpoint=mcp_app))
@@ -171,6 +181,7 @@ def create_app(open_services: OpenServices, settings: ApiSettings | None = None)
         RequestDeadline,
         timeout_s=settings.request_timeout_s,
         bulk_timeout_s=settings.bulk_request_timeout_s,
+        routes=api_routes(),
     )
     return app
 

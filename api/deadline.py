@@ -90,12 +90,20 @@ def bulk_table(routes: Sequence[BaseRoute]) -> dict[str | None, BulkRoutes]:
 class RequestDeadline:
     """ASGI middleware: runs each HTTP request under its time budget (see the module)."""
 
-    def __init__(self, app: ASGIApp, timeout_s: float, bulk_timeout_s: float) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        timeout_s: float,
+        bulk_timeout_s: float,
+        routes: Sequence[BaseRoute],
+    ) -> None:
+        """`routes`: every route the app answers, in the order its router tries them, each
+        with its whole path. (FastAPI keeps an included router as one opaque entry of the
+        app's routes, so they are given rather than read from the app.)"""
         self.app = app
         self.timeout_s = timeout_s
         self.bulk_timeout_s = bulk_timeout_s
-        # Built from the app's routes at the first request (they are all added by then).
-        self._bulk: dict[str | None, BulkRoutes] | None = None
+        self._bulk = bulk_table(routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (
@@ -103,7 +111,7 @@ class RequestDeadline:
         ):
             await self.app(scope, receive, send)
             return
-        budget = self.bulk_timeout_s if self._is_bulk(scope) else self.timeout_s
+        budget = self.budget(scope)
         started = False
 
         async def send_tracked(message: Message) -> None:
@@ -128,13 +136,14 @@ class RequestDeadline:
             )
             await unavailable_answer(detail)(scope, receive, send)
 
+    def budget(self, scope: Scope) -> float:
+        """The request's budget: the bulk one if the route the router will pick for it is a
+        bulk route (s)."""
+        return self.bulk_timeout_s if self._is_bulk(scope) else self.timeout_s
+
     def _is_bulk(self, scope: Scope) -> bool:
-        """Whether the route the router will pick for this request is a bulk one."""
         if scope["method"] in _READS:
             return False
-        if self._bulk is None:
-            router = getattr(scope.get("app"), "router", None)
-            self._bulk = bulk_table(getattr(router, "routes", ()))
         method = scope["method"]
         for route, before in self._bulk[method if method in self._bulk else None]:
             if route.matches(scope)[0] == Match.FULL:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 
+from api.deadline import bulk_operation
 from api.deps import DeploymentAdmin, GenerationServiceDep
 from api.responses import AUTHENTICATED, BODY, refusals
 from schemas.api import GenerationOut, GenerationsOut
@@ -32,7 +33,9 @@ async def get_generation(
     return GenerationOut.of(await generation_service.get(number))
 
 
+# Loading the target model to check it takes seconds to tens of seconds: the bulk budget.
 @router.post("", status_code=status.HTTP_202_ACCEPTED, responses=refusals(409, *BODY))
+@bulk_operation
 async def start_generation(
     model: ModelIdentity, principal: DeploymentAdmin, generation_service: GenerationServiceDep
 ) -> GenerationOut:

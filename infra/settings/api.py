@@ -61,7 +61,8 @@ class ApiSettings(BaseModel):
         description=(
             "The same bound for requests whose work grows with their input (s): uploads, "
             "record batches and syncs, knowledge bases with their sources, crawl jobs, "
-            "evaluations, re-driving every dead letter."
+            "evaluations, re-driving every dead letter, starting a change of embedding model "
+            "(which loads the model)."
         ),
     )
 

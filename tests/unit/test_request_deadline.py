@@ -7,11 +7,13 @@ import time
 from collections.abc import AsyncIterator
 
 import httpx
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
 from pymongo import _csot
 from starlette.responses import StreamingResponse
-from starlette.types import Message
+from starlette.types import Message, Receive, Scope, Send
 
+from api.app import api_routes
 from api.deadline import RETRY_AFTER_S, RequestDeadline, bulk_operation
 
 BUDGET_S = 0.3
@@ -32,16 +34,21 @@ def app_with_deadline() -> FastAPI:
     async def quick() -> dict[str, str]:
         return {"answer": "at once"}
 
-    @app.post("/bulk/first")
+    # In a router of their own, included as the API includes its routers.
+    bulk_router = APIRouter(prefix="/bulk")
+
+    @bulk_router.post("/first")
     async def first() -> dict[str, float | None]:
         return {"remaining": _remaining()}
 
-    @app.post("/bulk/{name}")
+    @bulk_router.post("/{name}")
     @bulk_operation
     async def bulk(name: str) -> dict[str, float | None]:
         seen["remaining"] = _remaining()
         await asyncio.sleep(BUDGET_S * 2)
         return {"remaining": seen["remaining"]}
+
+    app.include_router(bulk_router)
 
     @app.post("/plain")
     async def plain() -> dict[str, float | None]:
@@ -65,7 +72,10 @@ def app_with_deadline() -> FastAPI:
         await asyncio.sleep(BUDGET_S * 5)
         return {"result": "late"}
 
-    app.add_middleware(RequestDeadline, timeout_s=BUDGET_S, bulk_timeout_s=BULK_BUDGET_S)
+    routes = [*(r for r in app.router.routes if isinstance(r, APIRoute)), *bulk_router.routes]
+    app.add_middleware(
+        RequestDeadline, timeout_s=BUDGET_S, bulk_timeout_s=BULK_BUDGET_S, routes=routes
+    )
     return app
 
 
@@ -159,3 +169,32 @@ async def test_an_mcp_call_is_bounded_and_its_stream_keeps_its_own_time() -> Non
     assert stream.status_code == 200
     assert call.status_code == 503
     assert call.headers["retry-after"] == "5"
+
+
+def _scope(method: str, path: str) -> dict[str, object]:
+    return {"type": "http", "method": method, "path": path, "root_path": "", "headers": []}
+
+
+def test_the_apis_own_bulk_routes_get_the_bulk_budget() -> None:
+    """The API's routes as it includes them: uploads, record batches and a change of model get
+    the bulk budget; a search, a listing and a new token do not."""
+    deadline = RequestDeadline(
+        quick, timeout_s=BUDGET_S, bulk_timeout_s=BULK_BUDGET_S, routes=api_routes()
+    )
+    for method, path in [
+        ("POST", "/api/v1/knowledge-bases/kb_1/documents"),
+        ("POST", "/api/v1/knowledge-bases/kb_1/documents/batch"),
+        ("POST", "/api/v1/generations"),
+    ]:
+        assert deadline.budget(_scope(method, path)) == BULK_BUDGET_S, (method, path)
+    for method, path in [
+        ("POST", "/api/v1/search"),
+        ("GET", "/api/v1/knowledge-bases/kb_1/documents"),
+        ("POST", "/api/v1/tokens"),
+        ("POST", "/api/v1/generations/2/cancel"),
+    ]:
+        assert deadline.budget(_scope(method, path)) == BUDGET_S, (method, path)
+
+
+async def quick(scope: Scope, receive: Receive, send: Send) -> None:
+    """An app that answers nothing (the middleware's budget is what is asked)."""
