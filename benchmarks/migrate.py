@@ -1,5 +1,5 @@
 """Changing the embedding model on a store of real chunks: how fast the new generation is built,
-against the embed stage's model alone, and what it costs searches meanwhile.
+against the embed stage's own rate with the same model, and what it costs searches meanwhile.
 
 Starts its own stack (the API, which holds the embedded store and builds the new generation,
 with the relay, records, extract, chunk and embed workers) on the hashed embedder, fills it
@@ -11,20 +11,25 @@ where it is absent, the paraphrase set's answers), then:
 2. **During**: the same load while a migration to `--target` (the packaged local model by
    default: the realistic cost) builds the new generation, until searches switch to it. Each
    answer says which generation answered (`metrics.generation`); each must be right.
-3. **The model alone**: the same chunks embedded by the target model in this process, in the
-   embed stage's batch size, after the stack has stopped.
+3. **The embed stage with the new model**, now live: as many records again (other texts of
+   the corpus), after one that has the embed worker load the model; its rate is the chunks
+   over the embed worker's busy seconds (its metrics).
+4. **The model alone**: the first chunks embedded by the target model in this process, in
+   the embed stage's batch size, after the stack has stopped.
 
 It reports `copy_chunks_per_s` (the build's copy: chunks embedded and written a second, from
-the generation's own progress), `model_alone_chunks_per_s`, `migration_ratio_to_embed` (the
-first over the second), `hours_per_million_chunks` (the copy's time for a million chunks at
+the generation's own progress), `embed_stage_chunks_per_s`, `migration_ratio_to_embed` (the
+first over the second), `model_alone_chunks_per_s`, `migration_ratio_to_model` (the copy
+over the model alone), `hours_per_million_chunks` (the copy's time for a million chunks at
 that rate, on this machine), `seconds_to_switch` (the whole build, its checks included),
 `search_p50_ms_before`, `search_p95_ms_before`, `search_p50_ms_during`,
 `search_p95_ms_during`, `search_p95_during_migration` (during over before), `searches`,
-`wrong_answers` (a search whose record was not among its first three passages),
-`mixed_generations` (an API answer from the old generation after one from the new),
-`chunks_missing` (live chunks the new generation lacks at the switch), `api_rss_mb_before` and
-`api_peak_rss_mb` (the API process, which holds both models while it builds), `goals`. A run
-with a wrong answer, a mixed generation or a missing chunk exits non-zero.
+`wrong_answers` (a search whose record was not among its first three passages; by the
+generation that answered, with samples), `mixed_generations` (an API answer from the old
+generation after one from the new), `chunks_missing` (live chunks the new generation lacks at
+the switch), `api_rss_mb_before` and `api_peak_rss_mb` (the API process, which holds both
+models while it builds), `goals`. A run with a wrong answer, a mixed generation or a missing
+chunk exits non-zero.
 
 Run it alone (nothing else on the machine):
 
@@ -44,6 +49,7 @@ import math
 import random
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +59,7 @@ from benchmarks.bulk import made_chunks, passages
 from benchmarks.ingest import SECRET, TOKEN, model_alone, peak_rss_mb
 from benchmarks.memory import process_tree_rss_mb
 from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
+from benchmarks.soak import stage_metrics
 from benchmarks.stack import RECORD_STAGES, TINY_SETTINGS, announce, bench_stack
 from devstack.launcher import Pipeline
 from infra.embedding.factory import build_embedder
@@ -90,6 +97,7 @@ class Load:
         self.answers: list[
             tuple[float, float, int | None, bool]
         ] = []  # sent, ms, generation, right
+        self.wrong: list[dict[str, Any]] = []  # a few wrong answers, for the report
 
     async def run(self, rate: float, stop: asyncio.Event) -> None:
         """Sends a search every 1/rate s until `stop`, never waiting for one to answer."""
@@ -116,6 +124,16 @@ class Load:
         body = response.json() if response.status_code == 200 else {"hits": [], "metrics": {}}
         right = document_id in {hit["document_id"] for hit in body["hits"]}
         self.answers.append((sent, ms, body["metrics"].get("generation"), right))
+        if not right and len(self.wrong) < 5:
+            self.wrong.append(
+                {
+                    "status": response.status_code,
+                    "generation": body["metrics"].get("generation"),
+                    "query": sentence,
+                    "expected": document_id,
+                    "got": [hit["document_id"] for hit in body["hits"]],
+                }
+            )
 
 
 def latencies(answers: list[tuple[float, float, int | None, bool]]) -> dict[str, float | None]:
@@ -137,12 +155,12 @@ def mixed(answers: list[tuple[float, float, int | None, bool]]) -> int:
 
 
 async def fill(
-    http: httpx.AsyncClient, records: int, seed: int, texts: list[str]
+    http: httpx.AsyncClient, records: int, seed: int, texts: list[str], name: str = "migration"
 ) -> tuple[str, list[tuple[str, str]], list[str]]:
     """A KB of `records` records of the texts; returns its id, per record one of its
     sentences (a search for it must find that record first), and the chunks' texts as the
     pipeline makes them."""
-    kb = (await http.post("/api/v1/knowledge-bases", json={"name": "migration"})).json()["id"]
+    kb = (await http.post("/api/v1/knowledge-bases", json={"name": name})).json()["id"]
     rng = random.Random(seed)
     if records > len(texts):
         raise SystemExit(f"--records {records}: the corpus holds {len(texts)} distinct texts")
@@ -226,6 +244,7 @@ async def drive(
         await searching
         api_peak = peak_rss_mb(api.pid)
         kept = (await http.get(f"/api/v1/knowledge-bases/{kb}")).json()["chunk_count"]
+        stage_rate = await embed_stage_rate(pipeline, http, args)
     before = [a for a in load.answers if a[0] + a[1] / 1000 < begun]
     during = [a for a in load.answers if a[0] >= begun and a[0] + a[1] / 1000 <= switched]
     progress = generation["progress"]
@@ -240,14 +259,34 @@ async def drive(
         "searches_before": len(before),
         "searches_during": len(during),
         "wrong_answers": sum(not a[3] for a in load.answers),
+        "wrong_answers_by_generation": dict(Counter(str(a[2]) for a in load.answers if not a[3])),
+        "wrong_answer_samples": load.wrong,
         "mixed_generations": mixed(load.answers),
         "chunks_missing": max(0, chunks - kept),
         "before": latencies(before),
         "during": latencies(during),
         "api_rss_mb_before": round(rss_before, 1),
         "api_peak_rss_mb": api_peak,
+        "embed_stage_chunks_per_s": stage_rate,
         "chunk_texts": chunk_texts,
     }
+
+
+async def embed_stage_rate(
+    pipeline: Pipeline, http: httpx.AsyncClient, args: argparse.Namespace
+) -> float | None:
+    """The embed stage's own rate with the new model, now live: chunks embedded a second of
+    the embed worker's busy time, over as many records again (other texts of the corpus),
+    after one record has had it load the model."""
+    texts = passages(args.eval)
+    await fill(http, 1, args.seed + 1, texts, name="embed stage warm-up")
+    before = (await stage_metrics(pipeline))["embed"]
+    kb, _, _ = await fill(http, args.records, args.seed + 2, texts, name="embed stage")
+    after = (await stage_metrics(pipeline))["embed"]
+    chunks = (await http.get(f"/api/v1/knowledge-bases/{kb}")).json()["chunk_count"]
+    busy_s = after["busy_s"] - before["busy_s"]
+    print(f"embed stage: {chunks} chunks in {busy_s:.1f} s of its busy time", flush=True)
+    return round(chunks / busy_s, 1) if busy_s > 0 else None
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -264,13 +303,16 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     embedder.close()
     alone = round(len(texts) / seconds, 1) if seconds else None
     before, during = figures.pop("before"), figures.pop("during")
-    ratio = round(figures["copy_chunks_per_s"] / alone, 3) if alone else None
+    stage = figures["embed_stage_chunks_per_s"]
+    ratio = round(figures["copy_chunks_per_s"] / stage, 3) if stage else None
+    to_model = round(figures["copy_chunks_per_s"] / alone, 3) if alone else None
     slowdown = round(during["p95"] / before["p95"], 3) if before["p95"] and during["p95"] else None
     result = {
         **figures,
         "target": target.label,
         "model_alone_chunks_per_s": alone,
         "migration_ratio_to_embed": ratio,
+        "migration_ratio_to_model": to_model,
         "hours_per_million_chunks": (
             round(1_000_000 / figures["copy_chunks_per_s"] / 3600, 2)
             if figures["copy_chunks_per_s"]
