@@ -186,8 +186,7 @@ class Migrator:
         progress: MigrationProgress,
     ) -> MigrationProgress:
         """Copies every point of `live` into `target`, embedded by `embedder`, from the saved
-        position on. The model is kept busy: the next page is read while one is embedded, and
-        embedded while the one before is written."""
+        position on; the next page is read while one is embedded."""
         if progress.total == 0:
             progress = progress.model_copy(update={"total": await live.count(_EVERYTHING)})
             await self._save(generation, progress)
@@ -195,37 +194,32 @@ class Migrator:
         batch = self._settings.copy_batch
         started, done_before = time.monotonic(), progress.done
         page = await live.export_page(None, batch, progress.cursor)
-        embedding = asyncio.create_task(_embedded(embedder, page[0]))
-        try:
-            while True:
-                following = page[1]
-                upcoming = (
-                    await live.export_page(None, batch, following)
-                    if following is not None
-                    else None
-                )
-                copies = await embedding
-                if upcoming is not None:
-                    embedding = asyncio.create_task(_embedded(embedder, upcoming[0]))
-                await target.upsert(copies)
-                MIGRATION_CHUNKS.labels(str(generation.number)).inc(len(copies))
-                elapsed = time.monotonic() - started
-                done = progress.done + len(copies)
-                progress = progress.model_copy(
-                    update={
-                        "done": done,
-                        "cursor": following,
-                        "copied": following is None,
-                        "updated_at": utcnow(),
-                        "rate_per_s": round((done - done_before) / elapsed, 1) if elapsed else 0.0,
-                    }
-                )
-                await self._save(generation, progress)
-                if upcoming is None:
-                    return progress
-                page = upcoming
-        finally:
-            embedding.cancel()  # a page still being embedded when the copy stops (a crash)
+        while True:
+            points, following = page
+            embedding = asyncio.create_task(_embedded(embedder, points))
+            reading = (
+                asyncio.create_task(live.export_page(None, batch, following))
+                if following is not None
+                else None
+            )
+            copies = await embedding
+            await target.upsert(copies)
+            MIGRATION_CHUNKS.labels(str(generation.number)).inc(len(copies))
+            elapsed = time.monotonic() - started
+            done = progress.done + len(copies)
+            progress = progress.model_copy(
+                update={
+                    "done": done,
+                    "cursor": following,
+                    "copied": following is None,
+                    "updated_at": utcnow(),
+                    "rate_per_s": round((done - done_before) / elapsed, 1) if elapsed else 0.0,
+                }
+            )
+            await self._save(generation, progress)
+            if reading is None:
+                return progress
+            page = await reading
 
     async def _check(self, live: VectorStore, target: VectorStore, embedder: Embedder) -> int:
         """Compares the two generations point by point and mends `target` where it differs
