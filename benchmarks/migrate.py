@@ -8,7 +8,9 @@ where it is absent, the paraphrase set's answers), then:
 
 1. **Before**: searches at `--search-rate` a second for `--before-s`, each twelve words of one
    record that no other record holds, with its number, whose answer's first three passages
-   must hold that record.
+   must hold that record. Each probe is asked once first, and only those the live model
+   answers right are kept (`probes`; `probes_wrong_before` counts the others): a wrong answer
+   later is the migration's, not the model's.
 2. **During**: the same load while a migration to `--target` (the packaged local model by
    default: the realistic cost) builds the new generation, until searches switch to it. Each
    answer says which generation answered (`metrics.generation`); each must be right.
@@ -69,9 +71,13 @@ from schemas.index_generations import ModelIdentity
 
 # The live generation's model: the hashed embedder fills the store fast; the target's model
 # is what the build costs.
-# Its records come in batches far above a tenant's default rate of documents per minute
-# (which would answer 429).
-STACK_SETTINGS = {**TINY_SETTINGS, "RAGLINE_LIMITS__UPLOADS_PER_MINUTE": "1000000"}
+# Its records come in batches, and its probes are first tried four at a time, far above a
+# tenant's default rates of documents and searches (which would answer 429).
+STACK_SETTINGS = {
+    **TINY_SETTINGS,
+    "RAGLINE_LIMITS__UPLOADS_PER_MINUTE": "1000000",
+    "RAGLINE_LIMITS__SEARCHES_PER_SECOND": "1000000",
+}
 TARGET = ModelIdentity(provider="local", dimensions=384)
 TINY_TARGET = ModelIdentity(provider="hashed", dimensions=256)
 TINY = {"records": 40, "before_s": 5.0, "search_rate": 4.0}
@@ -101,17 +107,18 @@ class Load:
 
     async def run(self, rate: float, stop: asyncio.Event) -> None:
         """Sends a search every 1/rate s until `stop`, never waiting for one to answer."""
-        tasks: set[asyncio.Task[None]] = set()
+        tasks: set[asyncio.Task[bool]] = set()
         started, n = time.monotonic(), 0
         while not stop.is_set():
-            task = asyncio.create_task(self._search(self._probes[n % len(self._probes)]))
+            task = asyncio.create_task(self.search(self._probes[n % len(self._probes)]))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             n += 1
             await asyncio.sleep(max(0.0, started + n / rate - time.monotonic()))
         await asyncio.gather(*tasks)
 
-    async def _search(self, probe: tuple[str, str]) -> None:
+    async def search(self, probe: tuple[str, str]) -> bool:
+        """One search for the probe's sentence; whether its record was answered."""
         document_id, sentence = probe
         sent = time.monotonic()
         response = await self._http.post(
@@ -134,6 +141,7 @@ class Load:
                     "got": [hit["document_id"] for hit in body["hits"]],
                 }
             )
+        return right
 
 
 def latencies(answers: list[tuple[float, float, int | None, bool]]) -> dict[str, float | None]:
@@ -236,7 +244,17 @@ async def drive(
         chunks = (await http.get(f"/api/v1/knowledge-bases/{kb}")).json()["chunk_count"]
         print(f"filled: {args.records} records, {chunks} chunks", flush=True)
         (api,) = [p for p in pipeline.processes if p.name == "api"]
-        load = Load(http, kb, probes)
+        trial = Load(http, kb, probes)
+        few = asyncio.Semaphore(4)
+
+        async def tried(probe: tuple[str, str]) -> bool:
+            async with few:
+                return await trial.search(probe)
+
+        verdicts = await asyncio.gather(*(tried(probe) for probe in probes))
+        kept_probes = [probe for probe, right in zip(probes, verdicts, strict=True) if right]
+        print(f"probes: {len(kept_probes)} of {len(probes)} answered right before", flush=True)
+        load = Load(http, kb, kept_probes)
         stop = asyncio.Event()
         searching = asyncio.create_task(load.run(args.search_rate, stop))
         await asyncio.sleep(args.before_s)
@@ -268,6 +286,8 @@ async def drive(
         "copy_chunks_per_s": progress["rate_per_s"],
         "seconds_to_switch": round(switched - begun, 1),
         "check_passes": progress["check_pass"],
+        "probes": len(kept_probes),
+        "probes_wrong_before": len(probes) - len(kept_probes),
         "searches": len(load.answers),
         "searches_before": len(before),
         "searches_during": len(during),

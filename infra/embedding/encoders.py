@@ -73,13 +73,19 @@ class Encoders:
                 self._loaded.pop(model).close()
                 log.info("released the embedding model %s", model.label)
 
-    def background(self, model: ModelIdentity) -> Embedder:
+    def background(self, model: ModelIdentity, parallelism: int) -> Embedder:
         """A new embedder of `model` for work done in the background (a generation's build):
-        documents on torch, its threads at a lower CPU priority than the process's own
-        (`BACKGROUND_NICE`), so that searches in the same process come first. Not kept here:
-        the caller closes it."""
+        documents on torch, in `parallelism` single-threaded model copies (0: one per CPU)
+        whose threads run at a lower CPU priority than the process's own (`BACKGROUND_NICE`),
+        so that searches in the same process come first. Not kept here: the caller closes
+        it."""
         settings = self._settings.for_model(model).model_copy(
-            update={"query_runtime": "torch", "document_nice": BACKGROUND_NICE}
+            update={
+                "query_runtime": "torch",
+                "document_nice": BACKGROUND_NICE,
+                "parallelism": parallelism,
+                "torch_threads": 1,
+            }
         )
         return self._build(model, settings)
 

@@ -132,7 +132,9 @@ class Migrator:
     async def _build(self, generation: IndexGeneration) -> None:
         # The build's own embedder, at a lower CPU priority than the process's searches, let
         # go when the build ends.
-        embedder = await asyncio.to_thread(self._encoders.background, generation.model)
+        embedder = await asyncio.to_thread(
+            self._encoders.background, generation.model, self._settings.copy_parallelism
+        )
         try:
             await self._build_with(generation, embedder)
         finally:
