@@ -7,8 +7,9 @@ request runs under a deadline (`api.request_timeout_s`, 5 s by default; routes m
 `api.bulk_request_timeout_s`):
 
 - every MongoDB operation the request makes is bounded by what is left of it (PyMongo's
-  client-side operation timeout, `pymongo.timeout`), so a frozen database fails the
-  operation, which the repositories turn into `ServiceUnavailable`, answered 503;
+  client-side operation timeout, `pymongo.timeout`), and in a bulk request each one also by
+  the normal budget (`core.deadlines`), so a frozen database fails the operation soon,
+  which the repositories turn into `ServiceUnavailable`, answered 503;
 - anything else still running when the deadline passes is cancelled and answered 503 with
   `Retry-After`, unless the answer had already started (then the connection is closed).
 
@@ -22,12 +23,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 import pymongo
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from core.deadlines import each_operation_within
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +124,13 @@ class RequestDeadline:
                 started = True
             await send(message)
 
+        # A bulk request's work may take its long budget, but no one database operation more
+        # than the normal one: a database that does not answer fails it as soon as elsewhere.
+        per_operation = (
+            each_operation_within(self.timeout_s) if budget > self.timeout_s else nullcontext()
+        )
         try:
-            with pymongo.timeout(budget):
+            with pymongo.timeout(budget), per_operation:
                 async with asyncio.timeout(budget + _GRACE_S):
                     await self.app(scope, receive, send_tracked)
         except TimeoutError:

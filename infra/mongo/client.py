@@ -10,15 +10,17 @@ so does the raise of a KB's revision (one round trip instead of two, and KBs are
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from typing import Any, TypeVar
 
+import pymongo
 from pymongo import AsyncMongoClient, UpdateOne, monitoring
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
+from core.deadlines import operation_bound_s
 from core.errors import ServiceUnavailable
 from infra.mongo.abandoned import end_later, may_be_left_open
 from infra.mongo.cancellation import make_condition_waits_cancel_safe
@@ -96,9 +98,12 @@ def connect(settings: MongoSettings) -> AsyncMongoClient[MongoDoc]:
 
 @asynccontextmanager
 async def mongo_errors() -> AsyncIterator[None]:
-    """Translates lost connections and timeouts into `ServiceUnavailable`."""
+    """Translates lost connections and timeouts into `ServiceUnavailable`; within a request
+    with a long budget, bounds the operation by the normal one (`core.deadlines`)."""
+    bound = operation_bound_s()
     try:
-        yield
+        with pymongo.timeout(bound) if bound is not None else nullcontext():
+            yield
     except ConnectionFailure as exc:
         raise ServiceUnavailable("mongodb", str(exc)) from exc
     except PyMongoError as exc:

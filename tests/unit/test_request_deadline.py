@@ -15,6 +15,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from api.app import api_routes
 from api.deadline import RETRY_AFTER_S, RequestDeadline, bulk_operation
+from infra.mongo.client import mongo_errors
 
 BUDGET_S = 0.3
 BULK_BUDGET_S = 3.0
@@ -47,6 +48,13 @@ def app_with_deadline() -> FastAPI:
         seen["remaining"] = _remaining()
         await asyncio.sleep(BUDGET_S * 2)
         return {"remaining": seen["remaining"]}
+
+    @bulk_router.post("/{name}/operation")
+    @bulk_operation
+    async def bulk_operation_bound(name: str) -> dict[str, float | None]:
+        async with mongo_errors():
+            inside = _remaining()
+        return {"request": _remaining(), "operation": inside}
 
     app.include_router(bulk_router)
 
@@ -133,6 +141,13 @@ async def test_a_route_the_router_tries_first_keeps_its_own_budget() -> None:
     assert BUDGET_S < again <= BULK_BUDGET_S
     assert plain is not None
     assert 0 < plain <= BUDGET_S
+
+
+async def test_each_database_operation_of_a_bulk_request_gets_the_normal_budget() -> None:
+    async with client() as http:
+        remaining = (await http.post("/bulk/second/operation")).json()
+    assert BUDGET_S < remaining["request"] <= BULK_BUDGET_S
+    assert 0 < remaining["operation"] <= BUDGET_S
 
 
 async def test_an_answer_already_started_is_cut_short_not_answered_twice() -> None:
