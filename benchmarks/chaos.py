@@ -291,6 +291,10 @@ class Chaos(Soak):
         # A new version was due but no indexed Markdown file was there to replace: the next
         # upload that finds one makes it.
         self.version_owed = False
+        # The file whose new version was sent and not yet answered 202 (it is sent again), and
+        # whether that upload is on its way now.
+        self.versioning: Doc | None = None
+        self.version_in_flight = False
         self.hostiles = 0
         self.load_end = float("inf")
 
@@ -335,33 +339,42 @@ class Chaos(Soak):
         await super().upload(n)
 
     async def new_version(self) -> bool:
-        """Uploads new text under the name of an indexed Markdown file; False if none is, or if
-        the upload was not accepted (the API down): the version is still owed."""
-        taken = set(self.replaces.values())
+        """Uploads new text under the name of an indexed Markdown file; False if none is, if
+        the upload was not accepted (the API down), or if another is on its way: the version is
+        still owed."""
         candidates = [
             self.docs[i]
             for i in self.indexed_order
-            if self.docs[i].kind == "markdown" and i not in taken and self.docs[i].filename
+            if self.docs[i].kind == "markdown" and self.docs[i].filename
         ]
-        if not candidates:
+        if self.version_in_flight or (self.versioning is None and not candidates):
             return False
-        old = self.rng.choice(candidates)
+        old = self.versioning or self.rng.choice(candidates)
+        # The old version is given up as a live document before its new version is sent:
+        # uploads run side by side, and one answered late, or not at all, may still have been
+        # accepted. So a file gets new versions from one upload only, sent again until it is
+        # answered (the last one sent is the newest), and its old version is no longer a target
+        # for live probes or deletes (it leaves search the moment a new one is indexed, before
+        # a poll sees it).
+        if old.id in self.indexed_order:
+            self.indexed_order.remove(old.id)
+        self.versioning, self.version_in_flight = old, True
         code = self.new_code()
         assert old.filename is not None
-        response, ms = await self.request(
-            "upload", "POST", f"/api/v1/knowledge-bases/{self.kb}/documents", (202,),
-            files={"file": (old.filename, self.corpus.markdown(code))}, headers=self.admin,
-        )  # fmt: skip
+        try:
+            response, ms = await self.request(
+                "upload", "POST", f"/api/v1/knowledge-bases/{self.kb}/documents", (202,),
+                files={"file": (old.filename, self.corpus.markdown(code))}, headers=self.admin,
+            )  # fmt: skip
+        finally:
+            self.version_in_flight = False
         self.minute().upload_ms.append(ms)
         if response is not None:
+            self.versioning = None
             new = Doc(response.json()["id"], "new_version", code, filename=old.filename)
             self.docs[new.id] = new
             self.replaces[new.id] = old.id
             self.minute().documents += 1
-            # The old version leaves search the moment the new one is indexed, before a poll
-            # sees it: it is no longer a target for live probes or deletes.
-            if old.id in self.indexed_order:
-                self.indexed_order.remove(old.id)
         return response is not None
 
     async def hostile(self) -> None:
@@ -422,7 +435,9 @@ class Chaos(Soak):
             self.searched("search_mcp", sent, ms, correct=False)
             return
         correct = self.check_found("search_mcp", query, found, sent)
-        if target is not None and not self.live_found("search_mcp", query, target, found, hits):
+        if target is not None and not self.live_found(
+            "search_mcp", query, target, found, hits, sent
+        ):
             correct = False
         self.searched("search_mcp", sent, ms, correct)
 
@@ -612,6 +627,7 @@ def figures(chaos: Chaos, finals: dict[str, Any], store: dict[str, int]) -> dict
         "failed_unexpectedly": len(unexpected),
         "failure_reasons": dict(Counter(str(d.error)[:120] for d in unexpected)),
         **chaos.outcomes(),
+        "live_documents_not_found_fates": chaos.unfound_fates(),
         "hostile_failure_reasons": dict(
             Counter(str(d.error)[:120] for d in docs if d.kind == "hostile")
         ),

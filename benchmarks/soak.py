@@ -331,6 +331,8 @@ class Soak:
         self.searches = 0
         self.question = 0
         self.live_probes = Counter[str]()
+        # Live documents a search did not find: (document id, seconds into the run it was sent).
+        self.unfound: list[tuple[str, float]] = []
         self.tasks: set[asyncio.Task[None]] = set()
         self.rss: dict[str, dict[str, float]] = {}
         self.anon: dict[str, dict[str, float]] = {}
@@ -580,12 +582,18 @@ class Soak:
         steps["waited_ms"] = max(0.0, ms - steps.get("total_ms", 0.0))
         self.minute().search_steps.append(steps)
         correct = self.check_found(kind, query, found, sent)
-        if target is not None and not self.live_found(kind, query, target, found, hits):
+        if target is not None and not self.live_found(kind, query, target, found, hits, sent):
             correct = False
         self.searched(kind, sent, ms, correct)
 
     def live_found(
-        self, kind: str, query: str, target: Doc, found: set[str], hits: list[dict[str, Any]]
+        self,
+        kind: str,
+        query: str,
+        target: Doc,
+        found: set[str],
+        hits: list[dict[str, Any]],
+        sent: float,
     ) -> bool:
         """Whether a live document asked for by its code was found (an error if not); True
         when it is no longer live (its delete was sent meanwhile)."""
@@ -594,12 +602,29 @@ class Soak:
         self.live_probes["asked"] += 1
         if target.id in found:
             return True
+        at = sent - self.started
+        self.unfound.append((target.id, at))
         self.error(
             f"{kind}:live_document_not_found",
-            f"{query!r} ({target.kind} {target.id}, {target.chunks} chunks) -> "
-            f"{[hit.get('retrieval_rationale', '') for hit in hits][:3]} {sorted(found)}",
+            f"{query!r} ({target.kind} {target.id}, {target.chunks} chunks, sent at {at:.1f} s) "
+            f"-> {[hit.get('retrieval_rationale', '') for hit in hits][:3]} {sorted(found)}",
         )
         return False
+
+    def unfound_fates(self) -> list[dict[str, Any]]:
+        """Each live document a search did not find: when, and what became of it by the end
+        (still live, replaced by another version, deleted, lost), to tell a search's miss from
+        a document the run took for live."""
+        return [
+            {
+                "document_id": document_id,
+                "sent_s": round(at, 1),
+                "status_at_end": self.docs[document_id].status,
+                "replaced_by": self.docs[document_id].replaced_by,
+                "delete_sent": self.docs[document_id].delete_sent is not None,
+            }
+            for document_id, at in self.unfound
+        ]
 
     def check_found(self, kind: str, query: str, found: set[str], sent: float) -> bool:
         """Counts an error for each document found that was deleted before the search was
@@ -1144,6 +1169,7 @@ def summary(soak: Soak, finals: dict[str, Any], store: dict[str, int]) -> dict[s
         "errors_by_kind": dict(soak.errors),
         "lost_documents": len(lost),
         **soak.outcomes(),
+        "live_documents_not_found_fates": soak.unfound_fates(),
         "deleted_documents_returned": sum(
             n for kind, n in soak.errors.items() if kind.endswith("deleted_document_returned")
         ),
