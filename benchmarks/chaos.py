@@ -72,8 +72,10 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import statistics
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -795,6 +797,19 @@ def run(
     return result
 
 
+# Where a run that found a problem leaves its processes' logs.
+KEPT_LOGS = Path(".ragline") / "chaos-logs"
+
+
+def keep_logs(work: Path) -> None:
+    """Copies the run's logs (every process's and server's) where they outlive the run, and
+    says where on stderr."""
+    kept = KEPT_LOGS / time.strftime("%Y%m%d-%H%M%S")
+    for logs in sorted(work.glob("*/logs")):
+        shutil.copytree(logs, kept / logs.parent.name)
+    print(f"chaos: the processes' logs are kept in {kept.resolve()}", file=sys.stderr)
+
+
 def main() -> None:
     """Runs the chaos soak and prints its figures; the last line is JSON."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.chaos")
@@ -842,6 +857,8 @@ def main() -> None:
         print(f"  {fault.at_s:7.1f} s  {fault.describe()}")
     with sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="ragline-chaos-") as tmp:
         result = run(args, Path(tmp), faults, settings)
+        if data_problems(result):
+            keep_logs(Path(tmp))
     print(json.dumps(result))
     publish("chaos", result, tiny=args.tiny, results_dir=args.results_dir)
     exit_if_data_was_lost("chaos", data_problems(result))

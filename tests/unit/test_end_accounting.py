@@ -1,11 +1,16 @@
 """How the soak and the chaos soak account, at the end, for the documents they uploaded: one
 missing from the KB's list is deleted, replaced by a version they never heard of, or lost;
-and a lost one is named in the run's verdict (pure logic; milliseconds)."""
+and a lost one is named in the run's verdict, its processes' logs kept (pure logic and a
+temporary folder; milliseconds)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from benchmarks import chaos
 from benchmarks.chaos import DATA_PROBLEMS, data_problems
 from benchmarks.soak import REPLACED, Doc, account_for_unlisted
 
@@ -46,3 +51,18 @@ def test_a_lost_document_is_named_in_the_verdict() -> None:
         "error_samples": {"document:lost": "doc_a (markdown)"},
     }
     assert data_problems(result) == ["lost_documents: 1 (first: doc_a (markdown))"]
+
+
+def test_a_run_with_a_problem_keeps_every_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    work = tmp_path / "work"
+    for part, name in (("run", "extract-1.log"), ("services", "kafka.log")):
+        (work / part / "logs").mkdir(parents=True)
+        (work / part / "logs" / name).write_text(f"{name} lines\n")
+    monkeypatch.setattr(chaos, "KEPT_LOGS", tmp_path / "kept")
+    chaos.keep_logs(work)
+    (kept,) = (tmp_path / "kept").iterdir()
+    assert (kept / "run" / "extract-1.log").read_text() == "extract-1.log lines\n"
+    assert (kept / "services" / "kafka.log").read_text() == "kafka.log lines\n"
+    assert str(kept) in capsys.readouterr().err
