@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from typing import TypeVar
 
 from faststream.kafka import KafkaBroker
 
@@ -19,6 +21,7 @@ from ragline.system import System
 from schemas.topics import ALL_TOPICS
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # How long a process starting waits for MongoDB to answer before it gives up (and its
 # supervisor starts it again): a start during a short outage waits it out rather than
@@ -41,13 +44,21 @@ async def open_process(
     if settings.kafka.create_topics:
         await ensure_topics(settings.kafka, ALL_TOPICS)
     system = System(settings, stack, broker)
-    deadline = time.monotonic() + START_PATIENCE_S
+    await through_outages(lambda: ensure_indexes(system.db), name, START_PATIENCE_S)
+    return system
+
+
+async def through_outages(
+    attempt: Callable[[], Awaitable[T]], name: str, patience_s: float, pause_s: float = 1.0
+) -> T:
+    """`attempt`'s result, tried again every `pause_s` while a service it needs is unavailable,
+    until `patience_s` have passed (then its last error)."""
+    deadline = time.monotonic() + patience_s
     while True:
         try:
-            await ensure_indexes(system.db)
-            return system
+            return await attempt()
         except ServiceUnavailable as exc:
-            if time.monotonic() >= deadline:
+            if time.monotonic() + pause_s > deadline:
                 raise
-            log.warning("%s: waiting for MongoDB to start: %s", name, exc)
-            await asyncio.sleep(1.0)
+            log.warning("%s: waiting for %s: %s", name, exc.service, exc.detail)
+            await asyncio.sleep(pause_s)
