@@ -64,7 +64,7 @@ from aiokafka import AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.ingest import SECRET, TOKEN, model_alone
-from benchmarks.results import Goal, add_results_option, exit_if_data_was_lost, judge, publish
+from benchmarks.results import Goal, add_results_option, judge, report
 from benchmarks.soak import EVAL_DIR, Doc, check_store
 from benchmarks.stack import RECORD_STAGES, announce, bench_stack, run_settings
 from devstack.launcher import Pipeline
@@ -419,9 +419,7 @@ def main() -> None:
         vars(args).update(TINY)
     with tempfile.TemporaryDirectory(prefix="ragline-bulk-") as tmp:
         result = run(args, Path(tmp))
-    print(json.dumps(result))
-    publish("bulk", result, tiny=args.tiny, results_dir=args.results_dir)
-    exit_if_data_was_lost("bulk", data_problems(result))
+    report("bulk", result, args, data_problems(result))
 
 
 if __name__ == "__main__":

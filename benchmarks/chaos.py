@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import os
 import random
@@ -86,7 +85,7 @@ from typing import Any
 import httpx
 
 from benchmarks.ingest import SECRET, TOKEN
-from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
+from benchmarks.results import add_results_option, report
 from benchmarks.soak import (
     ENDED,
     FIXTURES,
@@ -859,9 +858,7 @@ def main() -> None:
         result = run(args, Path(tmp), faults, settings)
         if data_problems(result):
             keep_logs(Path(tmp))
-    print(json.dumps(result))
-    publish("chaos", result, tiny=args.tiny, results_dir=args.results_dir)
-    exit_if_data_was_lost("chaos", data_problems(result))
+    report("chaos", result, args, data_problems(result))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,7 +33,7 @@ from typing import Any
 import httpx
 
 from benchmarks.ingest import SECRET, TOKEN, peak_rss_mb
-from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
+from benchmarks.results import add_results_option, report
 from benchmarks.stack import FILE_STAGES, announce, bench_stack, run_settings
 from core.errors import PermanentError
 from infra.settings.ingest import ChunkingSettings
@@ -163,9 +162,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="ragline-large-") as tmp:
             results[label] = ingest_one(filename, data, Path(tmp), settings)
         print(f"{label}: {results[label]}")
-    print(json.dumps(results))
-    publish("large_inputs", results, tiny=args.tiny, results_dir=args.results_dir)
-    exit_if_data_was_lost("large_inputs", data_problems(results))
+    report("large_inputs", results, args, data_problems(results))
 
 
 if __name__ == "__main__":

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import random
 import tempfile
@@ -61,7 +60,7 @@ import httpx
 from benchmarks.bulk import made_chunks, passages
 from benchmarks.ingest import SECRET, TOKEN, model_alone, peak_rss_mb
 from benchmarks.memory import process_tree_rss_mb
-from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
+from benchmarks.results import add_results_option, report
 from benchmarks.stack import RECORD_STAGES, TINY_SETTINGS, announce, bench_stack
 from devstack.launcher import Pipeline
 from infra.embedding.factory import build_embedder
@@ -402,9 +401,7 @@ def main() -> None:
         vars(args).update(TINY)
     with tempfile.TemporaryDirectory(prefix="ragline-migrate-") as tmp:
         result = run(args, Path(tmp))
-    print(json.dumps(result))
-    publish("migrate", result, tiny=args.tiny, results_dir=args.results_dir)
-    exit_if_data_was_lost("migrate", data_problems(result))
+    report("migrate", result, args, data_problems(result))
 
 
 if __name__ == "__main__":

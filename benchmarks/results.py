@@ -177,6 +177,17 @@ def publish(name: str, figures: Mapping[str, Any], *, tiny: bool, results_dir: P
     print(f"results written to {path}", file=sys.stderr)
 
 
+def report(
+    name: str, figures: Mapping[str, Any], args: argparse.Namespace, problems: Sequence[str]
+) -> None:
+    """The end of a benchmark's run: its figures as the last line on stdout (one JSON object),
+    its results published (`publish`, by its `--tiny` and `--results-dir`), and an exit 1 if it
+    lost or corrupted data (`exit_if_data_was_lost`)."""
+    print(json.dumps(figures))
+    publish(name, figures, tiny=args.tiny, results_dir=args.results_dir)
+    exit_if_data_was_lost(name, problems)
+
+
 def exit_if_data_was_lost(name: str, problems: Sequence[str]) -> None:
     """The very end of a benchmark's run (after its JSON line and its results): a run that lost
     or corrupted data names what on stderr and exits 1, whatever its figures."""

@@ -123,7 +123,7 @@ from benchmarks import memory
 from benchmarks.ingest import SECRET, TOKEN
 from benchmarks.levels import LEVEL_MINUTES, level_growth
 from benchmarks.machine import MachineTimes, Probe, cpu_pct_between
-from benchmarks.results import add_results_option, exit_if_data_was_lost, publish
+from benchmarks.results import add_results_option, report
 from benchmarks.stack import RECORD_STAGES, announce, bench_stack, run_settings
 from core.filters import chunks_where
 from devstack.launcher import LocalServices, Pipeline
@@ -1433,9 +1433,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="ragline-soak-") as tmp:
                 result = run(args, Path(tmp))
     result["load_average_at_end"] = [round(v, 2) for v in os.getloadavg()]
-    print(json.dumps(result))
-    publish("soak", result, tiny=args.tiny, results_dir=args.results_dir)
-    exit_if_data_was_lost("soak", data_problems(result))
+    report("soak", result, args, data_problems(result))
 
 
 def data_problems(result: dict[str, Any]) -> list[str]:
