@@ -287,6 +287,11 @@ def test_search_benchmark_measures_both_stores_and_judges_every_goal(
     assert figures["max_copies_of_a_text_distinct_2k"] == 1
     assert figures["max_copies_of_a_text_2k"] > 2
     assert figures["real_chunks_distinct_2k"] + figures["made_chunks_distinct_2k"] == 2000
+    # The server's steps at one client and at 32, uncached and cached.
+    for table in ("steps_uncached_c1", "steps_cached_c1", "steps_uncached_c32", "steps_cached_c32"):
+        steps = figures[f"{table}_2k"]
+        assert steps["total"]["p50"] > 0, (table, steps)
+        assert steps["total"]["p95"] >= steps["ranking"]["p95"], (table, steps)
     # Every goal is listed; at this size none of their figures is measured…
     assert set(figures["goals"]) == {goal.name for goal in GOALS}
     assert all(verdict["met"] is None for verdict in figures["goals"].values())

@@ -211,6 +211,7 @@ def test_the_issue_goals_are_judged_by_their_figures() -> None:
         "p95_ms_uncached_c32",
         "p95_ms_cached_c1",
         "rps_cached_c32",
+        "ratio_uncached_c32_to_encoder_1m",
         "p95_ms_uncached_c1_1m",
         "api_peak_rss_mb_1m",
         "recall_at_10_quantised_1m",
@@ -219,10 +220,11 @@ def test_the_issue_goals_are_judged_by_their_figures() -> None:
     assert "rps_uncached_c32" not in keys
     assert {goal.name for goal in GOALS} >= {
         "p50_ms_uncached_c1_distinct <= 10",
-        "p95_ms_uncached_c1_distinct <= 18",
-        "p95_ms_uncached_c1 <= 25",
+        "p95_ms_uncached_c1_distinct <= 15",
+        "p95_ms_uncached_c1 <= 15",
         "p95_ms_cached_c1_distinct <= 1.5",
-        "ratio_uncached_c32_to_encoder >= 0.7",
+        "ratio_uncached_c32_to_encoder >= 0.8",
+        "ratio_uncached_c32_to_encoder_1m >= 0.5",
     }
     goals = [Goal("p95_ms_x", 20, at_most=True), Goal("rps_x", 120, at_most=False)]
     judged = judge({"p95_ms_x": 19.5, "rps_x": 80.0}, goals)
