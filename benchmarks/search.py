@@ -105,7 +105,10 @@ over the same vectors (numpy, over the chunks u-bench may read), for 200 queries
 in-process on the store before the API starts. Keys: `p50_ms_user_dense_c1`,
 `p95_ms_user_dense_c1`, `p95_ms_user_hybrid_c1`, `p95_ms_unfiltered_dense_c1`,
 `p95_ms_unfiltered_hybrid_c1`, ..., `recall_at_10_user_filtered` and `user_readable_share`
-(counted from what was written).
+(counted from what was written); each form's step table (`steps_user_hybrid_c1`, ...); and
+`ratio_p95_user_to_unfiltered_dense` and `_hybrid`, the person's p95 over the unfiltered
+search's, judged in `goals` against `search_stores.USER_FORM_GOALS` (at most 1.2). `--chunks`
+sets the store's size (its first size).
 """
 
 from __future__ import annotations
@@ -148,6 +151,7 @@ from benchmarks.search_stores import (
     GOALS,
     LARGE_CHUNKS,
     STORES,
+    USER_FORM_GOALS,
     SourceChunk,
     TextMaker,
     VectorCache,
@@ -1075,10 +1079,11 @@ async def measure_user_form(
     timings: dict[str, list[float]] = {name: [] for name in forms}
     spent: dict[str, float] = dict.fromkeys(forms, 0.0)
     answers: dict[str, list[dict[str, Any]]] = {name: [] for name in forms}
+    breakdowns: dict[str, list[dict[str, Any]]] = {name: [] for name in forms}
     for _ in range(rounds):
         for name, form in forms.items():
             batch = [next(fresh) for _ in range(5)]
-            latencies, rps = await load(port, form, batch, 1, None, answers[name])
+            latencies, rps = await load(port, form, batch, 1, breakdowns[name], answers[name])
             timings[name] += latencies
             spent[name] += len(batch) / rps
     for name in forms:
@@ -1094,7 +1099,18 @@ async def measure_user_form(
         f"{name}_c1": (latencies, len(latencies) / spent[name])
         for name, latencies in timings.items()
     }
-    return summarise(figures)
+    result = summarise(figures)
+    for name in forms:
+        result[f"steps_{name}_c1"] = step_budget(breakdowns[name], timings[name])
+        print_budget(name, result[f"steps_{name}_c1"])
+    # A person's search against the same search without the permission filter (as a bot's).
+    for mode in ("dense", "hybrid"):
+        ratio = result[f"p95_ms_user_{mode}_c1"] / result[f"p95_ms_unfiltered_{mode}_c1"]
+        result[f"ratio_p95_user_to_unfiltered_{mode}"] = round(ratio, 3)
+    result["goals"] = judge(result, USER_FORM_GOALS)
+    for goal, verdict in result["goals"].items():
+        print(f"goal {goal}: {verdict['value']} ({'met' if verdict['met'] else 'not met'})")
+    return result
 
 
 async def fill_user_store(

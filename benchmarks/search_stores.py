@@ -372,3 +372,9 @@ GOALS = (
     Goal("api_peak_rss_mb_1m", 2000, at_most=True),
     Goal("recall_at_10_quantised_1m", 0.99, at_most=False),
 )
+# People's permission-filtered search (`--user-form`): at most a fifth slower at p95 than the
+# same search without the filter, as a bot's, at the same size.
+USER_FORM_GOALS = (
+    Goal("ratio_p95_user_to_unfiltered_dense", 1.2, at_most=True),
+    Goal("ratio_p95_user_to_unfiltered_hybrid", 1.2, at_most=True),
+)
