@@ -328,6 +328,7 @@ class System:
             self.knowledge_base_repo,
             self.bot_repo,
             ttl_s=self.settings.search.access_ttl_s,
+            answer_bytes=self.settings.search.hot_answers_mb * 2**20,
         )
         self._stack.push_async_callback(freshness.close)
         return freshness

@@ -1,23 +1,28 @@
-"""What keeps searches current, in one place: KB revisions, bots' access, tenants' KBs, tokens
-and readers, held in the memory of each process that searches, and the changes, announced
-through Redis, that retire them, so the very next search in every process sees a change. How:
-docs/concepts/search.md."""
+"""What keeps searches current, in one place: KB revisions, bots' access, tenants' KBs, tokens,
+readers and hot answers, held in the memory of each process that searches, and the changes,
+announced through Redis, that retire them, so the very next search in every process sees a
+change. A process answers from memory only while it holds a lease, renewed in Redis while it has
+applied every change announced; an announcement waits until each lease holder has applied it
+or its lease ran out. How: docs/concepts/search.md."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Generic, TypeVar
 
+from cachetools import LRUCache
+
 from core.errors import Unauthorized
 from infra.mongo.bot_repository import BotRepository
 from infra.mongo.knowledge_base_repository import KnowledgeBaseRepository
-from infra.process.metrics import SEARCH_INVALIDATIONS
+from infra.process.metrics import SEARCH_ANSWERS_HELD, SEARCH_INVALIDATIONS
 from infra.redis.search_cache import Change, Numbered, SearchCache
 from schemas.domain import KnowledgeBase, Principal
 
@@ -64,7 +69,10 @@ class FreshnessService:
         kbs: KnowledgeBaseRepository,
         bots: BotRepository,
         ttl_s: float = 60.0,
+        answer_bytes: int = 0,
     ) -> None:
+        """`answer_bytes`: the most answers held in memory may take (0: none are held, and
+        this process takes no lease)."""
         self._cache = cache
         self._kbs = kbs
         self._bots = bots
@@ -80,6 +88,14 @@ class FreshnessService:
         self._epoch = 0
         self._applied = asyncio.Condition()
         self._listener: asyncio.Task[None] | None = None
+        # Answers by their cache key (exact: the key names every KB's revision), and this
+        # process's lease on answering from them: its id and until when it holds (monotonic).
+        self._answers: LRUCache[str, bytes] | None = (
+            LRUCache(maxsize=answer_bytes, getsizeof=len) if answer_bytes else None
+        )
+        self._follower = secrets.token_hex(8)
+        self._lease_until = 0.0
+        self._renewer: asyncio.Task[None] | None = None
 
     async def start(self, timeout_s: float = 2.0) -> bool:
         """Starts listening and waits (up to `timeout_s`) until this process follows changes:
@@ -93,12 +109,16 @@ class FreshnessService:
         return True
 
     async def close(self) -> None:
-        """Stops listening."""
-        if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
-            self._listener = None
+        """Stops listening (and ends this process's lease)."""
+        for task in (self._listener, self._renewer):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._listener = self._renewer = None
+        if self._answers is not None and self._lease_until:
+            self._lease_until = 0.0
+            await self._cache.leave(self._follower)
 
     # --- told by writers --------------------------------------------------------------------
 
@@ -121,7 +141,7 @@ class FreshnessService:
 
     async def token_revoked(self, token_id: str) -> None:
         """A token was revoked: this process refuses it from now on, the others once the change
-        reaches them (a search catches up with the changes before it answers)."""
+        reaches them (returns once every process answering from memory has it)."""
         self._epoch += 1  # a lookup of the token under way holds nothing it read before
         self._forget_tokens({token_id})
         await self._cache.announce(Change(tokens={token_id}))
@@ -131,6 +151,20 @@ class FreshnessService:
         await self._cache.announce(Change(people={tenant_id}))
 
     # --- read by searches and by requests' authentication -----------------------------------
+
+    def answer(self, key: str, since: int) -> bytes | None:
+        """The answer held under cache key `key`, if this process may answer from memory: it
+        holds its lease and nothing changed since `epoch` was `since`."""
+        if self._answers is None or not self._current(since):
+            return None
+        return self._answers.get(key)
+
+    def keep_answer(self, key: str, body: bytes) -> None:
+        """Holds an answer under its cache key (the least recently used leave first)."""
+        answers = self._answers
+        if answers is not None and len(body) <= answers.maxsize:
+            answers[key] = body
+            SEARCH_ANSWERS_HELD.set(answers.currsize)
 
     @property
     def epoch(self) -> int:
@@ -187,7 +221,8 @@ class FreshnessService:
         unknown = [kb_id for kb_id in missing if kb_id not in found]
         if unknown:
             known = await self._kbs.revisions(unknown)
-            await self.kbs_changed(known)
+            # Not a change (the revisions were only unknown to Redis): nobody is waited for.
+            await self._cache.announce(Change(kbs=dict(known)), confirmed=False)
             found |= {kb_id: known.get(kb_id, -1) for kb_id in unknown}
         if self._seq is not None and self._epoch == since:
             for kb_id, revision in found.items():
@@ -219,9 +254,18 @@ class FreshnessService:
 
     # --- plumbing ---------------------------------------------------------------------------
 
+    def _current(self, since: int) -> bool:
+        """Whether this process holds its lease and nothing changed since `since`."""
+        return (
+            self._seq is not None and self._epoch == since and time.monotonic() < self._lease_until
+        )
+
     def _listen(self) -> None:
+        loop = asyncio.get_running_loop()
         if self._listener is None or self._listener.done():
-            self._listener = asyncio.get_running_loop().create_task(self._follow())
+            self._listener = loop.create_task(self._follow())
+        if self._answers is not None and (self._renewer is None or self._renewer.done()):
+            self._renewer = loop.create_task(self._renew())
 
     async def _follow(self) -> None:
         try:
@@ -229,10 +273,30 @@ class FreshnessService:
                 async with self._applied:
                     self._apply(numbered)
                     self._applied.notify_all()
+                await self._confirm()
         finally:
             self._reset("stopped", listening=False)
 
+    async def _renew(self) -> None:
+        """Renews the lease a few times within its length, for as long as the process runs."""
+        while True:
+            await self._confirm()
+            await asyncio.sleep(self._cache.lease_s / 4)
+
+    async def _confirm(self) -> None:
+        """Renews the lease if this process has applied every change announced."""
+        seq = self._seq
+        if seq is None or self._answers is None:
+            return
+        began = time.monotonic()
+        if await self._cache.confirm(self._follower, seq) and self._seq is not None:
+            # Redis keeps the lease from when the renewal reached it; here it ends earlier.
+            self._lease_until = max(self._lease_until, began + self._cache.lease_s * 0.9)
+
     def _apply(self, numbered: Numbered) -> None:
+        if numbered.lost:
+            self._reset("lost", listening=False)
+            return
         if numbered.reset:
             self._reset("subscribed")
             self._seq = numbered.seq
@@ -281,6 +345,10 @@ class FreshnessService:
         SEARCH_INVALIDATIONS.labels(f"reset_{why}").inc()
         for table in self._held.values():
             table.clear()
+        self._lease_until = 0.0
+        if self._answers is not None:
+            self._answers.clear()
+            SEARCH_ANSWERS_HELD.set(0)
         self._revisions.clear()
         self._epoch += 1
         if not listening:

@@ -166,8 +166,13 @@ DEAD_LETTERS = Counter(
 )
 SEARCH_CACHE = Counter(
     "ragline_search_cache_total",
-    "Search cache lookups by layer (access, embedding, result) and result (hit, miss).",
+    "Search cache lookups by layer (access, embedding, result; memory: answers held in the "
+    "process) and result (hit, miss).",
     ["layer", "result"],
+)
+SEARCH_ANSWERS_HELD = Gauge(
+    "ragline_search_answers_held_bytes",
+    "Bytes of search answers held in this process's memory (answered without Redis).",
 )
 TENANT_REQUESTS = Counter(
     "ragline_tenant_requests_total",

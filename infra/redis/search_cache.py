@@ -1,7 +1,9 @@
 """Search's use of Redis: one pipelined round trip before an answer (`probe`: rate limit, cached
-answer, cached query vector, last change's number), writes after it (`remember`), and the
-numbered change announcements every API process follows (`announce`, `changes`). Redis
-accelerates and never gates: when it fails, searches go on uncached."""
+answer, cached query vector, last change's number), writes after it (`remember`), the
+numbered change announcements every API process follows (`announce`, `changes`), and the
+leases of the processes that answer from memory (`confirm`): an announcement returns once each
+of them has applied it or its lease has run out. Redis accelerates and never gates: when it
+fails, searches go on uncached."""
 
 from __future__ import annotations
 
@@ -43,6 +45,33 @@ local seq = redis.call('INCR', KEYS[1])
 redis.call('PUBLISH', ARGV[1], seq .. ' ' .. ARGV[2])
 return seq
 """
+# The processes answering searches from memory: a set of their ids, and a key per process
+# holding the number of the last change it applied, which lives as long as its lease.
+FOLLOWERS = f"{PREFIX}:followers"
+FOLLOWER = f"{PREFIX}:follower:"
+# Renews a follower's lease, only while it has applied every change announced: KEYS = the
+# sequence, its key, the followers' set; ARGV = the last change it applied, the lease (ms), its
+# id. 1 if renewed.
+_CONFIRM = """
+if tonumber(ARGV[1]) < tonumber(redis.call('GET', KEYS[1]) or '0') then return 0 end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[3])
+return 1
+"""
+# How many followers hold a lease and have not applied change ARGV[1] (forgetting those whose
+# lease ran out): KEYS = the followers' set; ARGV[2] = the prefix of their keys. The keys are
+# named here, not in KEYS: Ragline's Redis is one server, not a cluster.
+_BEHIND = """
+local behind = 0
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local applied = redis.call('GET', ARGV[2] .. id)
+  if not applied then redis.call('SREM', KEYS[1], id)
+  elseif tonumber(applied) < tonumber(ARGV[1]) then behind = behind + 1 end
+end
+return behind
+"""
+# How long an announcement waits for followers beyond their lease (clocks' drift).
+_LEASE_SLACK = 1.1
 # Subscribing again after Redis failed: at most this often.
 _RESUBSCRIBE_S = 0.5
 
@@ -110,11 +139,13 @@ _NAMES = ("bots", "kb_access", "tenants", "tokens", "people")
 @dataclass(frozen=True)
 class Numbered:
     """A change as a listener receives it, with its number; `reset` marks a (re)subscription:
-    changes before `seq` may have been missed."""
+    changes before `seq` may have been missed; `lost`, a subscription lost: changes are not
+    followed until the next reset."""
 
     seq: int
     change: Change
     reset: bool = False
+    lost: bool = False
 
 
 @dataclass(frozen=True)
@@ -159,9 +190,18 @@ class SearchCache:
         self._client = client
         self._settings = settings
         self._skip_until = 0.0
+        # When Redis stopped answering (monotonic), None while it answers.
+        self._down_since: float | None = None
         self._pending = Change()
         self._announce = client.register_script(_ANNOUNCE)
+        self._confirm = client.register_script(_CONFIRM)
+        self._behind = client.register_script(_BEHIND)
         self._writes: Drain[Remembered] = Drain("search-cache-writes", self._write)
+
+    @property
+    def lease_s(self) -> float:
+        """How long a follower's lease lasts once renewed."""
+        return self._settings.follower_lease_s
 
     async def close(self) -> None:
         """Writes what is queued, then closes the connection pool."""
@@ -198,6 +238,7 @@ class SearchCache:
             if limit is not None:
                 RATE_LIMIT_ERRORS.inc()
             return Probe(ok=False)
+        self._down_since = None
         seq = int(found.pop(0) or 0)
         retry_after_s = 0.0
         if limit is not None:
@@ -249,16 +290,64 @@ class SearchCache:
 
     # --- changes ----------------------------------------------------------------------------
 
-    async def announce(self, change: Change) -> None:
+    async def announce(self, change: Change, confirmed: bool = True) -> None:
         """Announces a change to every API process (raising the KBs' cached revisions); kept
-        and announced later when Redis does not answer."""
+        and announced later when Redis does not answer. With `confirmed`, returns once every
+        process answering from memory has applied it or can no longer answer from memory: its
+        lease ran out (when Redis does not answer, no lease outlives the first `lease_s` of the
+        outage)."""
         self._pending.merge(change)
-        await self._flush()
+        seq = await self._flush()
+        if confirmed:
+            await (self._outlived() if seq is None else self._followed(seq))
+
+    async def confirm(self, follower: str, applied: int) -> bool:
+        """Renews a follower's lease (for `follower_lease_s`), if the last change it applied,
+        `applied`, is the last change announced; whether it was renewed."""
+        keys = [CHANGES_SEQ, FOLLOWER + follower, FOLLOWERS]
+        lease_ms = int(self._settings.follower_lease_s * 1000)
+        renewed = await self._safely(
+            "confirm", lambda: self._confirm(keys=keys, args=[applied, lease_ms, follower])
+        )
+        return bool(renewed)
+
+    async def leave(self, follower: str) -> None:
+        """Ends a follower's lease (it no longer answers from memory)."""
+        pipe = self._client.pipeline(transaction=False)
+        pipe.delete(FOLLOWER + follower)
+        pipe.srem(FOLLOWERS, follower)
+        await self._safely("confirm", pipe.execute)
+
+    async def _followed(self, seq: int) -> None:
+        """Returns once every follower has applied change `seq` or its lease ran out."""
+        deadline = time.monotonic() + self._settings.follower_lease_s * _LEASE_SLACK
+        pause = 0.0005
+        while True:
+            behind = await self._safely(
+                "followers", lambda: self._behind(keys=[FOLLOWERS], args=[seq, FOLLOWER])
+            )
+            if behind is None:
+                await self._outlived()
+                return
+            if not behind:
+                return
+            if time.monotonic() >= deadline:
+                log.warning("%d processes did not apply change %d within their lease", behind, seq)
+                return
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.02)
+
+    async def _outlived(self) -> None:
+        """Returns once the leases renewed before Redis stopped answering have run out."""
+        if self._down_since is None:
+            return
+        lease = self._settings.follower_lease_s * _LEASE_SLACK
+        await asyncio.sleep(max(0.0, self._down_since + lease - time.monotonic()))
 
     async def changes(self) -> AsyncIterator[Numbered]:
         """The changes announced from now on, in order, for as long as the caller reads: after
         each (re)subscription first a reset with the number of the last change announced
-        before it."""
+        before it; when the subscription is lost, a `lost` at once."""
         while True:
             pubsub = self._client.pubsub(ignore_subscribe_messages=True)
             try:
@@ -275,21 +364,25 @@ class SearchCache:
                 log.warning("search changes: subscription lost (%s); subscribing again", exc)
             finally:
                 await pubsub.aclose()  # type: ignore[no-untyped-call] # redis-py leaves it untyped
+            yield Numbered(0, Change(), lost=True)
             await asyncio.sleep(_RESUBSCRIBE_S)
 
-    async def _flush(self) -> None:
-        """Announces the changes that could not be announced before."""
+    async def _flush(self) -> int | None:
+        """Announces the changes that could not be announced before; the number of the last
+        one announced (None if none was, or Redis did not answer)."""
         change = self._pending
         if not change:
-            return
+            return None
         self._pending = Change()
         kbs = sorted(change.kbs.items())
         keys = [CHANGES_SEQ, *(self._revision(kb_id) for kb_id, _ in kbs)]
         args = [CHANGES, change.to_json(), *(str(revision) for _, revision in kbs)]
-        done = await self._safely("announce", lambda: self._announce(keys=keys, args=args))
-        if done is None:
+        seq = await self._safely("announce", lambda: self._announce(keys=keys, args=args))
+        if seq is None:
             change.merge(self._pending)
             self._pending = change
+            return None
+        return int(seq)
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -301,6 +394,8 @@ class SearchCache:
 
     def _failed(self, operation: str, exc: BaseException) -> None:
         SEARCH_CACHE_ERRORS.labels(operation).inc()
+        if self._down_since is None:
+            self._down_since = time.monotonic()
         self._skip_until = time.monotonic() + self._settings.cache_retry_after_s
         log.warning("search cache unavailable (%s): %s", operation, exc)
 
@@ -312,6 +407,7 @@ class SearchCache:
         except (TimeoutError, RedisError, OSError) as exc:
             self._failed(operation, exc)
             return None
+        self._down_since = None
         if self._pending and operation != "announce":
             await self._flush()
         return result

@@ -25,6 +25,24 @@ class SearchSettings(BaseModel):
     empty_result_ttl_s: int = Field(
         default=2 * 60, ge=1, description="Lifetime of a cached answer that found nothing (s)."
     )
+    hot_answers_mb: int = Field(
+        default=64,
+        ge=0,
+        description=(
+            "Memory each API process gives answers it answers again without asking Redis, the "
+            "least recently used leaving first (MB; 0: every search asks Redis)."
+        ),
+    )
+    follower_lease_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=30,
+        description=(
+            "How long an API process may answer from memory after Redis last confirmed it had "
+            "every change; a change waits at most this long for a process that stopped "
+            "confirming (s)."
+        ),
+    )
     cache_retry_after_s: float = Field(
         default=2.0,
         ge=0,

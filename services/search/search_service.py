@@ -4,9 +4,11 @@ One uncached search, step by step (`services.search.clock` times each):
 
 1. access: who may search what, from the process's memory (`services.freshness_service`): the
    bot's access, the tenant's KBs, the KBs' revisions for the answer's cache key;
-2. limit and cache: one round trip to Redis (`infra.redis.search_cache.SearchCache.probe`)
-   counts the search against its rate and looks up the answer and the query vector, and says
-   whether this process is behind on changes (then it waits for them and plans again);
+2. limit and cache: an answer this process holds in memory is returned at once, while its lease
+   says it has every change (`FreshnessService.answer`; not counted against the rate). Else one
+   round trip to Redis (`infra.redis.search_cache.SearchCache.probe`) counts the search against
+   its rate and looks up the answer and the query vector, and says whether this process is
+   behind on changes (then it waits for them and plans again);
 3. embedding: the query's vector from the model, unless it was cached;
 4. ranking: one call to the store ranks the candidates with the fields folding needs, and fusion
    orders them (`services.search.retrieval`);
@@ -15,7 +17,8 @@ One uncached search, step by step (`services.search.clock` times each):
 7. writes: the answer and the query vector are cached, and the retrieval event sent, after the
    answer (queued, never waited for).
 
-A cached answer is returned as the bytes it was stored as, with its timings added.
+A cached answer is returned as the bytes it was stored as, with its timings added, and held in
+memory for the next time.
 """
 
 from __future__ import annotations
@@ -397,6 +400,13 @@ class SearchService:
             clock.generation = generation
             plan, hits = await planner(since)
             key = await self._result_key(plan, since, generation) if plan.kb_ids else None
+        if key is not None:
+            with clock.step("cache"):
+                held = self._freshness.answer(key, since)
+            SEARCH_CACHE.labels("memory", "miss" if held is None else "hit").inc()
+            if held is not None:
+                hits.result = True
+                return Answer(held, clock.metrics(hits)), plan
         with clock.step("cache"):
             probe = await self._probe(plan, key, retriever)
             if not await self._freshness.settle(probe.seq, since):
@@ -410,6 +420,8 @@ class SearchService:
                     probe = replace(probe, answer=found.answer)
         if probe.answer is not None:
             hits.result = True
+            if key is not None:
+                self._freshness.keep_answer(key, probe.answer)
             return Answer(probe.answer, clock.metrics(hits)), plan
         if probe.retry_after_s:
             raise RateLimited("searches", probe.retry_after_s)
@@ -455,6 +467,8 @@ class SearchService:
         passages, candidates = await self._distinct(plan, scope, ranked, vector, clock, retriever)
         answer = self._finish(plan, passages, candidates, vector, clock, hits)
         with clock.step("writes"):
+            if key is not None:
+                self._freshness.keep_answer(key, answer.body)
             self._cache.remember(
                 Remembered(
                     answer_key=key,

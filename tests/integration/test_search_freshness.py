@@ -1,10 +1,15 @@
 """Searches in two API processes at once (two systems on one MongoDB, one Redis and one store):
-what one process changes, the other's very next search sees; an uncached search asks the store
-twice and Redis once before answering, a cached one Redis once. (Real MongoDB and Redis
-servers, the real embedding model, a store in Qdrant's API; about 10 s.)"""
+what one process changes, the other's very next search sees, though it answers what it answered
+before from memory; an uncached search asks the store twice and Redis once before answering, an
+answer cached by the other process costs one round trip to Redis, and one held in memory none.
+A change waits for a process that has not applied it until that process's lease on answering
+from memory runs out. (Real MongoDB and Redis servers, the real embedding model, a store in
+Qdrant's API; about 12 s.)"""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
@@ -57,13 +62,16 @@ class CountingStore(QdrantServerStore):
 
 
 class CountingConnection(Connection):
-    """A Redis connection counting what it sends: one count per round trip (a pipeline sends
-    all its commands at once)."""
+    """A Redis connection counting what the test's own task sends (not the processes'
+    background tasks: changes followed, leases renewed, answers written): one count per round
+    trip (a pipeline sends all its commands at once)."""
 
     sent = 0
+    watched: asyncio.Task[Any] | None = None
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        CountingConnection.sent += 1
+        if asyncio.current_task() is CountingConnection.watched:
+            CountingConnection.sent += 1
         await super().send_packed_command(command, check_health)
 
 
@@ -88,11 +96,12 @@ async def processes(
                 settings.run_dir,
                 shared={settings.embedding.identity: embedder},
             )
-        counted = redis.Redis.from_url(
-            local_services.redis_url, connection_class=CountingConnection
-        )
-        second.__dict__["search_cache"] = SearchCache(counted, settings.search)
-        stack.push_async_callback(second.search_cache.close)
+        for system in (first, second):
+            counted = redis.Redis.from_url(
+                local_services.redis_url, connection_class=CountingConnection
+            )
+            system.__dict__["search_cache"] = SearchCache(counted, settings.search)
+            stack.push_async_callback(system.search_cache.close)
         await ensure_indexes(first.db)
         kb = await first.knowledge_base_service.create("acme", "Manuals")
         vectors = embedder.embed_documents(list(TEXTS.values()))
@@ -131,21 +140,25 @@ async def test_one_process_sees_the_others_changes_with_its_very_next_search(
     processes: tuple[System, System, CountingStore, KnowledgeBase],
 ) -> None:
     first, second, store, kb = processes
+    CountingConnection.watched = asyncio.current_task()
     knowledge = KnowledgeConfig(enabled=True, kb_ids=[kb.id], score_threshold=0.0)
     bot = await first.bot_service.create("acme", BotCreate(name="support", knowledge=knowledge))
     search = second.search_service
 
     found = await search.search_bot(_request(bot.id))
     assert found.hits[0].document_id == "doc_refunds"
+    sent = CountingConnection.sent
     again = await search.search_bot(_request(bot.id))
     assert again.metrics.cache.access  # the bot's access, held in memory
-    await second.search_cache.written()
-    assert (await search.search_bot(_request(bot.id))).metrics.cache.result
+    assert again.metrics.cache.result  # and the answer: Redis was not asked
+    assert CountingConnection.sent == sent
 
     # A document deleted through the first process: gone from the second's next answer,
     # which is not the one cached before.
     await store.delete(chunks_of_document("acme", "doc_refunds"))
     await first.freshness_service.kbs_changed({kb.id: kb.revision + 1})
+    # The change returned once the second process had applied it.
+    assert second.freshness_service._revisions[kb.id] == kb.revision + 1
     after_delete = await search.search_bot(_request(bot.id))
     assert not after_delete.metrics.cache.result
     assert "doc_refunds" not in {hit.document_id for hit in after_delete.hits}
@@ -185,11 +198,13 @@ async def test_a_search_asks_the_store_twice_and_redis_once_before_answering(
     processes: tuple[System, System, CountingStore, KnowledgeBase],
 ) -> None:
     first, second, store, kb = processes
+    CountingConnection.watched = asyncio.current_task()
     knowledge = KnowledgeConfig(enabled=True, kb_ids=[kb.id], score_threshold=0.0, top_k=2)
     bot = await first.bot_service.create("acme", BotCreate(name="support", knowledge=knowledge))
     search = second.search_service
-    await search.search_bot(_request(bot.id))  # the bot's access, now held
-    await second.search_cache.written()
+    for system in (first, second):  # the bot's access and the KB's revision, now held
+        await system.search_service.search_bot(_request(bot.id))
+        await system.search_cache.written()
 
     request = BotSearchRequest(bot_id=bot.id, session_id="s1", query="kayak returns")
     store.calls.clear()
@@ -204,17 +219,62 @@ async def test_a_search_asks_the_store_twice_and_redis_once_before_answering(
     assert metrics.fetch_ms > 0
     assert metrics.total_ms >= sum(steps) + metrics.fetch_ms
 
-    # The cache writes went after the answer; the same search again is answered from Redis
-    # in one round trip, with the bytes stored, and no store call.
+    # The cache writes went after the answer. The other process answers the same search from
+    # Redis in one round trip, with the bytes stored, and no store call; then from its memory,
+    # without one.
     await second.search_cache.written()
     store.calls.clear()
-    sent = CountingConnection.sent
-    cached = await search.search_bot(request)
-    assert CountingConnection.sent - sent == 1
-    assert store.calls == []
-    assert cached.metrics.cache.result
-    assert cached.body == found.body
-    assert cached.hits == found.hits
-    # Its retrieval event names the same chunks, read from the stored bytes.
-    assert cached.retrieved() == found.retrieved()
-    assert cached.retrieved()[0].document_id == "doc_returns"
+    for system, round_trips in ((first, 1), (first, 0), (second, 0)):
+        sent = CountingConnection.sent
+        cached = await system.search_service.search_bot(request)
+        assert CountingConnection.sent - sent == round_trips
+        assert store.calls == []
+        assert cached.metrics.cache.result
+        assert cached.body == found.body
+        assert cached.hits == found.hits
+        # Its retrieval event names the same chunks, read from the stored bytes.
+        assert cached.retrieved() == found.retrieved()
+        assert cached.retrieved()[0].document_id == "doc_returns"
+
+
+async def test_a_change_waits_out_the_lease_of_a_process_that_has_not_applied_it(
+    processes: tuple[System, System, CountingStore, KnowledgeBase],
+) -> None:
+    first, second, store, kb = processes
+    knowledge = KnowledgeConfig(enabled=True, kb_ids=[kb.id], score_threshold=0.0)
+    bot = await first.bot_service.create("acme", BotCreate(name="support", knowledge=knowledge))
+    freshness = second.freshness_service
+    await second.search_service.search_bot(_request(bot.id))
+    assert (await second.search_service.search_bot(_request(bot.id))).metrics.cache.result
+    lease = second.search_cache.lease_s
+
+    # A healthy process applies a change at once: the announcement hardly waits.
+    began = time.monotonic()
+    await first.freshness_service.kbs_changed({kb.id: kb.revision + 1})
+    assert time.monotonic() - began < lease / 2
+    assert freshness._revisions[kb.id] == kb.revision + 1
+    answered = await second.search_service.search_bot(_request(bot.id))
+    assert not answered.metrics.cache.result  # a new revision: a new answer
+    assert (await second.search_service.search_bot(_request(bot.id))).metrics.cache.result
+
+    # A process that cannot apply changes (its listener held up): a document deleted meanwhile
+    # waits until its lease runs out, and from then on it answers nothing from memory: its next
+    # search, which it had answered from memory, is found again without the document.
+    async with freshness._applied:
+        began = time.monotonic()
+        await store.delete(chunks_of_document("acme", "doc_refunds"))
+        await first.freshness_service.kbs_changed({kb.id: kb.revision + 2})
+        assert time.monotonic() - began >= lease * 0.9
+        assert freshness._revisions[kb.id] == kb.revision + 1  # not applied
+        stalled = await second.search_service.search_bot(_request(bot.id))
+        assert not stalled.metrics.cache.result
+        assert "doc_refunds" not in {hit.document_id for hit in stalled.hits}
+    # Let go, it applies the change, takes its lease again and answers from memory what it
+    # found at the new revision.
+    async with asyncio.timeout(5):
+        while not freshness._current(freshness.epoch):
+            await asyncio.sleep(0.01)
+    assert freshness._revisions[kb.id] == kb.revision + 2
+    held = await second.search_service.search_bot(_request(bot.id))
+    assert held.metrics.cache.result
+    assert held.body == stalled.body
