@@ -341,15 +341,7 @@ class Pipeline:
         """Starts the API and (unless `workers` is False) the stage workers, and waits until
         the API is ready."""
         try:
-            api = self._spawn(
-                "api",
-                ["ragline.api"],
-                {
-                    "RAGLINE_API__PORT": str(self.api_port),
-                    "RAGLINE_METRICS_PORT": "0",
-                    "RAGLINE_EMBEDDING__PARALLELISM": "1",
-                },
-            )
+            api = self._spawn("api", ["ragline.api"], _api_env(self.api_port))
             stages = ["relay", "records", "crawl", "extract", "chunk"]
             stages += ["embed"] * self.embed_workers
             if not self.api_hosts_index:
@@ -370,7 +362,7 @@ class Pipeline:
                 api.start()
                 _wait_for("ready", self.api_ready, ready_timeout, api)
             for proc in self.processes:
-                if proc.name != "api" and not proc.alive() and _port_taken(proc):
+                if not _is_api(proc.name) and not proc.alive() and _port_taken(proc):
                     # Its metrics port was free when chosen and taken before the worker bound
                     # it (another stack starting beside this one): once more, on a new port.
                     proc.env["RAGLINE_METRICS_PORT"] = str(self._metrics_port())
@@ -381,6 +373,17 @@ class Pipeline:
         except BaseException:
             self.stop()
             raise
+
+    def add_api(self, ready_timeout: float = 120.0) -> str:
+        """Starts one more API process on a port of its own and waits until it is ready; its
+        base URL. Every API process of a stack with the embedded store runs the index stage,
+        so such a stack serves its store from a store process (`start_store`)."""
+        count = sum(1 for p in self.processes if _is_api(p.name))
+        port = free_port()
+        proc = self._spawn(f"api-{count + 1}", ["ragline.api"], _api_env(port))
+        url = f"http://127.0.0.1:{port}"
+        _wait_for("ready", lambda: _api_ready(url), ready_timeout, proc)
+        return url
 
     def add_worker(self, stage: str) -> ManagedProcess:
         """Starts one more worker of a stage (workers of a stage share its consumer group)."""
@@ -420,7 +423,7 @@ class Pipeline:
         embed worker loads its model first: on a loaded two-core machine that took over a
         minute, hence the generous bound; a quiet one settles in seconds)."""
         deadline = time.monotonic() + timeout
-        stages = {p.name.rsplit("-", 1)[0] for p in self.processes if p.name != "api"}
+        stages = {p.name.rsplit("-", 1)[0] for p in self.processes if not _is_api(p.name)}
         stages -= {"relay", STORE_PROCESS}
         if self.api_hosts_index:
             stages.add("index")
@@ -443,7 +446,7 @@ class Pipeline:
         embedded store): whether each runs, what its /metrics says and the end of its log."""
         hosts = self.workers(stage)
         if stage == "index" and self.api_hosts_index:
-            hosts += [p for p in self.processes if p.name == "api"]
+            hosts += [p for p in self.processes if _is_api(p.name)]
         parts = []
         for proc in hosts:
             state = "running" if proc.alive() else "exited"
@@ -456,7 +459,7 @@ class Pipeline:
 
     def metrics_url(self, proc: ManagedProcess) -> str:
         """Where one of its processes serves /metrics (the API on its HTTP port)."""
-        port = self.api_port if proc.name == "api" else proc.env["RAGLINE_METRICS_PORT"]
+        port = proc.env["RAGLINE_API__PORT" if _is_api(proc.name) else "RAGLINE_METRICS_PORT"]
         return f"http://127.0.0.1:{port}/metrics"
 
     def workers(self, stage: str) -> list[ManagedProcess]:
@@ -464,14 +467,8 @@ class Pipeline:
         return [p for p in self.processes if p.name.startswith(f"{stage}-")]
 
     def api_ready(self) -> bool:
-        """Whether /readyz answers 200 with the API's readiness: a process of another stack
-        that took the port (a worker's metrics server answers every path 200) is not it."""
-        try:
-            with urllib.request.urlopen(f"{self.api_url}/readyz", timeout=1.0) as response:  # noqa: S310
-                body = json.loads(response.read()) if response.status == 200 else None
-        except (urllib.error.URLError, OSError, ValueError):
-            return False
-        return isinstance(body, dict) and body.get("status") == "ready"
+        """Whether the API is ready (`_api_ready`)."""
+        return _api_ready(self.api_url)
 
     def stop(self) -> None:
         """Stops workers and API (SIGTERM, then SIGKILL), all at once."""
@@ -502,6 +499,31 @@ class Pipeline:
         proc.start()
         self.processes.append(proc)
         return proc
+
+
+def _api_env(port: int) -> dict[str, str]:
+    """What an API process of a pipeline runs with beside the pipeline's settings."""
+    return {
+        "RAGLINE_API__PORT": str(port),
+        "RAGLINE_METRICS_PORT": "0",
+        "RAGLINE_EMBEDDING__PARALLELISM": "1",
+    }
+
+
+def _is_api(name: str) -> bool:
+    """Whether a pipeline's process is an API process (`api`, `api-2`, ...)."""
+    return name == "api" or name.startswith("api-")
+
+
+def _api_ready(url: str) -> bool:
+    """Whether the API at `url` answers /readyz 200 with its readiness: a process of another
+    stack that took the port (a worker's metrics server answers every path 200) is not it."""
+    try:
+        with urllib.request.urlopen(f"{url}/readyz", timeout=1.0) as response:  # noqa: S310
+            body = json.loads(response.read()) if response.status == 200 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+    return isinstance(body, dict) and body.get("status") == "ready"
 
 
 # The servers of the local stack, by the name of their process.

@@ -264,9 +264,11 @@ def start_pipeline(
     embed_workers: int = 1,
     *,
     real_model: bool,
+    store_process: bool = False,
 ) -> RunningPipeline:
     """Starts the API and stage workers against the session's servers, embedding with the
-    packaged model (`real_model`) or the fast hashed embedder."""
+    packaged model (`real_model`) or the fast hashed embedder; with `store_process`, the
+    embedded store is served by a process of its own (so more API processes can be added)."""
     admin_token = secrets.token_urlsafe(16)
     internal_secret = secrets.token_urlsafe(16)
     env = {
@@ -290,7 +292,11 @@ def start_pipeline(
         "RAGLINE_API__REQUEST_TIMEOUT_S": "20",
         **(extra_env or {}),
     }
+    if store_process:
+        env["RAGLINE_QDRANT__STORE_SOCKET"] = str(run_dir / "store.sock")
     pipeline = Pipeline(run_dir, env, api_port=free_port(), embed_workers=embed_workers)
+    if store_process:
+        pipeline.start_store()
     pipeline.start()
     pipeline.wait_settled(partitions=6)
     return RunningPipeline(pipeline, admin_token, internal_secret, services)
@@ -303,12 +309,19 @@ def own_stack(
     embed_workers: int = 1,
     *,
     real_model: bool = False,
+    store_process: bool = False,
 ) -> Iterator[RunningPipeline]:
     """A stack with servers of its own (for tests that stop it or read its topics), embedding
-    with the fast hashed embedder unless the model is part of what its tests check."""
+    with the fast hashed embedder unless the model is part of what its tests check; with
+    `store_process`, its store served by a process of its own."""
     with servers(tmp / "services") as services:
         running = start_pipeline(
-            services, tmp / "run", extra_env, embed_workers, real_model=real_model
+            services,
+            tmp / "run",
+            extra_env,
+            embed_workers,
+            real_model=real_model,
+            store_process=store_process,
         )
         try:
             yield running
