@@ -87,7 +87,9 @@ The bot benchmark's chunks are readable by `["role:admin", "tenant"]`, so the bo
 (`python -m ragline.store`, `infra/vectorstore/remote.py`), the API reaching it over a Unix
 socket: uncached searches at concurrency 1 and 32 on questions no other measurement asked, keys
 `p50_ms_store_process_uncached_c32`, `rps_store_process_uncached_c32`, ... beside the same
-keys of the API holding the store.
+keys of the API holding the store; then with a second API process on that store, the 32
+connections spread over both (`rps_store_process_2apis_uncached_c32`, ...): whether the one
+interpreter lock a process has is what bounds 32 clients.
 
 `--user-form` measures people's permission-filtered search instead, on a duplicate-heavy store
 of its own (100,000 chunks in 10 KBs; `--tiny` 2,000) where the user `u-bench` may read
@@ -756,23 +758,25 @@ def bot_form(bot_id: str) -> Form:
 
 
 async def load(
-    port: int,
+    port: int | Sequence[int],
     form: Form,
     queries: list[str],
     concurrency: int,
     breakdown: list[dict[str, Any]] | None = None,
     answers: list[dict[str, Any]] | None = None,
 ) -> tuple[list[float], float]:
-    """Sends the queries with `concurrency` connections; returns latencies (ms) and rps.
+    """Sends the queries with `concurrency` connections (spread over the ports, when there are
+    several API processes); returns latencies (ms) and rps.
 
     With `breakdown`, collects the answers' own timings (their `metrics` blocks); with
     `answers`, the whole answers.
     """
     pending = list(enumerate(queries))
     latencies: list[float] = []
+    ports = [port] if isinstance(port, int) else list(port)
 
-    async def worker() -> None:
-        connection = Connection("127.0.0.1", port)
+    async def worker(number: int) -> None:
+        connection = Connection("127.0.0.1", ports[number % len(ports)])
         try:
             while pending:
                 _, query = pending.pop()
@@ -789,7 +793,7 @@ async def load(
             await connection.close()
 
     started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    await asyncio.gather(*(worker(number) for number in range(concurrency)))
     return latencies, len(queries) / (time.perf_counter() - started)
 
 
@@ -986,7 +990,7 @@ def measure_store(run: Run, store_kind: str, chunks: int) -> dict[str, Any]:
 def store_process_questions(questions: list[str], scale: Scale) -> list[str]:
     """Questions no other measurement of a store asked."""
     start = 5 * scale.requests
-    return questions[start : start + 3 * scale.requests]
+    return questions[start : start + 5 * scale.requests]
 
 
 def measure_store_process(
@@ -994,7 +998,9 @@ def measure_store_process(
 ) -> dict[str, Any]:
     """The same store served by a process of its own (`python -m ragline.store`), the API
     reaching it over its socket: uncached searches at concurrency 1 and 32, beside the API
-    process holding it (`*_store_process_uncached_c1`, `*_store_process_uncached_c32` keys)."""
+    process holding it (`*_store_process_uncached_c1`, `*_store_process_uncached_c32` keys);
+    then a second API process on the same store, the 32 connections spread over both
+    (`*_store_process_2apis_uncached_c32`)."""
     served = {**env, "RAGLINE_QDRANT__STORE_SOCKET": str(run.work / name / "store.sock")}
     port = free_port()
     pipeline = Pipeline(run.work / name, served, api_port=port)
@@ -1010,6 +1016,11 @@ def measure_store_process(
             figures[f"store_process_uncached_c{level}"] = asyncio.run(
                 load(port, form, asked, level)
             )
+        second = int(pipeline.add_api().rsplit(":", 1)[1])
+        asked = [next(fresh) for _ in range(2 * run.scale.requests)]
+        figures["store_process_2apis_uncached_c32"] = asyncio.run(
+            load((port, second), form, asked, 32)
+        )
         return summarise(figures)
     finally:
         pipeline.stop()
@@ -1244,7 +1255,7 @@ def main() -> None:
     os.environ.setdefault(ONNX_DIR, str((args.cache_dir / "onnx").resolve()))
     announce({**LOAD_SETTINGS, ONNX_DIR: os.environ[ONNX_DIR]})
     # Enough distinct questions for every uncached request: each store asks the same ones.
-    needed = 8 * scale.requests + 10 * max(scale.mcp_rounds, scale.user_rounds + 1)
+    needed = 10 * scale.requests + 10 * max(scale.mcp_rounds, scale.user_rounds + 1)
     material = load_material(args.eval, scale, needed)
     encoder = build_embedder(encoder_settings())
     encoder_queries = material.questions[: scale.encoder_queries]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from infra.embedding.base import Embedder
@@ -23,6 +24,9 @@ from services.search.retrieval import Retriever
 log = logging.getLogger(__name__)
 
 MakeRetriever = Callable[[Embedder, VectorStore], Retriever]
+# How often searches look again at which models to let go or load ahead, when the generations
+# they see have not changed.
+TIDY_EVERY_S = 1.0
 
 
 class Retrievers:
@@ -34,6 +38,8 @@ class Retrievers:
         self._make = make
         self._by_generation: dict[int, Retriever] = {}
         self._preloading: asyncio.Task[None] | None = None
+        # The generations the models were last tidied for, and when (monotonic).
+        self._tidied: tuple[Generations | None, float] = (None, 0.0)
 
     async def live(self) -> tuple[int, Retriever]:
         """The live generation's number and retriever."""
@@ -45,11 +51,20 @@ class Retrievers:
                 await self._encoders.get(live.model), await self._store.store_of(live)
             )
             self._by_generation = {live.number: retriever}
-        # A model no longer live nor building is let go a while after (searches that began
-        # with it finish with it).
+        self._tidy(view)
+        return live.number, retriever
+
+    def _tidy(self, view: Generations) -> None:
+        """Lets go of the models no longer live nor building a while after (searches that
+        began with one finish with it) and loads a building generation's model ahead: when the
+        generations change, and at most every `TIDY_EVERY_S` otherwise."""
+        seen, at = self._tidied
+        now = time.monotonic()
+        if view is seen and now - at < TIDY_EVERY_S:
+            return
+        self._tidied = (view, now)
         self._encoders.release({g.model for g in view.filled})
         self._preload(view)
-        return live.number, retriever
 
     def _preload(self, view: Generations) -> None:
         building = view.building
