@@ -25,6 +25,7 @@ from core.filters import chunks_where
 from core.periodic import Periodic
 from infra.kafka.client import build_broker
 from infra.mongo.document_repository import DocumentRepository
+from infra.process.collector import freeze_startup
 from infra.process.logs import configure_logging
 from infra.process.metrics import CALLERS_LEARNT, DOCUMENTS_STALLED
 from infra.settings import Settings
@@ -112,6 +113,9 @@ async def open_api_services(settings: Settings, stack: AsyncExitStack) -> ApiSer
         return checks
 
     log.info("API ready on http://%s:%d", settings.api.host, settings.api.port)
+    # Started: what was made so far lives as long as the process, out of the collector's walks.
+    frozen = freeze_startup()
+    log.info("froze %d objects made while starting out of the garbage collector's walks", frozen)
     return ApiServices(system, settings, readiness)
 
 

@@ -170,6 +170,16 @@ SEARCH_CACHE = Counter(
     "process) and result (hit, miss).",
     ["layer", "result"],
 )
+GC_PAUSES = Histogram(
+    "ragline_gc_pause_seconds",
+    "Pauses of the interpreter's garbage collector, by generation collected (2: a full one).",
+    ["generation"],
+    buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0),
+)
+GC_FROZEN_OBJECTS = Gauge(
+    "ragline_gc_frozen_objects",
+    "Objects made while the process started, frozen out of the garbage collector's walks.",
+)
 SEARCH_ANSWERS_HELD = Gauge(
     "ragline_search_answers_held_bytes",
     "Bytes of search answers held in this process's memory (answered without Redis).",

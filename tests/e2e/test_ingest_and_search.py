@@ -335,6 +335,15 @@ async def test_health_readiness_and_metrics(api: Api, stack: RunningPipeline) ->
     assert 'ragline_documents_processed_total{stage="index"}' in exposition
     assert "ragline_search_latency_seconds_count" in exposition
     assert 'ragline_stage_duration_seconds_count{stage="index"}' in exposition
+    # What the API made while starting is out of the garbage collector's walks (a full walk of
+    # it took 130-280 ms), and every collection's pause is measured.
+    frozen = next(
+        float(line.rsplit(" ", 1)[1])
+        for line in exposition.splitlines()
+        if line.startswith("ragline_gc_frozen_objects ")
+    )
+    assert frozen > 100_000
+    assert 'ragline_gc_pause_seconds_count{generation="0"}' in exposition
     # Every worker serves its own metrics.
     for stage in ("extract", "chunk", "embed"):
         worker = stack.pipeline.workers(stage)[0]
