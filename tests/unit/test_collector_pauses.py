@@ -27,4 +27,5 @@ def test_each_collection_is_counted_with_its_pause_once() -> None:
     gc.collect(0)
     assert _collections(0) == before + 1
     total = REGISTRY.get_sample_value("ragline_gc_pause_seconds_sum", {"generation": "2"})
-    assert total is not None and total > 0
+    assert total is not None
+    assert total > 0
