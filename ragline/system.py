@@ -537,7 +537,6 @@ class System:
             self.generation_repo,
             self.store,
             self.encoders,
-            self.audit_repo,
             self.settings.generations,
         )
 

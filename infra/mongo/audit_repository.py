@@ -17,10 +17,8 @@ class AuditRepository:
 
     async def record(self, entry: AuditEntry) -> None:
         """Stores one entry."""
-        record = entry.model_dump(exclude={"id"})
-        record["_id"] = entry.id
         async with mongo_errors():
-            await self._entries.insert_one(record)
+            await self._entries.insert_one(audit_document(entry))
 
     async def page(
         self, tenant_id: str, limit: int, before: datetime | None = None
@@ -32,6 +30,13 @@ class AuditRepository:
         async with mongo_errors():
             cursor = self._entries.find(query).sort([("at", -1), ("_id", -1)]).limit(limit)
             return [AuditEntry.model_validate(from_mongo(doc)) async for doc in cursor]
+
+
+def audit_document(entry: AuditEntry) -> dict[str, object]:
+    """An entry as it is stored (for a writer that stores it in a transaction of its own)."""
+    record = entry.model_dump(exclude={"id"})
+    record["_id"] = entry.id
+    return record
 
 
 def new_audit_id() -> str:

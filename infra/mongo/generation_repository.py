@@ -17,8 +17,9 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.errors import DuplicateKeyError
 
 from core.errors import Conflict
-from infra.mongo.client import Database, MongoDoc, in_transaction, mongo_errors
-from schemas.domain import utcnow
+from infra.mongo.audit_repository import audit_document
+from infra.mongo.client import AUDIT, Database, MongoDoc, in_transaction, mongo_errors
+from schemas.domain import AuditEntry, utcnow
 from schemas.index_generations import (
     KEPT,
     Generations,
@@ -48,6 +49,7 @@ class GenerationRepository:
     def __init__(self, client: AsyncMongoClient[MongoDoc], db: Database) -> None:
         self._client = client
         self._generations = db[GENERATIONS]
+        self._audit = db[AUDIT]
 
     async def all(self) -> list[IndexGeneration]:
         """Every generation, oldest first (dropped and cancelled ones too)."""
@@ -152,10 +154,13 @@ class GenerationRepository:
             )
         return result.matched_count == 1
 
-    async def switch(self, number: int, owner: str, grace: timedelta) -> Generations:
+    async def switch(
+        self, number: int, owner: str, grace: timedelta, audit: AuditEntry | None = None
+    ) -> Generations:
         """Makes the building generation `number` live and retires the live one (dropped
-        after `grace`), in one transaction. Refused (`Conflict`) if `number` is not being
-        built by `owner` any more (cancelled meanwhile, or its lease was taken)."""
+        after `grace`), in one transaction, with the `audit` entry that says so. Refused
+        (`Conflict`) if `number` is not being built by `owner` any more (cancelled meanwhile,
+        or its lease was taken)."""
 
         async def work(session: AsyncClientSession) -> None:
             now = utcnow()
@@ -188,6 +193,8 @@ class GenerationRepository:
                     },
                     session=session,
                 )
+            if audit is not None:
+                await self._audit.insert_one(audit_document(audit), session=session)
 
         await in_transaction(self._client, work)
         kept = await self.kept()

@@ -38,7 +38,7 @@ from core.errors import PermanentError, RetryableError
 from core.filters import Filter
 from infra.embedding.base import Embedder
 from infra.embedding.encoders import Encoders
-from infra.mongo.audit_repository import AuditRepository, new_audit_id
+from infra.mongo.audit_repository import new_audit_id
 from infra.mongo.generation_repository import GenerationRepository
 from infra.process.metrics import MIGRATION_CHUNKS, MIGRATION_TOTAL
 from infra.settings.generations import GenerationSettings
@@ -73,14 +73,12 @@ class Migrator:
         generations: GenerationRepository,
         store: GenerationalStore,
         encoders: Encoders,
-        audit: AuditRepository,
         settings: GenerationSettings,
         owner: str | None = None,
     ) -> None:
         self._generations = generations
         self._store = store
         self._encoders = encoders
-        self._audit = audit
         self._settings = settings
         self._owner = owner or process_owner()
 
@@ -259,8 +257,25 @@ class Migrator:
                 return mended
 
     async def _switch(self, generation: IndexGeneration, replaced: IndexGeneration) -> None:
+        """Makes `generation` live, with the audit entry saying so in the same transaction (a
+        build cancelled just after the switch, its lease then being nobody's, loses neither)."""
         grace = timedelta(seconds=self._settings.grace_s)
-        await self._generations.switch(generation.number, self._owner, grace)
+        entry = AuditEntry(
+            id=new_audit_id(),
+            tenant_id=generation.tenant_id or "",
+            at=utcnow(),
+            token_id=generation.started_by,
+            role=Role.ADMIN,
+            method="SWITCH",
+            path=f"/api/v1/generations/{generation.number}",
+            status=200,
+            outcome="ok",
+            details={
+                "live": {"generation": generation.number, "model": generation.model.label},
+                "retired": {"generation": replaced.number, "model": replaced.model.label},
+            },
+        )
+        await self._generations.switch(generation.number, self._owner, grace, entry)
         log.warning(
             "generation %d (%s) is live; generation %d (%s) is retired and dropped after %s",
             generation.number,
@@ -268,23 +283,6 @@ class Migrator:
             replaced.number,
             replaced.model.label,
             grace,
-        )
-        await self._audit.record(
-            AuditEntry(
-                id=new_audit_id(),
-                tenant_id=generation.tenant_id or "",
-                at=utcnow(),
-                token_id=generation.started_by,
-                role=Role.ADMIN,
-                method="SWITCH",
-                path=f"/api/v1/generations/{generation.number}",
-                status=200,
-                outcome="ok",
-                details={
-                    "live": {"generation": generation.number, "model": generation.model.label},
-                    "retired": {"generation": replaced.number, "model": replaced.model.label},
-                },
-            )
         )
 
     async def drop_due(self) -> list[int]:

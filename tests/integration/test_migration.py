@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -53,9 +54,7 @@ class Deployment:
 
     def migrator(self, owner: str, **changes: float) -> Migrator:
         settings = self.settings.model_copy(update=changes)
-        return Migrator(
-            self.repository, self.store, self.encoders, AuditRepository(self.db), settings, owner
-        )
+        return Migrator(self.repository, self.store, self.encoders, settings, owner)
 
     async def embedder(self, model: ModelIdentity) -> Embedder:
         return await self.encoders.get(model)
@@ -221,6 +220,29 @@ async def test_a_migration_embeds_every_chunk_by_the_new_model_then_switches_sea
     dropped = await deployment.repository.get(1)
     assert dropped is not None
     assert dropped.state is GenerationState.DROPPED
+
+
+async def test_a_build_stopped_right_after_its_switch_still_leaves_the_switch_audited(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The build's holder stops it (its lease, renewed meanwhile, is nobody's once the
+    # generation is live) the moment the switch returns: the audit entry is there all the same.
+    switch = deployment.repository.switch
+
+    async def switched_then_stopped(*args: Any, **kwargs: Any) -> Any:
+        await switch(*args, **kwargs)
+        raise asyncio.CancelledError
+
+    monkeypatch.setattr(deployment.repository, "switch", switched_then_stopped)
+    await deployment.repository.start(NEW, "tok_admin", "acme")
+    with pytest.raises(asyncio.CancelledError):
+        await deployment.migrator("a", grace_s=3600).work()
+    live, _ = await deployment.live()
+    assert live.model == NEW
+    entries = await AuditRepository(deployment.db).page("acme", 10)
+    assert [(e.method, e.path) for e in entries] == [
+        ("SWITCH", f"/api/v1/generations/{live.number}")
+    ]
 
 
 async def test_changes_during_the_migration_are_all_there_after_the_switch(
