@@ -84,9 +84,13 @@ class Ranked:
         return [point for point in self.order[:window] if point not in stored]
 
     def without_cosine(self, point_ids: list[str]) -> list[str]:
-        """Those of the chunks whose cosine a hybrid search may need but the ranking did not
-        bring (their vectors are read with them)."""
-        if self.mode is not RetrievalMode.HYBRID:
+        """Those of the chunks whose cosine decides whether they pass but the ranking did not
+        bring (their vectors are read with them): in a hybrid search whose dense ranking is full
+        or that has no threshold. Otherwise a chunk outside the dense ranking is below the
+        threshold whatever its cosine (it passes only as an exact keyword match), and its
+        vector is read only if it is shown (`Retriever.with_cosines`): measured on the 100k
+        benchmark store, reading about 93 vectors with every search cost 0.5 ms of 2.4."""
+        if self.mode is not RetrievalMode.HYBRID or not (self.full or self.threshold <= 0):
             return []
         return [point for point in point_ids if point not in self.cosines]
 
@@ -247,6 +251,28 @@ class Retriever:
         if wanted:
             found = await self._store.read(scope, wanted, ranked.without_cosine(wanted))
             stored |= {point: found.get(point) for point in wanted}
+
+    async def with_cosines(
+        self, scope: SearchScope, shown: list[Candidate], query: NDArray[np.float32]
+    ) -> list[Candidate]:
+        """The candidates shown, each with its cosine with the query (its rationale says it):
+        one read of the vectors of those whose cosine is not known yet."""
+        missing = [
+            candidate.point_id
+            for candidate in shown
+            if candidate.mode is RetrievalMode.HYBRID
+            and candidate.cosine is None
+            and candidate.chunk.dense is None
+        ]
+        if not missing:
+            return shown
+        found = await self._store.read(scope, missing, missing)
+        return [
+            replace(candidate, cosine=_cosine(found[candidate.point_id].dense, query))
+            if candidate.point_id in found and candidate.cosine is None
+            else candidate
+            for candidate in shown
+        ]
 
     async def _hybrid(
         self,

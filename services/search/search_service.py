@@ -13,7 +13,9 @@ One uncached search, step by step (`services.search.clock` times each):
 4. ranking: one call to the store ranks the candidates with the fields folding needs, and fusion
    orders them (`services.search.retrieval`);
 5. shaping: versions, neighbours and copies decide the passages, without reading a text;
-6. fetch: one read brings the chosen passages' texts; the answer's body is made once;
+6. fetch: one read brings the chosen passages' texts (and, for a passage the dense ranking did
+   not bring, a second one its vector, for its rationale's cosine); the answer's body is made
+   once;
 7. writes: the answer and the query vector are cached, and the retrieval event sent, after the
    answer (queued, never waited for).
 
@@ -465,6 +467,12 @@ class SearchService:
                 fusion=plan.fusion,
             )
         passages, candidates = await self._distinct(plan, scope, ranked, vector, clock, retriever)
+        with clock.step("fetch"):
+            # The cosines the shown passages' rationales give and the ranking did not bring.
+            ranks = sorted({passage.rank for passage in passages})
+            shown = await retriever.with_cosines(scope, [candidates[r] for r in ranks], vector)
+            for rank, candidate in zip(ranks, shown, strict=True):
+                candidates[rank] = candidate
         answer = self._finish(plan, passages, candidates, vector, clock, hits)
         with clock.step("writes"):
             if key is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -192,6 +193,10 @@ async def test_an_exact_rare_term_is_found_by_hybrid_and_missed_by_dense(api: Ap
     found = await api.ask_bot(hybrid["id"], "E-4417")
     assert found["hits"][0]["document_id"] == target
     assert "exact keyword match" in found["hits"][0]["retrieval_rationale"]
+    # Its cosine, which the dense ranking did not bring, is read for the rationale it shows.
+    cosine = re.search(r"semantic cosine (-?[0-9.]+)", found["hits"][0]["retrieval_rationale"])
+    assert cosine is not None
+    assert float(cosine[1]) > 0
     missed = await api.ask_bot(dense["id"], "E-4417")
     assert target not in {hit["document_id"] for hit in missed["hits"]}
 

@@ -3,7 +3,6 @@ the chunks looked at (real model, a few seconds)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
 
@@ -130,23 +129,32 @@ async def test_a_threshold_keeps_close_chunks_and_exact_keyword_matches(
         scope, query, vector, mode=RetrievalMode.HYBRID, threshold=0.99, fusion=FusionParams()
     )
     # Nothing is that close: the dense ranking brings no chunk, the sparse one every chunk
-    # with a query term; those are read with their vectors (for the rationale's cosine).
+    # with a query term. Those can pass only as exact keyword matches, whatever their cosine:
+    # they are read without their vectors.
     assert ranked.cosines == {}
     assert ranked.window(20, 100) == len(ranked.order)
     stored: dict[str, StoredChunk | None] = {}
     await retriever.read(scope, ranked, len(ranked.order), stored)
-    assert all(chunk is not None and chunk.dense is not None for chunk in stored.values())
+    assert all(chunk is not None and chunk.dense is None for chunk in stored.values())
     candidates = ranked.candidates(len(ranked.order), stored, vector)
     assert all(c.below_threshold and c.cosine is None for c in candidates)
     assert {c.chunk.payload.chunk_text for c in candidates} == {
         "update the router firmware from the admin page",
         "restart the router after a firmware update",
     }
-    why = candidates[0].rationale(query_terms(query), vector)
-    cosine = float(re.search(r"semantic cosine ([0-9.]+)", why)[1])  # type: ignore[index]
-    assert 0 < cosine < 0.99
+    # The one shown gets its cosine for its rationale, in one more read (of it alone).
+    reads = store.reads
+    (shown,) = await retriever.with_cosines(scope, candidates[:1], vector)
+    assert store.reads == reads + 1
+    assert shown.cosine is not None
+    assert 0 < shown.cosine < 0.99
+    why = shown.rationale(query_terms(query), vector)
+    assert f"semantic cosine {shown.cosine:.2f}" in why
     assert "2 of 2 query terms" in why
     assert "kept as an exact keyword match below the similarity threshold" in why
+    # A candidate whose cosine is known costs no read.
+    assert await retriever.with_cosines(scope, [shown], vector) == [shown]
+    assert store.reads == reads + 1
 
 
 async def test_feedback_widens_a_questions_keyword_query_with_its_best_matches_terms(
