@@ -7,6 +7,7 @@ models differ: their vectors are of different sizes, so no answer can mix them u
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -235,7 +236,9 @@ async def test_a_build_stopped_right_after_its_switch_still_leaves_the_switch_au
 
     monkeypatch.setattr(deployment.repository, "switch", switched_then_stopped)
     await deployment.repository.start(NEW, "tok_admin", "acme")
-    with pytest.raises(asyncio.CancelledError):
+    # The build ends stopped, or (its lease renewal having found the generation live first)
+    # with its lease lost: either way after its switch.
+    with contextlib.suppress(asyncio.CancelledError):
         await deployment.migrator("a", grace_s=3600).work()
     live, _ = await deployment.live()
     assert live.model == NEW
