@@ -377,13 +377,23 @@ class Pipeline:
     def add_api(self, ready_timeout: float = 120.0) -> str:
         """Starts one more API process on a port of its own and waits until it is ready; its
         base URL. Every API process of a stack with the embedded store runs the index stage,
-        so such a stack serves its store from a store process (`start_store`)."""
-        count = sum(1 for p in self.processes if _is_api(p.name))
-        port = free_port()
-        proc = self._spawn(f"api-{count + 1}", ["ragline.api"], _api_env(port))
-        url = f"http://127.0.0.1:{port}"
-        _wait_for("ready", lambda: _api_ready(url), ready_timeout, proc)
-        return url
+        so such a stack serves its store from a store process (`start_store`). A port another
+        stack took meanwhile is given up for a new one: the API there is ready, but not ours."""
+        name = f"api-{sum(1 for p in self.processes if _is_api(p.name)) + 1}"
+        token = self.env.get("RAGLINE_ADMIN_TOKEN")
+        for _ in range(3):
+            port = free_port()
+            proc = self._spawn(name, ["ragline.api"], _api_env(port))
+            url = f"http://127.0.0.1:{port}"
+            try:
+                _wait_for("ready", lambda url=url: _api_ready(url, token), ready_timeout, proc)
+            except RuntimeError:
+                if proc.alive() or not _port_taken(proc):
+                    raise
+                self.processes.remove(proc)
+                continue
+            return url
+        raise RuntimeError(f"{name} found no free port in three tries")
 
     def add_worker(self, stage: str) -> ManagedProcess:
         """Starts one more worker of a stage (workers of a stage share its consumer group)."""
@@ -515,12 +525,20 @@ def _is_api(name: str) -> bool:
     return name == "api" or name.startswith("api-")
 
 
-def _api_ready(url: str) -> bool:
+def _api_ready(url: str, admin_token: str | None = None) -> bool:
     """Whether the API at `url` answers /readyz 200 with its readiness: a process of another
-    stack that took the port (a worker's metrics server answers every path 200) is not it."""
+    stack that took the port (a worker's metrics server answers every path 200) is not it;
+    with `admin_token`, neither is another stack's API (it refuses the token)."""
     try:
         with urllib.request.urlopen(f"{url}/readyz", timeout=1.0) as response:  # noqa: S310
             body = json.loads(response.read()) if response.status == 200 else None
+        if admin_token is not None:
+            ours = urllib.request.Request(  # noqa: S310
+                f"{url}/api/v1/knowledge-bases",
+                headers={"Authorization": f"Bearer {admin_token}"},
+            )
+            with urllib.request.urlopen(ours, timeout=2.0):  # noqa: S310
+                pass
     except (urllib.error.URLError, OSError, ValueError):
         return False
     return isinstance(body, dict) and body.get("status") == "ready"
