@@ -198,12 +198,25 @@ def test_dropped_files_upload_and_their_progress_shows_live_until_indexed_or_fai
     # The console shows the document on its way, then indexed, without being reloaded.
     seen: list[str] = []
     deadline = time.monotonic() + 120
+    # A row's status and its progress text, read in one step: read one after the other, the
+    # page could update between them (seen once: "queued", then "extracting (2 of 6)").
+    snapshot = (
+        "const row = document.querySelector(arguments[0]);"
+        "if (!row) return null;"
+        "const text = row.querySelector('.progress-text');"
+        "return [row.dataset.status, text ? text.innerText.trim() : ''];"
+    )
+    console.find(guide_row)
     while "indexed" not in seen[-1:]:
-        status = console.attribute(guide_row, "data-status")
+        read = console.driver.execute_script(snapshot, guide_row)
+        if read is None:  # the row is being drawn again
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.05)
+            continue
+        status, progress = read
         if status not in seen[-1:]:
             seen.append(status)
             if status not in FINAL:
-                progress = console.text(f"{guide_row} .progress-text")
                 assert status in progress or "chunks embedded" in progress, progress
                 console.screenshot(f"upload-{status}")
         assert status != "failed", console.text(guide_row)
