@@ -116,8 +116,8 @@ class FreshnessService:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._listener = self._renewer = None
-        if self._answers is not None and self._lease_until:
-            self._lease_until = 0.0
+        # (The listener's end has already dropped the lease here; Redis still holds it.)
+        if self._answers is not None:
             await self._cache.leave(self._follower)
 
     # --- told by writers --------------------------------------------------------------------

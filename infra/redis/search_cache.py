@@ -316,7 +316,7 @@ class SearchCache:
         pipe = self._client.pipeline(transaction=False)
         pipe.delete(FOLLOWER + follower)
         pipe.srem(FOLLOWERS, follower)
-        await self._safely("confirm", pipe.execute)
+        await self._safely("leave", pipe.execute)
 
     async def _followed(self, seq: int) -> None:
         """Returns once every follower has applied change `seq` or its lease ran out."""

@@ -269,7 +269,7 @@ class Retriever:
         found = await self._store.read(scope, missing, missing)
         return [
             replace(candidate, cosine=_cosine(found[candidate.point_id].dense, query))
-            if candidate.point_id in found and candidate.cosine is None
+            if candidate.point_id in found
             else candidate
             for candidate in shown
         ]

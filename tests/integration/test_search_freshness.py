@@ -278,3 +278,9 @@ async def test_a_change_waits_out_the_lease_of_a_process_that_has_not_applied_it
     held = await second.search_service.search_bot(_request(bot.id))
     assert held.metrics.cache.result
     assert held.body == stalled.body
+
+    # A process that closes ends its lease: the next change does not wait for it.
+    await freshness.close()
+    began = time.monotonic()
+    await first.freshness_service.kbs_changed({kb.id: kb.revision + 3})
+    assert time.monotonic() - began < lease / 2
